@@ -1,0 +1,195 @@
+"""Exceptions of rivet_workflows: user-visible errors and internal control-flow signals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RivetWorkflowsError(Exception):
+    """Root of every error rivet_workflows raises.
+
+    Subclasses take their default message from their docstring's first line.
+    Every subclass pickles: keyword-only attributes are carried by ``__reduce__``.
+    """
+
+    #: machine-readable code used by the HTTP API (``{group, code, message, metadata}``)
+    code = "rivet_error"
+    group = "workflow"
+    http_status = 400
+
+    def __init__(self, message: str | None = None, **metadata: Any) -> None:
+        if message is None:
+            message = (type(self).__doc__ or type(self).__name__).strip().splitlines()[0]
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata
+        for key, value in metadata.items():
+            setattr(self, key, value)
+
+    def __reduce__(self):  # noqa: D105 - pickling support
+        return (_rebuild, (type(self), self.message, self.metadata))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls, message, metadata):
+    obj = cls.__new__(cls)
+    RivetWorkflowsError.__init__(obj, message, **metadata)
+    return obj
+
+
+# --- failures raised by step bodies (spec: "Timeouts", "Rollback") -----------------------------
+
+
+class CriticalError(RivetWorkflowsError):
+    """A step failed in a way that must not be retried."""
+
+    code = "critical"
+
+
+class RollbackError(RivetWorkflowsError):
+    """A step failed and the workflow must roll back; not retried, not caught by default."""
+
+    code = "rollback"
+
+
+# --- engine errors --------------------------------------------------------------------------------
+
+
+class StepExhaustedError(RivetWorkflowsError):
+    """A step failed and has no retries left."""
+
+    code = "step_exhausted"
+
+    def __init__(self, message: str | None = None, **metadata: Any) -> None:
+        step_name = metadata.get("step_name")
+        if message is None and step_name is not None:
+            err = metadata.get("error") or {}
+            message = f"step {step_name!r} exhausted its retries: {err.get('message', '')}".rstrip(": ")
+        super().__init__(message, **metadata)
+
+
+class HistoryDivergedError(RivetWorkflowsError):
+    """The workflow code no longer matches its recorded history."""
+
+    code = "history_diverged"
+    http_status = 409
+
+
+class EntryInProgressError(RivetWorkflowsError):
+    """A workflow primitive was started while another one on the same context is still running (missing await?)."""
+
+    code = "entry_in_progress"
+
+
+class RollbackCheckpointError(RivetWorkflowsError):
+    """A step with a rollback handler ran before any rollback_checkpoint in its scope."""
+
+    code = "rollback_checkpoint_missing"
+
+
+class JoinError(RivetWorkflowsError):
+    """One or more join branches failed."""
+
+    code = "join_failed"
+
+
+class RaceError(RivetWorkflowsError):
+    """Every race branch failed."""
+
+    code = "race_failed"
+
+
+class QueueWaitTimeoutError(RivetWorkflowsError):
+    """A queue wait reached its timeout before a message arrived."""
+
+    code = "queue_wait_timeout"
+
+
+class StepOnlyError(RivetWorkflowsError):
+    """Actor state, vars, client() and events are only reachable inside a step callback."""
+
+    code = "step_only"
+
+
+class SerializationError(RivetWorkflowsError):
+    """A value cannot be serialized for storage."""
+
+    code = "serialization_error"
+    http_status = 422
+
+
+class PayloadTooLargeError(RivetWorkflowsError):
+    """A serialized value is larger than MAX_PAYLOAD_BYTES."""
+
+    code = "payload_too_large"
+    http_status = 413
+
+
+class ActorNotFoundError(RivetWorkflowsError):
+    """No actor matches."""
+
+    group = "actor"
+    code = "actor_not_found"
+    http_status = 404
+
+
+class ActionNotFoundError(RivetWorkflowsError):
+    """The actor has no such action."""
+
+    group = "actor"
+    code = "action_not_found"
+    http_status = 404
+
+
+class QueueNotFoundError(RivetWorkflowsError):
+    """The actor declares no such queue."""
+
+    group = "actor"
+    code = "queue_not_found"
+    http_status = 404
+
+
+class WorkflowInFlightError(RivetWorkflowsError):
+    """The workflow is running; try again once it waits or finishes."""
+
+    code = "workflow_in_flight"
+    http_status = 409
+
+
+class MessageAlreadyCompletedError(RivetWorkflowsError):
+    """This queue message was already completed."""
+
+    group = "queue"
+    code = "message_already_completed"
+    http_status = 409
+
+
+class LeaseLostError(RivetWorkflowsError):
+    """This executor no longer holds the actor's lease; its writes were rejected."""
+
+    code = "lease_lost"
+
+
+# --- control-flow signals (never user-visible; BaseException so `except Exception` does not swallow them)
+
+
+class WorkflowSignal(BaseException):
+    """Base of internal signals that unwind a workflow run."""
+
+
+class WaitSignal(WorkflowSignal):
+    """The run must stop and sleep until ``wake_at`` or until a message arrives on one of ``queue_names``.
+
+    Attributes: ``wake_at`` (aware datetime or None), ``queue_names`` (frozenset of str).
+    """
+
+    def __init__(self, wake_at=None, queue_names=frozenset()):
+        super().__init__(wake_at, queue_names)
+        self.wake_at = wake_at
+        self.queue_names = frozenset(queue_names)
+
+
+class EvictedSignal(WorkflowSignal):
+    """The executor lost its lease or is shutting down: stop without writing."""

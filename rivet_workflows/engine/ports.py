@@ -1,0 +1,204 @@
+"""The storage and dispatch ports the engine talks to (implemented by testing.MemoryStore and storage.DjangoStore).
+
+Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.md section 1):
+
+* Values crossing the port are already-decoded Python values; a store encodes them with
+  ``engine.serde`` (the one serializer) when it writes and decodes them when it reads.
+* ``commit`` is atomic: actor state, workflow status, history upserts/deletes, received and
+  completed messages, and the new wake-up all commit together or not at all.
+* Every executor write is fenced by the lease token returned by ``claim``: if the actor's current
+  token differs, the write affects nothing and returns False (the executor must stop).
+* Deadlines are compared with the store's clock (``now``); for the Django store that is the
+  database clock.
+* An actor is *due* when ``wake_at <= now`` and its lease is free or expired. ``claim`` keeps
+  ``wake_at`` as it is while the executor runs, so an executor that dies leaves the actor due
+  once its lease expires: no separate reaper is needed.
+* ``send`` never loses a wake-up: it locks the actor row, stores the message and, unless the
+  workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
+  currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
+  pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* Actions and step bodies are serialised on one actor: the commit that records a step attempt
+  (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
+  (``CommitResult.state``), which the step body then mutates; the commit that records the step's
+  outcome writes the state and clears the lock. ``run_action`` waits while a live step lock is held
+  (lock not expired and lease not expired), so no update is lost either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Protocol, runtime_checkable
+
+# Workflow states (ENGINE-SEMANTICS.md section 1).
+PENDING = "pending"
+RUNNING = "running"
+SLEEPING = "sleeping"
+COMPLETED = "completed"
+ROLLING_BACK = "rolling_back"
+FAILED = "failed"
+CANCELLED = "cancelled"
+FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+
+# Entry metadata status.
+ENTRY_PENDING = "pending"
+ENTRY_RUNNING = "running"
+ENTRY_COMPLETED = "completed"
+ENTRY_FAILED = "failed"
+ENTRY_EXHAUSTED = "exhausted"
+
+# Queue message status.
+MESSAGE_PENDING = "pending"  # not yet received by the workflow
+MESSAGE_RECEIVED = "received"  # recorded in history by a queue wait
+MESSAGE_COMPLETED = "completed"  # completable message answered with a response
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: Marker for "leave this column as it is" in a Commit.
+UNSET: Any = _Unset()
+
+
+@dataclass
+class ActorRecord:
+    """One actor row: identity, state and workflow status."""
+
+    actor_id: str
+    name: str
+    key: list
+    state: Any = None
+    input: Any = None
+    output: Any = None
+    error: dict | None = None
+    workflow_state: str = PENDING
+    wake_at: datetime | None = None
+    waiting_for: list[str] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    destroyed: bool = False
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_token: int = 0
+
+
+@dataclass
+class EntryRecord:
+    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
+
+    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
+    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it).
+    """
+
+    key: str
+    location: list
+    kind: str
+    data: dict = field(default_factory=dict)
+    status: str = ENTRY_PENDING
+    attempts: int = 0
+    error: dict | None = None
+    seq: int = 0
+    last_attempt_at: datetime | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    rollback_completed_at: datetime | None = None
+    rollback_error: dict | None = None
+
+    def copy(self) -> EntryRecord:
+        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+
+
+@dataclass
+class MessageRecord:
+    """One queue message."""
+
+    id: str
+    actor_id: str
+    name: str
+    body: Any
+    created_at: datetime
+    completable: bool = False
+    status: str = MESSAGE_PENDING
+    response: Any = None
+    completed_at: datetime | None = None
+
+
+@dataclass
+class Commit:
+    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
+
+    state: Any = UNSET
+    workflow_state: Any = UNSET
+    input: Any = UNSET
+    output: Any = UNSET
+    error: Any = UNSET  # dict or None
+    wake_at: Any = UNSET  # datetime or None
+    waiting_for: Any = UNSET  # list[str]
+    upserts: list[EntryRecord] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)  # entry keys
+    receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
+    complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
+    #: set the step lock until this instant (None clears it); UNSET leaves it
+    step_lock_until: Any = UNSET
+    #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
+    release: bool = False
+
+
+@dataclass
+class CommitResult:
+    """What a commit reports back: whether the fence held and, after a release, the actor's wake_at."""
+
+    ok: bool
+    wake_at: datetime | None = None
+    state: Any = UNSET  # fresh state when the commit took the step lock
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Storage port. Synchronous; the engine calls it through ``Runtime.call`` (a thread hop for Django)."""
+
+    # clock
+    def now(self) -> datetime: ...
+
+    # actors
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any]
+    ) -> tuple[ActorRecord, bool]: ...
+    def get_actor(self, actor_id: str) -> ActorRecord: ...  # ActorNotFoundError
+    def find_actor(self, name: str, key: list) -> ActorRecord | None: ...
+    def destroy_actor(self, actor_id: str) -> None: ...
+
+    # leases
+    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None: ...
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]: ...
+    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool: ...
+    def next_deadline(self) -> datetime | None: ...  # earliest wake_at of any unfinished actor
+
+    # history
+    def load_history(self, actor_id: str) -> list[EntryRecord]: ...
+    def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult: ...
+
+    # queues
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord: ...
+    def pending_messages(self, actor_id: str, names: list[str] | None, limit: int) -> list[MessageRecord]: ...
+    def get_message(self, message_id: str) -> MessageRecord: ...
+    def complete_message(self, message_id: str, response: Any) -> None: ...  # MessageAlreadyCompletedError
+
+    # actions (serialised with step bodies through the step lock)
+    def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]: ...
+    """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, under the actor's
+    row lock, save the state and return ``(result, state)``."""
+
+
+class Dispatcher(Protocol):
+    """Dispatch port: turns "actor X has work" into execution (a Celery task, or nothing under drain())."""
+
+    def wake(self, actor_id: str) -> None: ...

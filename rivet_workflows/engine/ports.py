@@ -146,6 +146,9 @@ class Commit:
     deletes: list[str] = field(default_factory=list)  # entry keys
     receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
     complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
+    #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
+    #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
+    outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
     #: set the step lock until this instant (None clears it); UNSET leaves it
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
@@ -158,6 +161,9 @@ class CommitResult:
 
     ok: bool
     wake_at: datetime | None = None
+    #: actor ids (outbox targets, and this actor after a release that found a due wake-up) to hand to
+    #: Dispatcher.wake once the transaction has committed
+    woken: list[str] = field(default_factory=list)
     state: Any = UNSET  # fresh state when the commit took the step lock
 
 

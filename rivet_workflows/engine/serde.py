@@ -1,0 +1,251 @@
+"""The one serializer: tagged JSON for every stored value (DESIGN.md section 3).
+
+Plain JSON values (``None``, ``bool``, ``int``, ``float``, ``str``, ``list``, ``dict`` with ``str`` keys) are
+stored as themselves. Other supported types are stored as a *tagged* object ``{"__rw__": tag, "v": ...}``:
+
+===========  ===============================================  ==========================
+type         tag and payload                                    example payload
+===========  ===============================================  ==========================
+datetime     ``datetime``: ISO 8601 (offset kept; naive stays    ``"2024-01-02T03:04:05+00:00"``
+             naive)
+date         ``date``: ISO 8601                                 ``"2024-01-02"``
+time         ``time``: ISO 8601                                 ``"03:04:05.000001"``
+timedelta    ``timedelta``: ``[days, seconds, microseconds]``   ``[1, 30, 0]``
+Decimal      ``decimal``: ``str(value)``                        ``"1.10"``
+UUID         ``uuid``: 32 hex digits                            ``"12345678..."``
+bytes        ``bytes``: base64 (``bytearray`` decodes as bytes)  ``"AAE="``
+tuple        ``tuple``: list of encoded items                   ``[1, 2]``
+set          ``set``: list of encoded items (sorted if possible) ``[1, 2]``
+frozenset    ``frozenset``: as ``set``                          ``[1, 2]``
+float        ``float``: ``"nan"``, ``"inf"``, ``"-inf"`` only     ``"nan"``
+dict         ``dict``: ``[[key, value], ...]`` used when a key is not a ``str`` or a user dict has the
+             key ``"__rw__"`` (so user data can never be mistaken for a tag)
+===========  ===============================================  ==========================
+
+Subclasses of ``str``/``int``/``float`` (e.g. ``StrEnum``/``IntEnum`` members) are stored as the base value,
+as ``json`` does. Anything else raises :class:`~rivet_workflows.engine.errors.SerializationError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import traceback
+import uuid
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from . import errors
+
+#: key marking a tagged value
+TAG = "__rw__"
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _tagged(tag: str, payload: Any) -> dict:
+    return {TAG: tag, "v": payload}
+
+
+def _set_items(values: Any, path: str, where: str, seen: set[int]) -> list:
+    items = [_encode(v, f"{path}[]", where, seen) for v in values]
+    try:
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    except TypeError:  # pragma: no cover - encoded items are always JSON
+        return items
+
+
+def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
+    # Exact JSON scalars first: the hot path.
+    cls = type(value)
+    if value is None or cls is str or cls is bool or cls is int:
+        return value
+    if cls is float:
+        if math.isfinite(value):
+            return value
+        return _tagged("float", "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if cls is list or cls is tuple or cls is dict or isinstance(value, (set, frozenset, list, tuple, dict)):
+        marker = id(value)
+        if marker in seen:
+            raise errors.SerializationError(
+                f"{where}: cannot serialize a value that contains itself (at {path})",
+                where=where,
+                type_name=_type_name(value),
+                path=path,
+            )
+        seen.add(marker)
+        try:
+            if isinstance(value, dict):
+                if all(type(k) is str for k in value) and TAG not in value:
+                    return {k: _encode(v, f"{path}.{k}", where, seen) for k, v in value.items()}
+                return _tagged(
+                    "dict",
+                    [
+                        [_encode(k, f"{path}<key>", where, seen), _encode(v, f"{path}[{k!r}]", where, seen)]
+                        for k, v in value.items()
+                    ],
+                )
+            if isinstance(value, list):
+                return [_encode(v, f"{path}[{i}]", where, seen) for i, v in enumerate(value)]
+            if isinstance(value, tuple):
+                return _tagged("tuple", [_encode(v, f"{path}[{i}]", where, seen) for i, v in enumerate(value)])
+            if isinstance(value, frozenset):
+                return _tagged("frozenset", _set_items(value, path, where, seen))
+            return _tagged("set", _set_items(value, path, where, seen))
+        finally:
+            seen.discard(marker)
+    if isinstance(value, datetime):
+        return _tagged("datetime", value.isoformat())
+    if isinstance(value, date):
+        return _tagged("date", value.isoformat())
+    if isinstance(value, time):
+        return _tagged("time", value.isoformat())
+    if isinstance(value, timedelta):
+        return _tagged("timedelta", [value.days, value.seconds, value.microseconds])
+    if isinstance(value, Decimal):
+        return _tagged("decimal", str(value))
+    if isinstance(value, uuid.UUID):
+        return _tagged("uuid", value.hex)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _tagged("bytes", base64.b64encode(bytes(value)).decode("ascii"))
+    # str/int/float subclasses (enums of those kinds) fold to their base value, as json does.
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _encode(float(value), path, where, seen)
+    raise errors.SerializationError(
+        f"{where}: cannot serialize a value of type {_type_name(value)!r} (at {path})",
+        where=where,
+        type_name=_type_name(value),
+        path=path,
+    )
+
+
+def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -> Any:
+    """Encode ``value`` into a JSON-compatible structure (tagged JSON, see the module docstring).
+
+    ``where`` names the value in error messages (``"step 'charge' output"``). ``max_bytes`` (int or None)
+    caps the size of the UTF-8 JSON text. Returns a structure of dict/list/str/int/float/bool/None that
+    ``json.dumps`` accepts with ``allow_nan=False``. Raises ``SerializationError`` (metadata ``where``,
+    ``type_name``, ``path``) for an unsupported type or a cycle, and ``PayloadTooLargeError`` (metadata
+    ``where``, ``size``, ``limit``) over ``max_bytes`` (DESIGN.md section 3).
+    """
+    encoded = _encode(value, "$", where, set())
+    if max_bytes is not None:
+        size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        if size > max_bytes:
+            raise errors.PayloadTooLargeError(
+                f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",
+                where=where,
+                size=size,
+                limit=max_bytes,
+            )
+    return encoded
+
+
+def _decode_tagged(tag: str, payload: Any) -> Any:
+    if tag == "datetime":
+        return datetime.fromisoformat(payload)
+    if tag == "date":
+        return date.fromisoformat(payload)
+    if tag == "time":
+        return time.fromisoformat(payload)
+    if tag == "timedelta":
+        days, seconds, micros = payload
+        return timedelta(days=days, seconds=seconds, microseconds=micros)
+    if tag == "decimal":
+        return Decimal(payload)
+    if tag == "uuid":
+        return uuid.UUID(hex=payload)
+    if tag == "bytes":
+        return base64.b64decode(payload)
+    if tag == "tuple":
+        return tuple(from_json(v) for v in payload)
+    if tag == "set":
+        return {from_json(v) for v in payload}
+    if tag == "frozenset":
+        return frozenset(from_json(v) for v in payload)
+    if tag == "float":
+        return float(payload)
+    if tag == "dict":
+        return {from_json(k): from_json(v) for k, v in payload}
+    raise errors.SerializationError(f"unknown serialized tag {tag!r}", tag=tag)
+
+
+def from_json(data: Any) -> Any:
+    """Decode the output of :func:`to_json` back into Python values (always fresh objects).
+
+    Raises ``SerializationError`` for an unknown tag (data written by a newer version).
+    """
+    cls = type(data)
+    if cls is dict:
+        if TAG in data:
+            return _decode_tagged(data[TAG], data.get("v"))
+        return {k: from_json(v) for k, v in data.items()}
+    if cls is list:
+        return [from_json(v) for v in data]
+    return data
+
+
+def roundtrip(value: Any, *, where: str = "value", max_bytes: int | None = None) -> Any:
+    """Return ``from_json(to_json(value))``: the copy the live path hands on, identical to what a replay sees.
+
+    Same arguments and errors as :func:`to_json`.
+    """
+    return from_json(to_json(value, where=where, max_bytes=max_bytes))
+
+
+def dumps(value: Any, *, where: str = "value", max_bytes: int | None = None) -> str:
+    """Encode ``value`` as a compact JSON string (tagged JSON). Errors as :func:`to_json`."""
+    return json.dumps(to_json(value, where=where, max_bytes=max_bytes), separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode a string written by :func:`dumps`."""
+    return from_json(json.loads(text))
+
+
+def _json_native(value: Any, depth: int = 0) -> bool:
+    if depth > 10:
+        return False
+    if type(value) is float:
+        return math.isfinite(value)
+    if value is None or type(value) in (str, int, bool):
+        return True
+    if type(value) is list:
+        return all(_json_native(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _json_native(v, depth + 1) for k, v in value.items()) and TAG not in value
+    return False
+
+
+def error_to_dict(exc: BaseException) -> dict:
+    """Describe an exception for storage: ``{"name", "message", "stack", "metadata"}`` (DESIGN.md section 3).
+
+    ``name`` is the type's qualified name (``ValueError``, ``CriticalError``, ``Outer.Inner``); ``message``
+    is ``str(exc)``; ``stack`` the formatted traceback (or None when the exception was never raised);
+    ``metadata`` the exception's public attributes whose values are plain JSON (for ``RivetWorkflowsError``
+    its keyword metadata). The result is plain JSON.
+    """
+    message = exc.message if isinstance(exc, errors.RivetWorkflowsError) else str(exc)
+    stack = "".join(traceback.format_exception(exc)) if exc.__traceback__ is not None else None
+    attrs: dict[str, Any] = {}
+    source = exc.metadata if isinstance(exc, errors.RivetWorkflowsError) else getattr(exc, "__dict__", {})
+    for key, value in source.items():
+        if key.startswith("_") or key in ("message", "args"):
+            continue
+        if _json_native(value):
+            attrs[key] = value
+    return {"name": type(exc).__qualname__, "message": message, "stack": stack, "metadata": attrs}

@@ -96,7 +96,9 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
             if isinstance(value, list):
                 return [_encode(v, f"{path}[{i}]", where, seen) for i, v in enumerate(value)]
             if isinstance(value, tuple):
-                return _tagged("tuple", [_encode(v, f"{path}[{i}]", where, seen) for i, v in enumerate(value)])
+                return _tagged(
+                    "tuple", [_encode(v, f"{path}[{i}]", where, seen) for i, v in enumerate(value)]
+                )
             if isinstance(value, frozenset):
                 return _tagged("frozenset", _set_items(value, path, where, seen))
             return _tagged("set", _set_items(value, path, where, seen))
@@ -209,7 +211,9 @@ def roundtrip(value: Any, *, where: str = "value", max_bytes: int | None = None)
 
 def dumps(value: Any, *, where: str = "value", max_bytes: int | None = None) -> str:
     """Encode ``value`` as a compact JSON string (tagged JSON). Errors as :func:`to_json`."""
-    return json.dumps(to_json(value, where=where, max_bytes=max_bytes), separators=(",", ":"), allow_nan=False)
+    return json.dumps(
+        to_json(value, where=where, max_bytes=max_bytes), separators=(",", ":"), allow_nan=False
+    )
 
 
 def loads(text: str | bytes) -> Any:
@@ -227,7 +231,9 @@ def _json_native(value: Any, depth: int = 0) -> bool:
     if type(value) is list:
         return all(_json_native(v, depth + 1) for v in value)
     if type(value) is dict:
-        return all(type(k) is str and _json_native(v, depth + 1) for k, v in value.items()) and TAG not in value
+        return (
+            all(type(k) is str and _json_native(v, depth + 1) for k, v in value.items()) and TAG not in value
+        )
     return False
 
 

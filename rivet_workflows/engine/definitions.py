@@ -1,0 +1,388 @@
+"""Actor and workflow definitions, queue/event declarations, the registry and loop results (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .runtime import Runtime
+
+
+# --- declarations ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    """A declared queue (``queue()``). ``description`` is free text shown by the inspector."""
+
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class EventDefinition:
+    """A declared broadcast event (``event()``). ``description`` is free text shown by the inspector."""
+
+    description: str | None = None
+
+
+def queue(description: str | None = None) -> QueueDefinition:
+    """Declare a queue for ``actor(queues={"name": queue()})`` (spec: "Queues").
+
+    Once an actor declares any queue, sending to an undeclared name raises ``QueueNotFoundError``.
+    """
+    return QueueDefinition(description)
+
+
+def event(description: str | None = None) -> EventDefinition:
+    """Declare a broadcast event for ``actor(events={"name": event()})`` (spec: error hook example)."""
+    return EventDefinition(description)
+
+
+# --- loops ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopContinue:
+    """Result of a loop body that wants another iteration, carrying the next ``state``."""
+
+    state: Any = None
+
+
+@dataclass(frozen=True)
+class LoopBreak:
+    """Result of a loop body that ends the loop; ``value`` becomes the result of ``ctx.loop``."""
+
+    value: Any = None
+
+
+class Loop:
+    """Constructors for loop body results (ENGINE-SEMANTICS.md section 4)."""
+
+    @staticmethod
+    def continue_(state: Any = None) -> LoopContinue:
+        """Run another iteration with ``state`` (for a stateless loop, leave it None)."""
+        return LoopContinue(state)
+
+    @staticmethod
+    def break_(value: Any = None) -> LoopBreak:
+        """Stop the loop; ``ctx.loop`` returns ``value``."""
+        return LoopBreak(value)
+
+
+# --- workflow handler and actor definition ----------------------------------------------------------
+
+
+class WorkflowHandler:
+    """A workflow run function with its error hook, used as ``actor(run=...)``.
+
+    ``fn`` is ``async def run(ctx)`` (the workflow context); ``on_error`` is ``on_error(c, event)`` (sync or
+    async) receiving an ``ActorContext`` and a ``WorkflowErrorEvent`` dict (ENGINE-SEMANTICS.md section 8).
+    """
+
+    __slots__ = ("fn", "on_error")
+
+    def __init__(self, fn: Callable[..., Any], on_error: Callable[..., Any] | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"workflow run function must be callable, got {type(fn).__name__}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable, got {type(on_error).__name__}")
+        self.fn = fn
+        self.on_error = on_error
+
+    def __repr__(self) -> str:
+        return f"WorkflowHandler({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    """Number of positional parameters ``fn`` accepts (a large number for ``*args``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature
+        return 1
+    count = 0
+    for p in params:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            return 99
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
+
+
+def _declarations(value: Any, kind: type, label: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        out = {}
+        for name, decl in value.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{label} names must be non-empty strings, got {name!r}")
+            out[name] = decl if decl is not None else kind()
+        return out
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return {name: kind() for name in value}
+    raise TypeError(f"{label} must be a dict of name -> {label[:-1]}() or a list of names")
+
+
+@dataclass(eq=False)
+class ActorDefinition:
+    """What ``actor(...)`` / ``workflow(run=...)`` return (DESIGN.md section 2).
+
+    Fields: ``state``/``vars`` initial values (deep-copied per actor), ``create_state(input)`` or
+    ``create_state(info, input)`` (``info`` has ``.name`` and ``.key``), ``create_vars()`` or
+    ``create_vars(c)``, ``queues``/``events`` (dict name -> declaration), ``actions`` (dict name ->
+    ``fn(c, *args)``, sync or async), hooks ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``,
+    ``on_destroy(c)``, ``run`` (a ``WorkflowHandler`` or None), ``options`` (dict), and ``name`` (set by
+    ``setup``; None before).
+    """
+
+    state: Any = None
+    create_state: Callable[..., Any] | None = None
+    vars: Any = None
+    create_vars: Callable[..., Any] | None = None
+    queues: dict[str, QueueDefinition] = field(default_factory=dict)
+    events: dict[str, EventDefinition] = field(default_factory=dict)
+    actions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    on_create: Callable[..., Any] | None = None
+    on_wake: Callable[..., Any] | None = None
+    on_sleep: Callable[..., Any] | None = None
+    on_destroy: Callable[..., Any] | None = None
+    run: WorkflowHandler | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def has_workflow(self) -> bool:
+        """True when the actor has a run handler (it is created due and driven by the executor)."""
+        return self.run is not None
+
+    def initial_state(self, input: Any = None, *, key: list | None = None) -> Any:
+        """A fresh initial state: ``create_state`` called with ``input`` (or ``(info, input)``), else a deep
+        copy of ``state`` (None when neither is given)."""
+        if self.create_state is not None:
+            if _arity(self.create_state) >= 2:
+                info = SimpleNamespace(name=self.name, key=list(key or []))
+                return self.create_state(info, input)
+            if _arity(self.create_state) == 1:
+                return self.create_state(input)
+            return self.create_state()
+        return copy.deepcopy(self.state)
+
+    def initial_vars(self, c: Any = None) -> Any:
+        """Fresh ephemeral vars: ``create_vars(c)`` (or ``create_vars()``), else a deep copy of ``vars``."""
+        if self.create_vars is not None:
+            return self.create_vars(c) if _arity(self.create_vars) >= 1 else self.create_vars()
+        return copy.deepcopy(self.vars)
+
+    def get_action(self, name: str) -> Callable[..., Any]:
+        """The action ``name``; raises ``ActionNotFoundError`` (metadata ``actor``, ``action``)."""
+        try:
+            return self.actions[name]
+        except KeyError:
+            raise errors.ActionNotFoundError(
+                f"actor {self.name!r} has no action {name!r}", actor=self.name, action=name
+            ) from None
+
+    def check_queue(self, name: str) -> None:
+        """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them."""
+        if not isinstance(name, str) or not name:
+            raise errors.QueueNotFoundError(f"invalid queue name {name!r}", actor=self.name, queue=str(name))
+        if self.queues and name not in self.queues:
+            raise errors.QueueNotFoundError(
+                f"actor {self.name!r} declares no queue {name!r} (declared: {sorted(self.queues)})",
+                actor=self.name,
+                queue=name,
+            )
+
+    def __repr__(self) -> str:
+        return f"<ActorDefinition {self.name or '(unregistered)'}>"
+
+
+def actor(
+    *,
+    state: Any = None,
+    create_state: Callable[..., Any] | None = None,
+    vars: Any = None,
+    create_vars: Callable[..., Any] | None = None,
+    queues: Mapping[str, QueueDefinition] | list[str] | None = None,
+    events: Mapping[str, EventDefinition] | list[str] | None = None,
+    actions: Mapping[str, Callable[..., Any]] | None = None,
+    on_create: Callable[..., Any] | None = None,
+    on_wake: Callable[..., Any] | None = None,
+    on_sleep: Callable[..., Any] | None = None,
+    on_destroy: Callable[..., Any] | None = None,
+    run: WorkflowHandler | Callable[..., Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> ActorDefinition:
+    """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
+
+    ``run`` is a ``WorkflowHandler`` (from ``workflow(fn)``) or a bare ``async def run(ctx)`` (wrapped).
+    Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
+    a non-callable action or hook raises ``TypeError``.
+    """
+    if state is not None and create_state is not None:
+        raise ValueError("give either state or create_state, not both")
+    if vars is not None and create_vars is not None:
+        raise ValueError("give either vars or create_vars, not both")
+    action_map = dict(actions or {})
+    for name, fn in action_map.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"action names must be non-empty strings, got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"action {name!r} must be callable")
+    for label, hook in (
+        ("create_state", create_state),
+        ("create_vars", create_vars),
+        ("on_create", on_create),
+        ("on_wake", on_wake),
+        ("on_sleep", on_sleep),
+        ("on_destroy", on_destroy),
+    ):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"{label} must be callable")
+    if run is not None and not isinstance(run, WorkflowHandler):
+        run = WorkflowHandler(run)
+    return ActorDefinition(
+        state=state,
+        create_state=create_state,
+        vars=vars,
+        create_vars=create_vars,
+        queues=_declarations(queues, QueueDefinition, "queues"),
+        events=_declarations(events, EventDefinition, "events"),
+        actions=action_map,
+        on_create=on_create,
+        on_wake=on_wake,
+        on_sleep=on_sleep,
+        on_destroy=on_destroy,
+        run=run,
+        options=dict(options or {}),
+    )
+
+
+def workflow(
+    fn: Callable[..., Any] | None = None,
+    *,
+    run: Callable[..., Any] | None = None,
+    on_error: Callable[..., Any] | None = None,
+    **actor_options: Any,
+) -> Any:
+    """Both spellings of ``workflow`` (DESIGN.md section 2).
+
+    * ``workflow(fn, on_error=None)`` -> ``WorkflowHandler`` for ``actor(run=...)`` (rivetkit form); also
+      usable as a decorator, bare (``@workflow``) or with options (``@workflow(on_error=hook)``).
+    * ``workflow(run=fn, on_error=None, **actor_options)`` -> ``ActorDefinition`` (``@rivet-dev/workflows``
+      form); ``actor_options`` are the keyword arguments of :func:`actor`.
+
+    Raises ``TypeError`` when both ``fn`` and ``run`` are given, or actor options come with ``fn``.
+    """
+    if fn is not None:
+        if run is not None or actor_options:
+            raise TypeError("workflow(fn) takes only on_error=; use workflow(run=fn, ...) to define an actor")
+        return WorkflowHandler(fn, on_error)
+    if run is None:
+        if actor_options:
+            raise TypeError("workflow(...) needs run= to define an actor")
+
+        def decorator(f: Callable[..., Any]) -> WorkflowHandler:
+            return WorkflowHandler(f, on_error)
+
+        return decorator
+    if isinstance(run, WorkflowHandler):
+        handler = run if on_error is None else WorkflowHandler(run.fn, on_error)
+    else:
+        handler = WorkflowHandler(run, on_error)
+    return actor(run=handler, **actor_options)
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+
+class Registry:
+    """The set of actor types of an application, by name (``setup(use={...})``).
+
+    ``registry.get(name)`` returns the ``ActorDefinition`` (``ActorNotFoundError`` otherwise). A registry
+    is bound to one ``Runtime`` (store + dispatcher + settings) with ``bind``; ``client()`` needs that.
+    """
+
+    def __init__(self, definitions: Mapping[str, ActorDefinition]) -> None:
+        self._definitions: dict[str, ActorDefinition] = {}
+        for name, definition in definitions.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"actor names must be Python identifiers, got {name!r}")
+            if not isinstance(definition, ActorDefinition):
+                raise TypeError(f"{name!r} is not an actor definition (use actor(...) or workflow(run=...))")
+            if definition.name not in (None, name):
+                definition = copy.copy(definition)  # one definition registered under two names
+            definition.name = name
+            self._definitions[name] = definition
+        self._runtime: Runtime | None = None
+
+    def get(self, name: str) -> ActorDefinition:
+        """The definition registered as ``name``; raises ``ActorNotFoundError`` (metadata ``name``)."""
+        try:
+            return self._definitions[name]
+        except (KeyError, TypeError):
+            raise errors.ActorNotFoundError(f"no actor type named {name!r}", name=name) from None
+
+    def names(self) -> list[str]:
+        """Registered actor names, in registration order."""
+        return list(self._definitions)
+
+    def items(self) -> list[tuple[str, ActorDefinition]]:
+        """``(name, definition)`` pairs in registration order."""
+        return list(self._definitions.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._definitions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._definitions)
+
+    def __len__(self) -> int:
+        return len(self._definitions)
+
+    def bind(self, runtime: Runtime) -> Registry:
+        """Attach ``runtime`` (replacing any earlier one) and return the registry."""
+        self._runtime = runtime
+        return self
+
+    @property
+    def runtime(self) -> Runtime:
+        """The bound runtime; ``RuntimeError`` if none is bound yet."""
+        if self._runtime is None:
+            raise RuntimeError(
+                "this registry is not bound to a runtime: use rivet_workflows.testing.make_runtime(registry) "
+                "in tests, or list it in settings.RIVET_WORKFLOWS['REGISTRY'] under Django"
+            )
+        return self._runtime
+
+    @property
+    def is_bound(self) -> bool:
+        """True once ``bind`` was called."""
+        return self._runtime is not None
+
+    def client(self) -> Client:
+        """A client on the bound runtime (DESIGN.md section 2, "Client")."""
+        runtime = self.runtime
+        from .client import Client
+
+        return Client(runtime)
+
+    def __repr__(self) -> str:
+        return f"<Registry {self.names()}>"
+
+
+def setup(*, use: Mapping[str, ActorDefinition]) -> Registry:
+    """Build the ``Registry`` of actor types: ``setup(use={"payment_actor": payment_actor})``.
+
+    Sets each definition's ``name``. Raises ``ValueError`` for a name that is not a Python identifier (names
+    are client attributes) and ``TypeError`` for a value that is not an ``ActorDefinition``.
+    """
+    return Registry(use)

@@ -1,0 +1,128 @@
+"""The runtime: one store, one dispatcher, one registry and the engine settings, shared by client and executor."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from . import ports
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .definitions import Registry
+
+logger = logging.getLogger("rivet_workflows")
+
+
+def to_seconds(value: float | int | timedelta | None) -> float | None:
+    """A duration given as seconds (int/float) or ``timedelta``, as float seconds; None stays None.
+
+    Raises ``TypeError`` for another type and ``ValueError`` for a negative or non-finite duration.
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"a duration must be seconds or a timedelta, got {type(value).__name__}")
+    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
+        raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+@dataclass
+class Settings:
+    """Engine settings (DESIGN.md section 10); durations in seconds.
+
+    * ``lease_seconds``: how long a claim holds an actor before another executor may take over.
+    * ``sweep_interval``: how often the periodic sweep looks for due actors.
+    * ``max_payload_bytes``: cap on one serialized value (``PayloadTooLargeError`` above it).
+    * ``live_wait_threshold``: waits whose remaining time is below this are done in memory.
+    * ``action_timeout``: how long an action waits for a running step to release the step lock.
+    * ``poll_interval``: polling period of waits on the store (step lock, ``send(wait=True)``).
+    * ``dev_mode``: relaxes inspector authorization.
+    """
+
+    lease_seconds: float = 30.0
+    sweep_interval: float = 1.0
+    max_payload_bytes: int = 1_048_576
+    live_wait_threshold: float = 1.0
+    action_timeout: float = 60.0
+    poll_interval: float = 0.02
+    dev_mode: bool = True
+
+
+class Runtime:
+    """Store + dispatcher + registry + settings, plus the realtime hooks (DESIGN.md sections 5, 7).
+
+    ``store`` implements ``ports.Store``; ``dispatcher`` implements ``ports.Dispatcher``; ``broadcaster`` is
+    ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
+    ``on_history_change(actor_id)``. Creating a runtime binds ``registry`` to it. ``owner`` identifies this
+    process in leases (``host:pid:random``).
+    """
+
+    def __init__(
+        self,
+        store: ports.Store,
+        dispatcher: ports.Dispatcher,
+        registry: Registry,
+        settings: Settings | None = None,
+        broadcaster: Callable[[str, str, list], Any] | None = None,
+        on_history_change: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.dispatcher = dispatcher
+        self.registry = registry
+        self.settings = settings if settings is not None else Settings()
+        self.broadcaster = broadcaster
+        self.on_history_change = on_history_change
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        registry.bind(self)
+
+    def broadcast(self, actor_id: str, name: str, args: list | tuple) -> None:
+        """Send event ``name`` with ``args`` to the actor's subscribers; errors are logged, never raised."""
+        if self.broadcaster is None:
+            return
+        try:
+            self.broadcaster(actor_id, name, list(args))
+        except Exception:  # realtime is best effort: a broken channel layer must not fail a step
+            logger.exception("broadcast of %r for actor %s failed", name, actor_id)
+
+    def notify_history(self, actor_id: str) -> None:
+        """Tell listeners (the admin trace) that the actor's history changed; errors are logged."""
+        if self.on_history_change is None:
+            return
+        try:
+            self.on_history_change(actor_id)
+        except Exception:
+            logger.exception("history-change notification for actor %s failed", actor_id)
+
+    def wake(self, actor_id: str) -> None:
+        """Hand ``actor_id`` to the dispatcher; a failing dispatcher is logged (the sweep catches up)."""
+        try:
+            self.dispatcher.wake(actor_id)
+        except Exception:
+            logger.exception("dispatcher failed to wake actor %s; the periodic sweep will", actor_id)
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a sync store function from async code on the thread that owns the DB connection."""
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+    def client(self) -> Client:
+        """A ``Client`` on this runtime."""
+        from .client import Client
+
+        return Client(self)
+
+    def __repr__(self) -> str:
+        return f"<Runtime store={type(self.store).__name__} registry={self.registry.names()}>"

@@ -1,0 +1,97 @@
+"""System checks of rivet_workflows (ids ``rivet_workflows.E001``..., ``W001``...; DESIGN.md section 10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+
+@checks.register(checks.Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check RIVET_WORKFLOWS, the registry, the database vs the broker, the channel layer and step timeouts.
+
+    E001: RIVET_WORKFLOWS is invalid. E002: REGISTRY cannot be imported or is not a Registry.
+    W001: SQLite with a non-embedded broker (real workers on several machines need PostgreSQL).
+    W002: no channel layer (broadcasts and live history go nowhere).
+    W003: a step timeout longer than LEASE_SECONDS (another worker would take over a live step).
+    """
+    from django.utils.module_loading import import_string
+
+    from .conf import RivetSettings
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        conf = RivetSettings.load()
+    except (ValueError, TypeError) as exc:
+        return [
+            checks.Error(
+                f"RIVET_WORKFLOWS is invalid: {exc}",
+                hint="Fix the RIVET_WORKFLOWS dict in settings (see DESIGN.md section 10).",
+                id="rivet_workflows.E001",
+            )
+        ]
+
+    registry = None
+    try:
+        registry = import_string(conf.REGISTRY)
+    except ImportError as exc:
+        errors.append(
+            checks.Error(
+                f"RIVET_WORKFLOWS['REGISTRY'] = {conf.REGISTRY!r} cannot be imported: {exc}",
+                hint="Point REGISTRY at the Registry returned by rivet_workflows.setup(use={...}).",
+                id="rivet_workflows.E002",
+            )
+        )
+    if registry is not None and not hasattr(registry, "get"):
+        errors.append(
+            checks.Error(
+                f"RIVET_WORKFLOWS['REGISTRY'] = {conf.REGISTRY!r} is a {type(registry).__name__}, not a Registry",
+                hint="Point REGISTRY at the Registry returned by rivet_workflows.setup(use={...}).",
+                id="rivet_workflows.E002",
+            )
+        )
+
+    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
+    broker = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
+    if "sqlite3" in engine and broker and not broker.startswith(("filesystem://", "memory://")):
+        errors.append(
+            checks.Warning(
+                "SQLite with a network Celery broker: workers on other machines cannot share a SQLite file.",
+                hint="Set DATABASE_URL to a PostgreSQL database when workers run on several machines.",
+                id="rivet_workflows.W001",
+            )
+        )
+
+    if not getattr(settings, "CHANNEL_LAYERS", None):
+        errors.append(
+            checks.Warning(
+                "No channel layer is configured: broadcasts and live history updates are dropped.",
+                hint="Set CHANNEL_LAYERS (channels_redis with REDIS_URL in production).",
+                id="rivet_workflows.W002",
+            )
+        )
+
+    errors.extend(_check_step_timeouts(registry, conf.LEASE_SECONDS))
+    return errors
+
+
+def _check_step_timeouts(registry: Any, lease_seconds: float) -> list[checks.CheckMessage]:
+    """W003 for definitions whose declared default step timeout exceeds the lease (best effort)."""
+    out: list[checks.CheckMessage] = []
+    definitions = getattr(registry, "definitions", None) or getattr(registry, "actors", None) or {}
+    if not isinstance(definitions, dict):
+        return out
+    for name, definition in definitions.items():
+        options = getattr(definition, "options", None) or {}
+        timeout = options.get("step_timeout") if isinstance(options, dict) else None
+        if isinstance(timeout, int | float) and timeout > lease_seconds:
+            out.append(
+                checks.Warning(
+                    f"Actor {name!r} has a step timeout of {timeout}s, longer than LEASE_SECONDS={lease_seconds}s.",
+                    hint="Raise RIVET_WORKFLOWS['LEASE_SECONDS'] or shorten the step timeout.",
+                    id="rivet_workflows.W003",
+                )
+            )
+    return out

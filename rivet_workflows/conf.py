@@ -1,0 +1,121 @@
+"""Typed settings of rivet_workflows, read from ``settings.RIVET_WORKFLOWS`` (DESIGN.md section 10).
+
+``rivet_settings`` is the one object to read; it reloads when ``override_settings`` changes
+``RIVET_WORKFLOWS`` or ``DEBUG`` (the ``setting_changed`` signal), and so does the bound runtime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+#: keys of RIVET_WORKFLOWS that are read with their defaults (DEV_MODE defaults to settings.DEBUG)
+DEFAULTS: dict[str, Any] = {
+    "REGISTRY": "project.registry.registry",
+    "INSPECTOR_TOKEN": None,
+    "DEV_MODE": None,
+    "LEASE_SECONDS": 30.0,
+    "SWEEP_INTERVAL": 1.0,
+    "SWEEP_BATCH": 100,
+    "MAX_PAYLOAD_BYTES": 1_048_576,
+    "MAX_BODY_BYTES": 2_097_152,
+    "LIVE_WAIT_THRESHOLD": 1.0,
+    "ACTION_TIMEOUT": 60.0,
+    "POLL_INTERVAL": 0.02,
+    "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
+}
+
+
+@dataclass(frozen=True)
+class RivetSettings:
+    """The resolved settings. Durations are seconds (float), sizes bytes (int).
+
+    REGISTRY: dotted path of the ``Registry`` built by ``setup(use={...})``.
+    INSPECTOR_TOKEN: bearer token of the inspector endpoints outside dev mode (None = no token access).
+    DEV_MODE: inspector open without auth; defaults to ``settings.DEBUG``.
+    LEASE_SECONDS: executor lease length; a crashed executor's actor is taken over after this.
+    SWEEP_INTERVAL: period of the ``rivet_workflows.sweep`` beat task.
+    SWEEP_BATCH: most actors one sweep claims.
+    MAX_PAYLOAD_BYTES: largest serialized value (step output, state, queue body).
+    MAX_BODY_BYTES: largest HTTP request body accepted by the API.
+    LIVE_WAIT_THRESHOLD: waits shorter than this are done in memory by the running executor.
+    ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
+    POLL_INTERVAL: polling period of waits on the database (action lock, send(wait=True)).
+    DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
+    """
+
+    REGISTRY: str
+    INSPECTOR_TOKEN: str | None
+    DEV_MODE: bool
+    LEASE_SECONDS: float
+    SWEEP_INTERVAL: float
+    SWEEP_BATCH: int
+    MAX_PAYLOAD_BYTES: int
+    MAX_BODY_BYTES: int
+    LIVE_WAIT_THRESHOLD: float
+    ACTION_TIMEOUT: float
+    POLL_INTERVAL: float
+    DISPATCHER: str
+
+    @classmethod
+    def load(cls) -> RivetSettings:
+        """Read ``settings.RIVET_WORKFLOWS`` over DEFAULTS. Raises ValueError naming an unknown key."""
+        user = dict(getattr(django_settings, "RIVET_WORKFLOWS", None) or {})
+        unknown = set(user) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(
+                f"RIVET_WORKFLOWS has unknown keys: {sorted(unknown)}; known: {sorted(DEFAULTS)}"
+            )
+        values = {**DEFAULTS, **user}
+        if values["DEV_MODE"] is None:
+            values["DEV_MODE"] = bool(django_settings.DEBUG)
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        for name in (
+            "LEASE_SECONDS",
+            "SWEEP_INTERVAL",
+            "LIVE_WAIT_THRESHOLD",
+            "ACTION_TIMEOUT",
+            "POLL_INTERVAL",
+        ):
+            values[name] = float(values[name])
+        for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_BODY_BYTES"):
+            values[name] = int(values[name])
+        values["DEV_MODE"] = bool(values["DEV_MODE"])
+        return cls(**{name: values[name] for name in types})
+
+
+class _LazySettings:
+    """Attribute access to the current ``RivetSettings`` (loaded on first use, reset on setting_changed)."""
+
+    _cached: RivetSettings | None = None
+
+    def get(self) -> RivetSettings:
+        """Return the current RivetSettings, loading them if needed."""
+        if self._cached is None:
+            self._cached = RivetSettings.load()
+        return self._cached
+
+    def reload(self) -> None:
+        """Forget the cached settings; the next access reads Django settings again."""
+        self._cached = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+#: the settings object the app reads: ``rivet_settings.LEASE_SECONDS``
+rivet_settings = _LazySettings()
+
+
+@receiver(setting_changed)
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("RIVET_WORKFLOWS", "DEBUG"):
+        rivet_settings.reload()
+        from . import django_runtime
+
+        django_runtime.reset_runtime()

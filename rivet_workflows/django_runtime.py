@@ -1,0 +1,73 @@
+"""The runtime bound to Django: DjangoStore + the configured dispatcher + the registry from settings."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_runtime: Any = None
+
+
+def reset_runtime() -> None:
+    """Forget the built runtime; the next get_runtime() builds a fresh one from current settings."""
+    global _runtime
+    with _lock:
+        _runtime = None
+
+
+def get_runtime() -> Any:
+    """Return the process-wide ``engine.runtime.Runtime`` built from ``RIVET_WORKFLOWS`` and bind the registry.
+
+    Store: ``storage.DjangoStore``; dispatcher: ``RIVET_WORKFLOWS['DISPATCHER']`` (Celery by default).
+    Raises ImportError if REGISTRY cannot be imported.
+    """
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = build_runtime()
+        return _runtime
+
+
+def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
+    """Build (and bind the registry to) a Runtime on DjangoStore; arguments override the settings."""
+    from django.utils.module_loading import import_string
+
+    from .conf import rivet_settings
+    from .engine import runtime as runtime_mod
+    from .storage import DjangoStore
+
+    conf = rivet_settings.get()
+    if registry is None:
+        registry = import_string(conf.REGISTRY)
+    if dispatcher is None:
+        dispatcher = import_string(conf.DISPATCHER)()
+    settings = runtime_mod.Settings(
+        lease_seconds=conf.LEASE_SECONDS,
+        sweep_interval=conf.SWEEP_INTERVAL,
+        max_payload_bytes=conf.MAX_PAYLOAD_BYTES,
+        live_wait_threshold=conf.LIVE_WAIT_THRESHOLD,
+        action_timeout=conf.ACTION_TIMEOUT,
+        poll_interval=conf.POLL_INTERVAL,
+        dev_mode=conf.DEV_MODE,
+    )
+    runtime = runtime_mod.Runtime(
+        DjangoStore(poll_interval=conf.POLL_INTERVAL), dispatcher, registry, settings=settings
+    )
+    registry.bind(runtime)
+    return runtime
+
+
+def client() -> Any:
+    """Return a client (``engine.client.Client``) of the registry from settings."""
+    return get_runtime().registry.client()
+
+
+def drain(timeout: float = 10.0) -> Any:
+    """Run due work in this process until quiescent or ``timeout`` seconds pass (DESIGN.md section 9).
+
+    Returns the executor's ``DrainSummary(actors_run, steps_executed, still_waiting)``.
+    """
+    from .engine import executor
+
+    return executor.drain(get_runtime(), timeout=timeout)

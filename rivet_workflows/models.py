@@ -1,0 +1,161 @@
+"""Django models of rivet_workflows: actors, their workflow history, queue messages and cron entries.
+
+Values in JSON columns hold ``engine.serde.to_json`` output (tagged JSON); read them through
+``rivet_workflows.storage.DjangoStore`` (or ``serde.from_json``) to get Python values back.
+DESIGN.md section 4.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+def new_actor_id() -> str:
+    """Return a fresh actor id: a uuid4 as 32 lowercase hex characters."""
+    return uuid.uuid4().hex
+
+
+class Actor(models.Model):
+    """One actor: identity (name + key), state, workflow status, wake-up and lease.
+
+    ``key`` is a JSON list of strings; ``key_text`` is its canonical JSON text, unique with ``name``
+    (a destroyed actor's ``key_text`` gets a suffix so the key can be used again).
+    ``wake_at`` is NULL once the workflow is finished; an actor is due when ``wake_at <= now`` (database
+    clock) and its lease is free or expired. ``lease_token`` is the fencing counter bumped by every claim.
+    """
+
+    actor_id = models.CharField(primary_key=True, max_length=32, default=new_actor_id, editable=False)
+    name = models.CharField(max_length=200)
+    key = models.JSONField(default=list)
+    key_text = models.TextField()
+    state = models.JSONField(null=True, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    workflow_state = models.CharField(max_length=20, default="pending", db_index=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    waiting_for = models.JSONField(default=list, blank=True)
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.BigIntegerField(default=0)
+    step_lock_until = models.DateTimeField(null=True, blank=True)
+    destroyed = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "key_text"], name="rivet_actor_name_key_uniq"),
+        ]
+        indexes = [
+            # The sweep: wake_at <= now AND (lease_expires_at IS NULL OR lease_expires_at < now),
+            # ORDER BY wake_at. Finished actors (wake_at NULL) are not in the index at all.
+            models.Index(
+                fields=["wake_at", "lease_expires_at"],
+                name="rivet_actor_due_idx",
+                condition=Q(wake_at__isnull=False),
+            ),
+            models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
+        ]
+        permissions = [("replay_workflow", "Can replay and recover workflows")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.key} ({self.actor_id})"
+
+
+class HistoryEntry(models.Model):
+    """One workflow history entry (ENGINE-SEMANTICS.md section 1); ``id`` is its creation order (seq)."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="history")
+    key = models.TextField()
+    location = models.JSONField(default=list)
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, default="pending")
+    attempts = models.IntegerField(default=0)
+    error = models.JSONField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    rollback_completed_at = models.DateTimeField(null=True, blank=True)
+    rollback_error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "key"], name="rivet_entry_actor_key_uniq"),
+        ]
+        ordering = ["id"]
+        verbose_name_plural = "history entries"
+
+    def __str__(self) -> str:
+        return f"{self.key} [{self.kind}, {self.status}]"
+
+
+class QueueMessage(models.Model):
+    """One queue message sent to an actor; FIFO per actor by ``id``."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="messages")
+    name = models.CharField(max_length=200)
+    body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    completable = models.BooleanField(default=False)
+    status = models.CharField(max_length=20, default="pending")
+    response = models.JSONField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["actor", "status", "id"], name="rivet_msg_fifo_idx")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.id} ({self.status})"
+
+
+class CronEntry(models.Model):
+    """A recurring action of an actor: every ``interval_seconds`` or on a cron ``expression`` in ``timezone``."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="cron_entries")
+    name = models.CharField(max_length=200)
+    interval_seconds = models.FloatField(null=True, blank=True)
+    expression = models.CharField(max_length=200, null=True, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    action = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    max_history = models.IntegerField(default=100)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "name"], name="rivet_cron_actor_name_uniq"),
+        ]
+        verbose_name_plural = "cron entries"
+
+    def __str__(self) -> str:
+        return f"{self.name} -> {self.action}"
+
+
+class CronFire(models.Model):
+    """One firing of a cron entry (capped at the entry's ``max_history`` rows)."""
+
+    id = models.BigAutoField(primary_key=True)
+    cron = models.ForeignKey(CronEntry, on_delete=models.CASCADE, related_name="fires")
+    scheduled_at = models.DateTimeField()
+    fired_at = models.DateTimeField()
+    status = models.CharField(max_length=20, default="ok")
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["cron", "id"], name="rivet_cronfire_idx")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.cron_id} @ {self.fired_at} ({self.status})"

@@ -30,7 +30,7 @@ def get_runtime() -> Any:
 
 
 def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
-    """Build (and bind the registry to) a Runtime on DjangoStore; arguments override the settings."""
+    """Build a Runtime (which binds the registry) on DjangoStore; arguments override the settings."""
     from django.utils.module_loading import import_string
 
     from .conf import rivet_settings
@@ -54,8 +54,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
     runtime = runtime_mod.Runtime(
         DjangoStore(poll_interval=conf.POLL_INTERVAL), dispatcher, registry, settings=settings
     )
-    registry.bind(runtime)
-    return runtime
+    return runtime  # Runtime() binds the registry
 
 
 def client() -> Any:

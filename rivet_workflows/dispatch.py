@@ -1,0 +1,37 @@
+"""Dispatchers of the Django runtime: Celery tasks for "actor X has work" hints, or a local recorder."""
+
+from __future__ import annotations
+
+import threading
+
+from django.db import transaction
+
+
+class CeleryDispatcher:
+    """``ports.Dispatcher`` sending ``rivet_workflows.run_actor(actor_id)`` once the current transaction commits.
+
+    Hints are only hints: a lost one is caught by the periodic sweep, a duplicate finds the lease taken
+    or nothing due (DESIGN.md section 5).
+    """
+
+    def wake(self, actor_id: str) -> None:
+        """Queue a run of ``actor_id`` after the surrounding transaction commits (at once outside one)."""
+        from .tasks import run_actor
+
+        transaction.on_commit(lambda: run_actor.delay(actor_id))
+
+
+class LocalDispatcher:
+    """``ports.Dispatcher`` that only records wake-ups, for processes that run work with ``drain()``.
+
+    ``woken`` lists the actor ids in the order they were woken (thread-safe).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.woken: list[str] = []
+
+    def wake(self, actor_id: str) -> None:
+        """Record ``actor_id``; a later ``drain()`` runs it."""
+        with self._lock:
+            self.woken.append(actor_id)

@@ -1,0 +1,527 @@
+"""DjangoStore: the Django ORM implementation of the engine's storage port (engine/ports.py, DESIGN.md s. 4).
+
+Invariants kept here (see the ports docstring for the full list):
+
+* Every executor write is fenced: ``commit`` locks the actor row (``select_for_update``; on SQLite the
+  IMMEDIATE transaction serialises writers) and writes nothing unless ``lease_token`` still matches.
+* ``claim`` is one conditional UPDATE (free or expired lease) whose row count decides, bumping
+  ``lease_token``; ``claim`` never touches ``wake_at``, so a dead executor's actor is due again as soon
+  as its lease expires.
+* Deadlines are compared with the DATABASE clock: ``now()`` reads it (``clock_timestamp()`` on
+  PostgreSQL, ``strftime('%f', 'now')`` on SQLite) and every lease/wake comparison uses that reading.
+* Values are stored as ``engine.serde.to_json`` output and decoded with ``from_json``.
+* The path of one step writes only the history keys it upserts or deletes: no query scans the history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F, Min, Q
+
+from . import models
+from .engine import errors, ports, serde
+
+_ENTRY_UPDATE_FIELDS = [
+    "location",
+    "kind",
+    "data",
+    "status",
+    "attempts",
+    "error",
+    "last_attempt_at",
+    "completed_at",
+    "rollback_completed_at",
+    "rollback_error",
+]
+
+
+def key_text(key: list) -> str:
+    """Canonical JSON text of an actor key (a list of strings): the unique column with the actor name."""
+    return json.dumps(serde.to_json(list(key), where="actor key"), separators=(",", ":"), sort_keys=True)
+
+
+class DjangoStore:
+    """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
+
+    ``poll_interval`` (seconds) paces ``run_action`` while a step holds the actor's step lock.
+    Thread-safe: every call uses the calling thread's connection.
+    """
+
+    def __init__(self, using: str = "default", *, poll_interval: float = 0.02) -> None:
+        self.using = using
+        self.poll_interval = poll_interval
+
+    # ------------------------------------------------------------------ clock
+
+    def now(self) -> datetime:
+        """The database clock as an aware UTC datetime (PostgreSQL ``clock_timestamp()``, SQLite ``now``)."""
+        connection = connections[self.using]
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT clock_timestamp()")
+                value = cursor.fetchone()[0]
+                return value.astimezone(UTC)
+            if connection.vendor == "sqlite":
+                cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+                text = cursor.fetchone()[0]
+                return datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+        from django.utils import timezone
+
+        return timezone.now()
+
+    # ------------------------------------------------------------------ actors
+
+    def _actors(self):
+        return models.Actor.objects.using(self.using)
+
+    def _atomic(self):
+        return transaction.atomic(using=self.using)
+
+    @staticmethod
+    def _record(row: models.Actor) -> ports.ActorRecord:
+        return ports.ActorRecord(
+            actor_id=row.actor_id,
+            name=row.name,
+            key=list(row.key),
+            state=serde.from_json(row.state),
+            input=serde.from_json(row.input),
+            output=serde.from_json(row.output),
+            error=serde.from_json(row.error),
+            workflow_state=row.workflow_state,
+            wake_at=row.wake_at,
+            waiting_for=list(row.waiting_for or []),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            destroyed=row.destroyed,
+            lease_owner=row.lease_owner,
+            lease_expires_at=row.lease_expires_at,
+            lease_token=row.lease_token,
+        )
+
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any]
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Return ``(record, created)`` for the live actor ``(name, key)``, creating it due (wake_at = now).
+
+        ``create_state()`` is called only when creating; its value and ``input`` are serialised
+        (SerializationError). A concurrent creator losing the unique race gets the winner's row.
+        """
+        text = key_text(key)
+        existing = self._actors().filter(name=name, key_text=text, destroyed=False).first()
+        if existing is not None:
+            return self._record(existing), False
+        state = serde.to_json(create_state(), where="state")
+        input_json = serde.to_json(input, where="input")
+        try:
+            with self._atomic():
+                now = self.now()
+                row = self._actors().create(
+                    name=name,
+                    key=list(key),
+                    key_text=text,
+                    state=state,
+                    input=input_json,
+                    workflow_state=ports.PENDING,
+                    wake_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+        except IntegrityError:
+            row = self._actors().get(name=name, key_text=text, destroyed=False)
+            return self._record(row), False
+        return self._record(row), True
+
+    def get_actor(self, actor_id: str) -> ports.ActorRecord:
+        """The actor's record (destroyed actors included, with ``destroyed=True``); ActorNotFoundError."""
+        row = self._actors().filter(pk=actor_id).first()
+        if row is None:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        return self._record(row)
+
+    def find_actor(self, name: str, key: list) -> ports.ActorRecord | None:
+        """The live (not destroyed) actor ``(name, key)`` or None."""
+        row = self._actors().filter(name=name, key_text=key_text(key), destroyed=False).first()
+        return None if row is None else self._record(row)
+
+    def destroy_actor(self, actor_id: str) -> None:
+        """Mark the actor destroyed: no wake-ups, lease cleared, its key free for a new actor.
+
+        History and messages stay for inspection. ActorNotFoundError if there is no such actor.
+        """
+        with self._atomic():
+            row = self._actors().select_for_update().filter(pk=actor_id).first()
+            if row is None:
+                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+            if row.destroyed:
+                return
+            self._actors().filter(pk=actor_id).update(
+                destroyed=True,
+                key_text=f"{row.key_text}#destroyed:{actor_id}",
+                wake_at=None,
+                lease_owner=None,
+                lease_expires_at=None,
+                step_lock_until=None,
+                updated_at=self.now(),
+            )
+
+    # ------------------------------------------------------------------ leases
+
+    @staticmethod
+    def _lease_free(now: datetime) -> Q:
+        return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+
+    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the actor's lease if it is free or expired; return the new fencing token, else None.
+
+        One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is.
+        """
+        with self._atomic():
+            now = self.now()
+            won = (
+                self._actors()
+                .filter(self._lease_free(now), pk=actor_id, destroyed=False)
+                .update(
+                    lease_owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    lease_token=F("lease_token") + 1,
+                    updated_at=now,
+                )
+            )
+            if won != 1:
+                return None
+            return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired), earliest wake_at first.
+
+        Returns ``[(actor_id, token), ...]``. Rows locked by a concurrent sweep are skipped (PostgreSQL).
+        """
+        if limit <= 0:
+            return []
+        with self._atomic():
+            now = self.now()
+            ids = list(
+                self._actors()
+                .select_for_update(skip_locked=True)
+                .filter(self._lease_free(now), wake_at__isnull=False, wake_at__lte=now, destroyed=False)
+                .order_by("wake_at")
+                .values_list("pk", flat=True)[:limit]
+            )
+            if not ids:
+                return []
+            expires = now + timedelta(seconds=lease_seconds)
+            self._actors().filter(self._lease_free(now), pk__in=ids).update(
+                lease_owner=owner,
+                lease_expires_at=expires,
+                lease_token=F("lease_token") + 1,
+                updated_at=now,
+            )
+            rows = dict(
+                self._actors()
+                .filter(pk__in=ids, lease_owner=owner, lease_expires_at=expires)
+                .values_list("pk", "lease_token")
+            )
+        return [(actor_id, rows[actor_id]) for actor_id in ids if actor_id in rows]
+
+    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
+        """Extend the lease by ``lease_seconds`` from now if ``token`` still holds it; False = lease lost."""
+        with self._atomic():
+            now = self.now()
+            return (
+                self._actors()
+                .filter(pk=actor_id, lease_token=token, destroyed=False, lease_owner__isnull=False)
+                .update(lease_expires_at=now + timedelta(seconds=lease_seconds))
+                == 1
+            )
+
+    def next_deadline(self) -> datetime | None:
+        """Earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+        return (
+            self._actors()
+            .filter(wake_at__isnull=False, destroyed=False)
+            .aggregate(first=Min("wake_at"))["first"]
+        )
+
+    # ------------------------------------------------------------------ history
+
+    def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
+        """Every history entry of the actor in creation order (``seq`` = row id)."""
+        rows = models.HistoryEntry.objects.using(self.using).filter(actor_id=actor_id).order_by("id")
+        return [
+            ports.EntryRecord(
+                key=row.key,
+                location=list(row.location),
+                kind=row.kind,
+                data=serde.from_json(row.data) or {},
+                status=row.status,
+                attempts=row.attempts,
+                error=serde.from_json(row.error),
+                seq=row.id,
+                last_attempt_at=row.last_attempt_at,
+                created_at=row.created_at,
+                completed_at=row.completed_at,
+                rollback_completed_at=row.rollback_completed_at,
+                rollback_error=serde.from_json(row.rollback_error),
+            )
+            for row in rows
+        ]
+
+    def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+        """Apply ``commit`` atomically if ``token`` still holds the lease (ok=False and nothing written if not).
+
+        Order inside the transaction: history upserts/deletes, message receipts/completions, actor
+        columns, outbox deliveries (woken like ``send``), then on ``release`` the lease is freed and a
+        pending message matching the new ``waiting_for`` makes the actor due now. Serialization errors
+        propagate and roll everything back.
+        """
+        with self._atomic():
+            row = (
+                self._actors()
+                .select_for_update()
+                .filter(pk=actor_id)
+                .values("lease_token", "state", "destroyed")
+                .first()
+            )
+            if row is None or row["lease_token"] != token:
+                return ports.CommitResult(ok=False)
+            now = self.now()
+            self._write_history(actor_id, commit, now)
+            self._write_messages(actor_id, commit, now)
+
+            updates: dict[str, Any] = {"updated_at": now}
+            fresh_state: Any = ports.UNSET
+            if commit.state is not ports.UNSET:
+                updates["state"] = serde.to_json(commit.state, where="state")
+                fresh_state = updates["state"]
+            for name in ("input", "output", "error"):
+                value = getattr(commit, name)
+                if value is not ports.UNSET:
+                    updates[name] = serde.to_json(value, where=name)
+            if commit.workflow_state is not ports.UNSET:
+                updates["workflow_state"] = commit.workflow_state
+            if commit.wake_at is not ports.UNSET:
+                updates["wake_at"] = commit.wake_at
+            if commit.waiting_for is not ports.UNSET:
+                updates["waiting_for"] = list(commit.waiting_for or [])
+            if commit.step_lock_until is not ports.UNSET:
+                updates["step_lock_until"] = commit.step_lock_until
+            self._actors().filter(pk=actor_id).update(**updates)
+
+            woken: list[str] = []
+            for target, name, body, completable in commit.outbox:
+                _, woke = self._deliver(target, name, body, completable, now)
+                if woke and target not in woken:
+                    woken.append(target)
+
+            final = (
+                self._actors().filter(pk=actor_id).values("wake_at", "waiting_for", "workflow_state").get()
+            )
+            wake_at = final["wake_at"]
+            if commit.release:
+                release: dict[str, Any] = {
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                    "step_lock_until": None,
+                }
+                if final["workflow_state"] in ports.FINISHED_STATES or row["destroyed"]:
+                    wake_at = None
+                elif self._has_matching_message(actor_id, final["waiting_for"] or []):
+                    wake_at = now if wake_at is None or wake_at > now else wake_at
+                release["wake_at"] = wake_at
+                self._actors().filter(pk=actor_id).update(**release)
+                if wake_at is not None and wake_at <= now and actor_id not in woken:
+                    woken.append(actor_id)
+
+        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
+        if isinstance(commit.step_lock_until, datetime):
+            result.state = serde.from_json(fresh_state if fresh_state is not ports.UNSET else row["state"])
+        return result
+
+    def _write_history(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
+        entries = models.HistoryEntry.objects.using(self.using)
+        if commit.deletes:
+            entries.filter(actor_id=actor_id, key__in=list(commit.deletes)).delete()
+        if not commit.upserts:
+            return
+        rows = [
+            models.HistoryEntry(
+                actor_id=actor_id,
+                key=rec.key,
+                location=list(rec.location),
+                kind=rec.kind,
+                data=serde.to_json(rec.data, where=f"history entry {rec.key!r}"),
+                status=rec.status,
+                attempts=rec.attempts,
+                error=serde.to_json(rec.error, where=f"error of {rec.key!r}"),
+                last_attempt_at=rec.last_attempt_at,
+                created_at=rec.created_at or now,
+                completed_at=rec.completed_at,
+                rollback_completed_at=rec.rollback_completed_at,
+                rollback_error=serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}"),
+            )
+            for rec in commit.upserts
+        ]
+        entries.bulk_create(
+            rows, update_conflicts=True, unique_fields=["actor", "key"], update_fields=_ENTRY_UPDATE_FIELDS
+        )
+
+    def _write_messages(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
+        messages = models.QueueMessage.objects.using(self.using).filter(actor_id=actor_id)
+        if commit.receive_messages:
+            messages.filter(
+                pk__in=[int(m) for m in commit.receive_messages], status=ports.MESSAGE_PENDING
+            ).update(status=ports.MESSAGE_RECEIVED)
+        for message_id, response in commit.complete_messages:
+            messages.filter(pk=int(message_id)).update(
+                status=ports.MESSAGE_COMPLETED,
+                response=serde.to_json(response, where="message response"),
+                completed_at=now,
+            )
+
+    def _has_matching_message(self, actor_id: str, waiting_for: list[str]) -> bool:
+        if not waiting_for:
+            return False
+        pending = models.QueueMessage.objects.using(self.using).filter(
+            actor_id=actor_id, status=ports.MESSAGE_PENDING
+        )
+        if "*" not in waiting_for:
+            pending = pending.filter(name__in=list(waiting_for))
+        return pending.exists()
+
+    # ------------------------------------------------------------------ queues
+
+    @staticmethod
+    def _message(row: models.QueueMessage) -> ports.MessageRecord:
+        return ports.MessageRecord(
+            id=str(row.id),
+            actor_id=row.actor_id,
+            name=row.name,
+            body=serde.from_json(row.body),
+            created_at=row.created_at,
+            completable=row.completable,
+            status=row.status,
+            response=serde.from_json(row.response),
+            completed_at=row.completed_at,
+        )
+
+    def _deliver(
+        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+    ) -> tuple[ports.MessageRecord, bool]:
+        """Insert a message under the target's row lock and apply the wake rule; returns (record, woke)."""
+        row = (
+            self._actors()
+            .select_for_update()
+            .filter(pk=actor_id)
+            .values("workflow_state", "waiting_for", "lease_owner", "destroyed", "wake_at")
+            .first()
+        )
+        if row is None or row["destroyed"]:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        message = models.QueueMessage.objects.using(self.using).create(
+            actor_id=actor_id,
+            name=name,
+            body=serde.to_json(body, where=f"body of queue message {name!r}"),
+            completable=completable,
+            status=ports.MESSAGE_PENDING,
+            created_at=now,
+        )
+        woke = False
+        if row["workflow_state"] not in ports.FINISHED_STATES:
+            waiting = row["waiting_for"] or []
+            if "*" in waiting or name in waiting or row["lease_owner"] is not None:
+                woke = True
+                if row["wake_at"] is None or row["wake_at"] > now:
+                    self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
+        return self._message(message), woke
+
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+        """Store a message for ``actor_id`` and make the actor due if it waits on ``name`` or is running.
+
+        Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body).
+        """
+        with self._atomic():
+            message, _ = self._deliver(actor_id, name, body, completable, self.now())
+        return message
+
+    def pending_messages(
+        self, actor_id: str, names: list[str] | None, limit: int
+    ) -> list[ports.MessageRecord]:
+        """Up to ``limit`` not-yet-received messages, oldest first; ``names`` None or containing "*" = any."""
+        rows = models.QueueMessage.objects.using(self.using).filter(
+            actor_id=actor_id, status=ports.MESSAGE_PENDING
+        )
+        if names is not None and "*" not in names:
+            rows = rows.filter(name__in=list(names))
+        return [self._message(row) for row in rows.order_by("id")[: max(limit, 0)]]
+
+    def get_message(self, message_id: str) -> ports.MessageRecord:
+        """One message by id; raises ``KeyError`` if there is none."""
+        try:
+            row = models.QueueMessage.objects.using(self.using).get(pk=int(message_id))
+        except (models.QueueMessage.DoesNotExist, ValueError):
+            raise KeyError(message_id) from None
+        return self._message(row)
+
+    def complete_message(self, message_id: str, response: Any) -> None:
+        """Answer a completable message; MessageAlreadyCompletedError if it was answered already."""
+        with self._atomic():
+            row = (
+                models.QueueMessage.objects.using(self.using)
+                .select_for_update()
+                .filter(pk=int(message_id))
+                .first()
+            )
+            if row is None:
+                raise KeyError(message_id)
+            if row.status == ports.MESSAGE_COMPLETED:
+                raise errors.MessageAlreadyCompletedError(message_id=str(message_id))
+            row.status = ports.MESSAGE_COMPLETED
+            row.response = serde.to_json(response, where="message response")
+            row.completed_at = self.now()
+            row.save(update_fields=["status", "response", "completed_at"])
+
+    # ------------------------------------------------------------------ actions
+
+    def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]:
+        """Run ``fn(state)`` under the actor's row lock once no live step lock is held; save the state.
+
+        A step lock is live while ``step_lock_until`` and the lease are both in the future. Waits by
+        polling every ``poll_interval`` seconds outside the transaction; WorkflowInFlightError after
+        ``timeout`` seconds. Returns ``(result, state)`` with the state as stored (round-tripped).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._atomic():
+                row = (
+                    self._actors()
+                    .select_for_update()
+                    .filter(pk=actor_id)
+                    .values("state", "step_lock_until", "lease_expires_at", "destroyed")
+                    .first()
+                )
+                if row is None or row["destroyed"]:
+                    raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+                now = self.now()
+                locked = (
+                    row["step_lock_until"] is not None
+                    and row["step_lock_until"] > now
+                    and row["lease_expires_at"] is not None
+                    and row["lease_expires_at"] > now
+                )
+                if not locked:
+                    state = serde.from_json(row["state"])
+                    result = fn(state)
+                    stored = serde.to_json(state, where="state")
+                    self._actors().filter(pk=actor_id).update(state=stored, updated_at=now)
+                    return result, serde.from_json(stored)
+            if time.monotonic() >= deadline:
+                raise errors.WorkflowInFlightError(
+                    f"actor {actor_id} is running a step; the action waited {timeout}s", actor_id=actor_id
+                )
+            time.sleep(self.poll_interval)

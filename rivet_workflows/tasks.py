@@ -1,0 +1,46 @@
+"""Celery tasks: run one actor, and the periodic sweep that wakes due actors and recovers expired leases."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger("rivet_workflows")
+
+
+@shared_task(name="rivet_workflows.run_actor", ignore_result=True)
+def run_actor(actor_id: str, token: int | None = None) -> None:
+    """Run ``actor_id`` until it completes, fails or waits (engine.executor.run_actor, DESIGN.md section 5).
+
+    With ``token`` (handed over by the sweep, which claimed the lease) the executor uses that lease;
+    without it, it claims the lease itself and returns at once if another executor holds it. Duplicate
+    or stale hints are harmless: a stale token's writes are fenced off.
+    """
+    from .django_runtime import get_runtime
+    from .engine import executor
+
+    runtime = get_runtime()
+    executor.run_actor(runtime, actor_id, token=token)
+
+
+@shared_task(name="rivet_workflows.sweep", ignore_result=True)
+def sweep() -> int:
+    """Claim due actors (wake_at <= now, lease free or expired) and queue a run for each.
+
+    Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
+    means two overlapping sweeps never queue the same actor twice, and an actor whose executor died is
+    taken over once its lease expires. Returns the number of actors queued.
+    """
+    from .conf import rivet_settings
+    from .django_runtime import get_runtime
+
+    runtime = get_runtime()
+    claimed = runtime.store.claim_due(
+        runtime.owner, rivet_settings.SWEEP_BATCH, runtime.settings.lease_seconds
+    )
+    for actor_id, token in claimed:
+        run_actor.delay(actor_id, token)
+    if claimed:
+        logger.debug("sweep queued %d actors", len(claimed))
+    return len(claimed)

@@ -1,0 +1,72 @@
+"""Fixtures shared by every test suite: the Django store, a Django-backed runtime, thread helpers."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+def is_postgres() -> bool:
+    """True when the tests run on PostgreSQL (DATABASE_URL=postgres://...)."""
+    return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+requires_postgres = pytest.mark.skipif(not is_postgres(), reason="needs PostgreSQL (set DATABASE_URL)")
+
+
+def run_in_threads(fn: Callable[[int], Any], count: int) -> list[Any]:
+    """Run ``fn(i)`` for i in range(count) on ``count`` threads released together; return results in order.
+
+    Each thread closes its own database connection when done; an exception in a thread is re-raised.
+    """
+    from django.db import connections
+
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    failures: list[BaseException] = []
+
+    def target(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[i] = fn(i)
+        except BaseException as exc:  # re-raised in the caller
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    if failures:
+        raise failures[0]
+    return results
+
+
+@pytest.fixture
+def django_store():
+    """A ``rivet_workflows.storage.DjangoStore`` on the test database (use with django_db(transaction=True))."""
+    from rivet_workflows.storage import DjangoStore
+
+    return DjangoStore(poll_interval=0.01)
+
+
+@pytest.fixture
+def make_django_runtime(django_store):
+    """Factory ``make_django_runtime(registry, **settings)`` -> Runtime on DjangoStore + LocalDispatcher.
+
+    ``runtime.dispatcher.woken`` records wake-ups; run work with ``rivet_workflows.engine.executor.drain``.
+    """
+    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.engine.runtime import Runtime, Settings
+
+    def make(registry: Any, **settings: Any) -> Runtime:
+        options = {"poll_interval": 0.01, **settings}
+        return Runtime(django_store, LocalDispatcher(), registry, settings=Settings(**options))
+
+    return make

@@ -68,7 +68,7 @@ class Runtime:
     ``store`` implements ``ports.Store``; ``dispatcher`` implements ``ports.Dispatcher``; ``broadcaster`` is
     ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
     ``on_history_change(actor_id)``. Creating a runtime binds ``registry`` to it. ``owner`` identifies this
-    process in leases (``host:pid:random``).
+    process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
     """
 
     def __init__(
@@ -87,6 +87,9 @@ class Runtime:
         self.broadcaster = broadcaster
         self.on_history_change = on_history_change
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: process-local ephemeral vars by actor_id (ENGINE-SEMANTICS.md section 10): the executor sets
+        #: them after create_vars + on_wake and drops them after on_sleep; actions reuse them.
+        self.vars: dict[str, Any] = {}
         registry.bind(self)
 
     def broadcast(self, actor_id: str, name: str, args: list | tuple) -> None:

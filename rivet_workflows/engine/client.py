@@ -1,0 +1,392 @@
+"""The client: get or create actors, call their actions, send to their queues (DESIGN.md section 2, "Client")."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from asgiref.sync import sync_to_async
+
+from . import errors, ports, serde
+from .actor_context import ActorContext, call_maybe_async, ensure_vars, send_message
+
+if TYPE_CHECKING:
+    from .definitions import ActorDefinition
+    from .runtime import Runtime
+
+logger = logging.getLogger("rivet_workflows")
+
+
+class ActorAlreadyExistsError(errors.RivetWorkflowsError):
+    """An actor with this name and key already exists."""
+
+    group = "actor"
+    code = "actor_already_exists"
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Outcome of ``handle.send(..., wait=True)``: ``status`` is ``"completed"`` (with the ``response`` the
+    workflow passed to ``message.complete``) or ``"timed_out"`` (``response`` None). Spec: "Queues"."""
+
+    status: Literal["completed", "timed_out"]
+    response: Any = None
+
+
+def normalize_key(key: Any) -> list:
+    """An actor key as stored: a ``str`` becomes ``[str]``, a list or tuple becomes a list.
+
+    Raises ``TypeError`` for anything else (keys are strings or sequences of JSON values).
+    """
+    if isinstance(key, str):
+        return [key]
+    if isinstance(key, (list, tuple)):
+        return list(key)
+    raise TypeError(f"an actor key is a str or a list of values, got {type(key).__name__}")
+
+
+def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``a``-prefixed async twin of a sync client method (runs it with ``sync_to_async``)."""
+
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await sync_to_async(method, thread_sensitive=True)(self, *args, **kwargs)
+
+    twin.__name__ = f"a{method.__name__}"
+    twin.__doc__ = f"Async twin of ``{method.__name__}``."
+    return twin
+
+
+class Client:
+    """Entry point to the actors of one runtime: ``client.payment_actor`` or ``client["payment_actor"]``
+    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def __getitem__(self, name: str) -> ActorTypeClient:
+        return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
+
+    def __getattr__(self, name: str) -> ActorTypeClient:
+        if name.startswith("_") or name not in self.runtime.registry:
+            raise AttributeError(
+                f"no actor type named {name!r} (registered: {self.runtime.registry.names()})"
+            )
+        return self[name]
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *self.runtime.registry.names()]
+
+
+class ActorTypeClient:
+    """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
+
+    def __init__(self, runtime: Runtime, definition: ActorDefinition) -> None:
+        self.runtime = runtime
+        self.definition = definition
+        self.name = definition.name or ""
+
+    def _handle(self, record: ports.ActorRecord) -> ActorHandle:
+        return ActorHandle(self.runtime, self.definition, record.actor_id, record.key)
+
+    def get_or_create(self, key: Any, input: Any = None) -> ActorHandle:
+        """The actor with ``key`` (str or list), creating it with ``input`` if needed.
+
+        Creation order (ENGINE-SEMANTICS.md section 10): state (``create_state``/``state``), ``on_create(c)``
+        or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is marked due
+        and handed to the dispatcher (vars and ``on_wake`` run in the executor). Raises
+        ``SerializationError``/``PayloadTooLargeError`` for an unserializable or oversized input/state.
+        """
+        handle, _ = self._get_or_create(normalize_key(key), input)
+        return handle
+
+    def create(self, key: Any, input: Any = None) -> ActorHandle:
+        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``."""
+        handle, created = self._get_or_create(normalize_key(key), input)
+        if not created:
+            raise ActorAlreadyExistsError(
+                f"actor {self.name!r} with key {handle.key!r} already exists", name=self.name, key=handle.key
+            )
+        return handle
+
+    def get(self, key: Any) -> ActorHandle:
+        """The existing actor with ``key``; ``ActorNotFoundError`` if there is none."""
+        key = normalize_key(key)
+        record = self.runtime.store.find_actor(self.name, key)
+        if record is None:
+            raise errors.ActorNotFoundError(
+                f"no actor {self.name!r} with key {key!r}", name=self.name, key=key
+            )
+        return self._handle(record)
+
+    def get_for_id(self, actor_id: str) -> ActorHandle:
+        """The existing actor with id ``actor_id``; ``ActorNotFoundError`` if unknown or of another type."""
+        record = self.runtime.store.get_actor(actor_id)
+        if record.name != self.name:
+            raise errors.ActorNotFoundError(
+                f"actor {actor_id} is a {record.name!r}, not a {self.name!r}", actor_id=actor_id
+            )
+        return self._handle(record)
+
+    aget_or_create = _twin(get_or_create)
+    acreate = _twin(create)
+    aget = _twin(get)
+    aget_for_id = _twin(get_for_id)
+
+    def _get_or_create(self, key: list, input: Any) -> tuple[ActorHandle, bool]:
+        runtime, definition = self.runtime, self.definition
+        limit = runtime.settings.max_payload_bytes
+        serde.to_json(key, where="actor key", max_bytes=limit)
+        input = serde.roundtrip(input, where="actor input", max_bytes=limit)
+
+        def create_state() -> Any:
+            state = definition.initial_state(serde.roundtrip(input), key=key)
+            serde.to_json(state, where="initial actor state", max_bytes=limit)
+            return state
+
+        record, created = runtime.store.get_or_create_actor(self.name, key, input, create_state)
+        handle = self._handle(record)
+        if created:
+            if definition.on_create is not None:
+                hook = definition.on_create
+                takes_input = _positional_count(hook) >= 2
+
+                def run_on_create(state: Any) -> None:
+                    c = ActorContext(runtime, definition, record.actor_id, key, state)
+                    call_maybe_async(hook, *((c, serde.roundtrip(input)) if takes_input else (c,)))
+                    _adopt_state(c, state)
+
+                runtime.store.run_action(record.actor_id, run_on_create, runtime.settings.action_timeout)
+            if definition.run is not None:
+                _mark_due(runtime, record.actor_id)
+        return handle, created
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    from .definitions import _arity
+
+    return _arity(fn)
+
+
+def _adopt_state(c: ActorContext, state: Any) -> None:
+    """Carry a reassigned ``c.state`` into the object ``run_action`` saves."""
+    if c._state is state:
+        return
+    if isinstance(state, dict) and isinstance(c._state, dict):
+        state.clear()
+        state.update(c._state)
+    elif isinstance(state, list) and isinstance(c._state, list):
+        state[:] = c._state
+    else:
+        raise TypeError(
+            "c.state was replaced by a value of another type; mutate the state in place (c.state['x'] = ...)"
+        )
+
+
+def _mark_due(runtime: Runtime, actor_id: str) -> None:
+    """Make a freshly created workflow actor due now and wake it (a fenced claim + release commit)."""
+    store = runtime.store
+    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
+    if token is None:  # someone is already running it
+        return
+    result = store.commit(actor_id, token, ports.Commit(wake_at=store.now(), release=True))
+    for woken in result.woken:
+        runtime.wake(woken)
+
+
+class ActorHandle:
+    """One actor: ``.actor_id`` (str), ``.key`` (list), ``.name``; ``call``/``acall`` actions (or
+    ``handle.action_name(*args)``), ``send``/``asend`` to its queues, ``destroy``, ``recover``, and
+    read-only ``state()``/``workflow_state()``/``record()``."""
+
+    def __init__(self, runtime: Runtime, definition: ActorDefinition, actor_id: str, key: list) -> None:
+        self.runtime = runtime
+        self.definition = definition
+        self.actor_id = actor_id
+        self.key = list(key)
+        self.name = definition.name or ""
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self.name} {self.key!r} {self.actor_id}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other.actor_id == self.actor_id
+
+    def __hash__(self) -> int:
+        return hash(self.actor_id)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_") or name not in self.definition.actions:
+            raise AttributeError(f"actor {self.name!r} has no action or attribute {name!r}")
+
+        def action(*args: Any) -> Any:
+            return self.call(name, *args)
+
+        action.__name__ = name
+        return action
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def call(self, action: str, *args: Any) -> Any:
+        """Run action ``action`` with ``args`` and return its result (serialised with step bodies).
+
+        The action runs as ``fn(c, *args)`` (sync, or async run to completion) under the actor's row lock,
+        after any running step has committed; its state changes are saved when it returns. Arguments and
+        result go through the serializer (the caller gets a copy). Raises ``ActionNotFoundError``,
+        ``ActorNotFoundError``, ``WorkflowInFlightError`` (a step held the lock past
+        ``settings.action_timeout``), ``SerializationError``/``PayloadTooLargeError``, or what the action
+        raised (then no state change is saved).
+        """
+        fn = self.definition.get_action(action)
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"action {action!r} arguments", max_bytes=limit)
+
+        def body(state: Any) -> Any:
+            c = ActorContext(runtime, self.definition, self.actor_id, self.key, state)
+            ensure_vars(c)
+            result = call_maybe_async(fn, c, *args)
+            _adopt_state(c, state)
+            return serde.to_json(result, where=f"action {action!r} result", max_bytes=limit)
+
+        encoded, _ = runtime.store.run_action(self.actor_id, body, runtime.settings.action_timeout)
+        return serde.from_json(encoded)
+
+    async def acall(self, action: str, *args: Any) -> Any:
+        """Async twin of ``call``."""
+        return await sync_to_async(self.call, thread_sensitive=True)(action, *args)
+
+    # --- queues -------------------------------------------------------------------------------------
+
+    def send(
+        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+    ) -> SendResult | None:
+        """Send ``body`` to the actor's queue ``queue``; wakes the workflow if it waits on that queue.
+
+        With ``wait=False`` returns None. With ``wait=True`` the message is completable and this blocks
+        (polling every ``settings.poll_interval`` s) until the workflow calls ``message.complete(response)``
+        -> ``SendResult("completed", response)``, or ``timeout`` seconds (float/timedelta; None means
+        ``settings.action_timeout``) pass -> ``SendResult("timed_out")``. Raises ``QueueNotFoundError``,
+        ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
+        """
+        from .runtime import to_seconds
+
+        message = send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=wait)
+        if not wait:
+            return None
+        limit = to_seconds(timeout)
+        deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
+        poll = max(self.runtime.settings.poll_interval, 0.001)
+        while True:
+            current = self.runtime.store.get_message(message.id)
+            if current.status == ports.MESSAGE_COMPLETED:
+                return SendResult("completed", current.response)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return SendResult("timed_out", None)
+            time.sleep(min(poll, remaining))
+
+    async def asend(
+        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+    ) -> SendResult | None:
+        """Async twin of ``send`` (the wait polls with ``asyncio.sleep``, not blocking the loop)."""
+        import asyncio
+
+        from .runtime import to_seconds
+
+        message = await sync_to_async(send_message, thread_sensitive=True)(
+            self.runtime, self.definition, self.actor_id, queue, body, wait
+        )
+        if not wait:
+            return None
+        limit = to_seconds(timeout)
+        deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
+        poll = max(self.runtime.settings.poll_interval, 0.001)
+        get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
+        while True:
+            current = await get(message.id)
+            if current.status == ports.MESSAGE_COMPLETED:
+                return SendResult("completed", current.response)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return SendResult("timed_out", None)
+            await asyncio.sleep(min(poll, remaining))
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Run ``on_destroy(c)`` (after any running step) and remove the actor, its history and messages.
+
+        A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone.
+        """
+        runtime = self.runtime
+
+        def body(state: Any) -> None:
+            c = ActorContext(runtime, self.definition, self.actor_id, self.key, state)
+            c.destroy()
+
+        runtime.store.run_action(self.actor_id, body, runtime.settings.action_timeout)
+        runtime.vars.pop(self.actor_id, None)
+
+    def recover(self) -> bool:
+        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover").
+
+        Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
+        workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
+        failed; raises ``WorkflowInFlightError`` when an executor holds the actor.
+        """
+        runtime, store = self.runtime, self.runtime.store
+        if store.get_actor(self.actor_id).workflow_state != ports.FAILED:
+            return False
+        token = store.claim(self.actor_id, runtime.owner, runtime.settings.lease_seconds)
+        if token is None:
+            raise errors.WorkflowInFlightError(actor_id=self.actor_id)
+        upserts = []
+        for entry in store.load_history(self.actor_id):
+            if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
+                fixed = entry.copy()
+                fixed.status = ports.ENTRY_PENDING
+                fixed.attempts = 0
+                fixed.error = None
+                fixed.data.pop("error", None)
+                upserts.append(fixed)
+        commit = ports.Commit(
+            upserts=upserts,
+            error=None,
+            output=None,
+            workflow_state=ports.SLEEPING,
+            wake_at=store.now(),
+            waiting_for=[],
+            release=True,
+        )
+        result = store.commit(self.actor_id, token, commit)
+        if not result.ok:
+            raise errors.WorkflowInFlightError(actor_id=self.actor_id)
+        for woken in result.woken:
+            runtime.wake(woken)
+        runtime.notify_history(self.actor_id)
+        return True
+
+    adestroy = _twin(destroy)
+    arecover = _twin(recover)
+
+    # --- reads --------------------------------------------------------------------------------------
+
+    def record(self) -> ports.ActorRecord:
+        """The actor's stored record (a copy); ``ActorNotFoundError`` if destroyed."""
+        return self.runtime.store.get_actor(self.actor_id)
+
+    def state(self) -> Any:
+        """The actor's current stored state (a copy), without running an action."""
+        return self.record().state
+
+    def workflow_state(self) -> str:
+        """The workflow status: pending, running, sleeping, completed, rolling_back, failed or cancelled."""
+        return self.record().workflow_state
+
+    arecord = _twin(record)
+    astate = _twin(state)
+    aworkflow_state = _twin(workflow_state)

@@ -1,0 +1,355 @@
+"""The client and actor context on the MemoryStore (DESIGN.md section 2, "Client" and "Actor context")."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.actor_context import ActorContext
+from rivet_workflows.engine.client import ActorAlreadyExistsError, SendResult
+from rivet_workflows.testing import ManualClock, make_runtime
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+async def run_forever(ctx):  # never driven in these tests: no executor runs
+    return None
+
+
+def build(**definitions):
+    registry = d.setup(use=definitions)
+    events = []
+    runtime = make_runtime(
+        registry,
+        clock=ManualClock(T0),
+        poll_interval=0.005,
+        action_timeout=2.0,
+        broadcaster=lambda actor_id, name, args: events.append((actor_id, name, args)),
+    )
+    return runtime, runtime.client(), events
+
+
+def counter_actor(**extra):
+    def increment(c, amount=1):
+        c.state["count"] += amount
+        return c.state["count"]
+
+    actions = {"increment": increment, "get_state": lambda c: c.state}
+    actions.update(extra.pop("actions", {}))
+    return d.actor(state={"count": 0}, actions=actions, **extra)
+
+
+def test_str_key_becomes_a_list_and_get_or_create_is_idempotent():
+    runtime, client, _ = build(counter=counter_actor())
+    first = client.counter.get_or_create("a")
+    again = client["counter"].get_or_create(["a"])
+    assert first.key == ["a"] and first == again
+    assert client.counter.get(("a",)).actor_id == first.actor_id
+    assert client.counter.get_for_id(first.actor_id).key == ["a"]
+    other = client.counter.get_or_create(["a", "b"])
+    assert other.key == ["a", "b"] and other != first
+
+
+def test_create_get_and_unknown_types():
+    runtime, client, _ = build(counter=counter_actor(), other=d.actor())
+    client.counter.create("x")
+    with pytest.raises(ActorAlreadyExistsError):
+        client.counter.create("x")
+    with pytest.raises(errors.ActorNotFoundError):
+        client.counter.get("missing")
+    other = client.other.get_or_create("y")
+    with pytest.raises(errors.ActorNotFoundError):
+        client.counter.get_for_id(other.actor_id)
+    with pytest.raises(errors.ActorNotFoundError):
+        client["nope"]
+    with pytest.raises(AttributeError):
+        client.nope  # noqa: B018
+
+
+def test_actions_by_call_and_attribute_sugar():
+    runtime, client, _ = build(counter=counter_actor())
+    handle = client.counter.get_or_create("a")
+    assert handle.call("increment", 5) == 5
+    assert handle.increment() == 6
+    assert handle.get_state() == {"count": 6}
+    assert handle.state() == {"count": 6}
+    with pytest.raises(errors.ActionNotFoundError):
+        handle.call("missing")
+    with pytest.raises(AttributeError):
+        handle.missing  # noqa: B018
+
+
+def test_action_result_is_a_copy():
+    runtime, client, _ = build(counter=counter_actor())
+    handle = client.counter.get_or_create("a")
+    snapshot = handle.get_state()
+    snapshot["count"] = 1000
+    assert handle.get_state() == {"count": 0}
+
+
+def test_failing_action_saves_no_state_change():
+    def broken(c):
+        c.state["count"] = 99
+        raise ValueError("nope")
+
+    runtime, client, _ = build(counter=counter_actor(actions={"broken": broken}))
+    handle = client.counter.get_or_create("a")
+    with pytest.raises(ValueError):
+        handle.broken()
+    assert handle.state() == {"count": 0}
+
+
+def test_async_actions_and_async_twins():
+    async def add_later(c, amount):
+        await asyncio.sleep(0)
+        await c.queue.asend("log", {"added": amount})
+        c.state["count"] += amount
+        return c.state["count"]
+
+    runtime, client, _ = build(counter=counter_actor(actions={"add_later": add_later}))
+    handle = client.counter.get_or_create("a")
+    assert handle.add_later(3) == 3
+
+    async def main():
+        h = await client.counter.aget_or_create("a")
+        value = await h.acall("add_later", 4)
+        return value, await h.astate()
+
+    assert asyncio.run(main()) == (7, {"count": 7})
+    logged = runtime.store.pending_messages(handle.actor_id, ["log"], 10)
+    assert [m.body for m in logged] == [{"added": 3}, {"added": 4}]
+
+
+def test_create_order_state_then_on_create_then_due():
+    seen = []
+
+    def on_create(c, input):
+        seen.append(("on_create", dict(c.state), input))
+        c.state["created_with"] = input["amount"]
+
+    definition = d.workflow(
+        run=run_forever, create_state=lambda input: {"amount": input["amount"]}, on_create=on_create
+    )
+    runtime, client, _ = build(pay=definition)
+    handle = client.pay.get_or_create("o1", input={"amount": 5})
+    assert seen == [("on_create", {"amount": 5}, {"amount": 5})]
+    record = handle.record()
+    assert record.state == {"amount": 5, "created_with": 5}
+    assert record.input == {"amount": 5}
+    assert record.wake_at == T0 and record.lease_owner is None  # due now, not leased
+    assert runtime.dispatcher.woken == [handle.actor_id]
+    client.pay.get_or_create("o1", input={"amount": 6})  # existing: no second on_create, no new wake
+    assert len(seen) == 1 and runtime.dispatcher.woken == [handle.actor_id]
+
+
+def test_plain_actor_is_not_made_due():
+    runtime, client, _ = build(counter=counter_actor(on_create=lambda c: None))
+    handle = client.counter.get_or_create("a")
+    assert handle.record().wake_at is None
+    assert runtime.dispatcher.woken == []
+
+
+def test_declared_queues_reject_unknown_names():
+    runtime, client, _ = build(w=d.workflow(run=run_forever, queues={"jobs": d.queue()}), free=d.actor())
+    handle = client.w.get_or_create("a")
+    with pytest.raises(errors.QueueNotFoundError):
+        handle.send("other", 1)
+    assert handle.send("jobs", {"n": 1}) is None
+    client.free.get_or_create("b").send("anything", 1)  # nothing declared: any name
+
+
+def test_send_wakes_a_workflow_waiting_on_that_queue():
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    handle = client.w.get_or_create("a")
+    store = runtime.store
+    token = store.claim(handle.actor_id, "executor", 30)
+    store.commit(handle.actor_id, token, ports.Commit(waiting_for=["approval"], wake_at=None, release=True))
+    runtime.dispatcher.woken.clear()
+    handle.send("unrelated", 1)
+    assert runtime.dispatcher.woken == []
+    handle.send("approval", {"ok": True})
+    assert runtime.dispatcher.woken == [handle.actor_id]
+
+
+def test_send_wait_returns_the_response_or_times_out():
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    handle = client.w.get_or_create("a")
+    store = runtime.store
+
+    def responder():
+        for _ in range(400):
+            pending = store.pending_messages(handle.actor_id, ["rpc"], 1)
+            if pending:
+                store.complete_message(pending[0].id, {"answer": pending[0].body["q"] * 2})
+                return
+            threading.Event().wait(0.005)
+
+    thread = threading.Thread(target=responder)
+    thread.start()
+    result = handle.send("rpc", {"q": 21}, wait=True, timeout=5)
+    thread.join()
+    assert result == SendResult("completed", {"answer": 42})
+    assert handle.send("rpc", {"q": 1}, wait=True, timeout=0.05) == SendResult("timed_out", None)
+    assert (
+        asyncio.run(handle.asend("rpc", {"q": 1}, wait=True, timeout=timedelta(seconds=0.02))).status
+        == "timed_out"
+    )
+
+
+def test_oversized_or_unserializable_payloads_are_rejected():
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime.settings.max_payload_bytes = 100
+    handle = client.w.get_or_create("a")
+    with pytest.raises(errors.PayloadTooLargeError):
+        handle.send("q", "x" * 200)
+    with pytest.raises(errors.SerializationError):
+        handle.send("q", object())
+    assert runtime.store.pending_messages(handle.actor_id, None, 10) == []
+
+
+def test_actor_context_broadcast_queue_and_vars():
+    woke = []
+
+    def on_wake(c):
+        woke.append(c.actor_id)
+        c.vars["conn"] = "open"
+
+    def act(c):
+        c.broadcast("changed", {"at": T0}, 2)
+        c.queue.send("jobs", {"from": c.name, "key": c.key})
+        return c.vars["conn"]
+
+    definition = d.actor(state={}, vars={"conn": None}, on_wake=on_wake, actions={"act": act})
+    runtime, client, events = build(a=definition)
+    handle = client.a.get_or_create("k")
+    assert handle.act() == "open"
+    assert handle.act() == "open"
+    assert woke == [handle.actor_id]  # vars are built and on_wake runs once per process
+    assert events[0][:2] == (handle.actor_id, "changed")
+    assert events[0][2][1] == 2  # args arrive as JSON
+    bodies = [m.body for m in runtime.store.pending_messages(handle.actor_id, ["jobs"], 10)]
+    assert bodies == [{"from": "a", "key": ["k"]}] * 2
+
+
+def test_destroy_runs_on_destroy_and_removes_the_actor():
+    destroyed = []
+    definition = counter_actor(on_destroy=lambda c: destroyed.append(c.state["count"]))
+    runtime, client, _ = build(counter=definition)
+    handle = client.counter.get_or_create("a")
+    handle.increment()
+    handle.destroy()
+    assert destroyed == [1]
+    with pytest.raises(errors.ActorNotFoundError):
+        handle.get_state()
+    assert client.counter.get_or_create("a").get_state() == {"count": 0}  # a new actor
+
+
+def test_action_can_destroy_its_actor():
+    runtime, client, _ = build(counter=counter_actor(actions={"bye": lambda c: c.destroy()}))
+    handle = client.counter.get_or_create("a")
+    handle.bye()
+    with pytest.raises(errors.ActorNotFoundError):
+        client.counter.get("a")
+
+
+def test_recover_restarts_a_failed_workflow():
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    handle = client.w.get_or_create("a")
+    store = runtime.store
+    assert handle.recover() is False  # not failed
+    token = store.claim(handle.actor_id, "executor", 30)
+    bad = ports.EntryRecord(
+        key="charge",
+        location=["charge"],
+        kind="step",
+        status=ports.ENTRY_EXHAUSTED,
+        attempts=4,
+        data={"error": {"message": "x"}},
+        error={"name": "ValueError", "message": "x"},
+    )
+    ok = ports.EntryRecord(
+        key="load", location=["load"], kind="step", status=ports.ENTRY_COMPLETED, data={"output": 1}
+    )
+    store.commit(
+        handle.actor_id,
+        token,
+        ports.Commit(
+            upserts=[ok, bad], workflow_state=ports.FAILED, error={"name": "StepExhaustedError"}, release=True
+        ),
+    )
+    runtime.dispatcher.woken.clear()
+    assert handle.recover() is True
+    history = {e.key: e for e in store.load_history(handle.actor_id)}
+    assert history["charge"].status == ports.ENTRY_PENDING and history["charge"].attempts == 0
+    assert history["charge"].error is None and "error" not in history["charge"].data
+    assert history["load"].status == ports.ENTRY_COMPLETED
+    record = handle.record()
+    assert record.workflow_state == ports.SLEEPING and record.error is None and record.wake_at == T0
+    assert runtime.dispatcher.woken == [handle.actor_id]
+
+
+def test_actor_context_for_run_uses_the_session():
+    runtime, client, _ = build(w=d.workflow(run=run_forever, queues=["jobs"]))
+    handle = client.w.get_or_create("a")
+    session = SimpleNamespace(
+        runtime=runtime,
+        definition=runtime.registry.get("w"),
+        actor_id=handle.actor_id,
+        actor=handle.record(),
+        state={"x": 1},
+        vars={"v": 1},
+        outbox=[],
+        state_dirty=False,
+        destroy_requested=False,
+    )
+    c = ActorContext.for_run(session)
+    c.state["x"] = 2
+    c.state = {"y": 3}
+    c.queue.send("jobs", {"n": 1})
+    c.destroy()
+    assert session.state == {"y": 3} and session.state_dirty
+    assert c.vars == {"v": 1} and c.key == ["a"] and c.name == "w"
+    assert session.outbox == [(handle.actor_id, "jobs", {"n": 1}, False)]
+    assert session.destroy_requested
+    assert runtime.store.pending_messages(handle.actor_id, None, 10) == []  # rides in the next commit
+
+
+def test_two_threads_incrementing_lose_no_update():
+    runtime, client, _ = build(counter=counter_actor())
+    client.counter.get_or_create("shared")
+
+    def hammer():
+        handle = client.counter.get("shared")
+        for _ in range(200):
+            handle.increment()
+
+    threads = [threading.Thread(target=hammer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert client.counter.get("shared").get_state() == {"count": 400}
+
+
+def test_action_waits_for_a_running_step_and_loses_no_update():
+    runtime, client, _ = build(counter=counter_actor())
+    handle = client.counter.get_or_create("a")
+    store = runtime.store
+    token = store.claim(handle.actor_id, "executor", 30)
+    locked = store.commit(handle.actor_id, token, ports.Commit(step_lock_until=T0 + timedelta(seconds=30)))
+    results = []
+    caller = threading.Thread(target=lambda: results.append(handle.increment()))
+    caller.start()
+    caller.join(0.1)
+    assert caller.is_alive()
+    step_state = locked.state
+    step_state["count"] += 10
+    store.commit(handle.actor_id, token, ports.Commit(state=step_state, step_lock_until=None))
+    caller.join(5)
+    assert results == [11] and handle.state() == {"count": 11}

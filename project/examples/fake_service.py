@@ -100,7 +100,7 @@ class FakeService:
         self.port = port
         self.calls: list[tuple[str, str, Any]] = []
         self._counts: Counter[tuple[str, str]] = Counter()
-        self._delays: dict[str, list[float]] = {}
+        self._delays: dict[str, list[tuple[float, dict | None]]] = {}
         self._failures: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -163,10 +163,13 @@ class FakeService:
                 out[path] += n
             return dict(out)
 
-    def delay(self, path: str, *seconds: float) -> None:
-        """Delay the next calls of ``path``: the first by ``seconds[0]``, the second by ``seconds[1]``..."""
+    def delay(self, path: str, *seconds: float, when: dict | None = None) -> None:
+        """Delay the next calls of ``path``: the first by ``seconds[0]``, the second by ``seconds[1]``...
+
+        With ``when`` (a dict), only calls whose JSON body contains those items are delayed.
+        """
         with self._lock:
-            self._delays.setdefault(path, []).extend(seconds)
+            self._delays.setdefault(path, []).extend((s, when) for s in seconds)
 
     def fail(self, path: str, times: int = 1, status: int = 503) -> None:
         """Answer the next ``times`` calls of ``path`` with HTTP ``status``."""
@@ -185,8 +188,15 @@ class FakeService:
         with self._lock:
             self.calls.append((method, path, body))
             self._counts[(method, path)] += 1
-            delays = self._delays.get(path)
-            delay = delays.pop(0) if delays else 0.0
+            delay = 0.0
+            delays = self._delays.get(path) or []
+            for i, (seconds, when) in enumerate(delays):
+                if when is None or (
+                    isinstance(body, dict) and all(body.get(k) == v for k, v in when.items())
+                ):
+                    delay = seconds
+                    del delays[i]
+                    break
             failures = self._failures.get(path)
             status = failures.pop(0) if failures else None
             return delay, status, self._counts[(method, path)]
@@ -250,9 +260,10 @@ def _route(method: str, path: str, body: dict, count: int) -> tuple[int, Any]:
         if order_id.startswith("declined"):
             return 402, {"error": "card declined"}
         return 200, {"id": f"ch-{order_id}"}
-    if (
-        (len(parts) == 3 and parts[0] == "inventory" and parts[2] == "release")
-        or parts in (["inventory", "release"], ["billing", "refund"], ["v1", "refunds"])
+    if (len(parts) == 3 and parts[0] == "inventory" and parts[2] == "release") or parts in (
+        ["inventory", "release"],
+        ["billing", "refund"],
+        ["v1", "refunds"],
     ):
         return 200, {"ok": True}
     if len(parts) == 2 and parts[0] == "counters":

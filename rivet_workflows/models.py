@@ -22,7 +22,7 @@ class Actor(models.Model):
     """One actor: identity (name + key), state, workflow status, wake-up and lease.
 
     ``key`` is a JSON list of strings; ``key_text`` is its canonical JSON text, unique with ``name``
-    (a destroyed actor's ``key_text`` gets a suffix so the key can be used again).
+    (destroying an actor deletes its rows, so the key can be used again; ``destroyed`` is reserved).
     ``wake_at`` is NULL once the workflow is finished; an actor is due when ``wake_at <= now`` (database
     clock) and its lease is free or expired. ``lease_token`` is the fencing counter bumped by every claim.
     """

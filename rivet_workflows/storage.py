@@ -41,6 +41,14 @@ _ENTRY_UPDATE_FIELDS = [
 ]
 
 
+def _message_pk(message_id: str | int) -> int:
+    """The row id of a message id (ids are decimal strings); -1 (matches nothing) for a foreign id."""
+    try:
+        return int(message_id)
+    except (TypeError, ValueError):
+        return -1
+
+
 def key_text(key: list) -> str:
     """Canonical JSON text of an actor key (a list of strings): the unique column with the actor name."""
     return json.dumps(serde.to_json(list(key), where="actor key"), separators=(",", ":"), sort_keys=True)
@@ -107,10 +115,11 @@ class DjangoStore:
     def get_or_create_actor(
         self, name: str, key: list, input: Any, create_state: Callable[[], Any]
     ) -> tuple[ports.ActorRecord, bool]:
-        """Return ``(record, created)`` for the live actor ``(name, key)``, creating it due (wake_at = now).
+        """Return ``(record, created)`` for the actor ``(name, key)``, creating it pending with wake_at NULL.
 
         ``create_state()`` is called only when creating; its value and ``input`` are serialised
-        (SerializationError). A concurrent creator losing the unique race gets the winner's row.
+        (SerializationError). The caller marks a new actor due after ``on_create`` (claim +
+        ``Commit(wake_at=now, release=True)``). A creator losing the unique race gets the winner's row.
         """
         text = key_text(key)
         existing = self._actors().filter(name=name, key_text=text, destroyed=False).first()
@@ -128,7 +137,7 @@ class DjangoStore:
                     state=state,
                     input=input_json,
                     workflow_state=ports.PENDING,
-                    wake_at=now,
+                    wake_at=None,
                     created_at=now,
                     updated_at=now,
                 )
@@ -138,8 +147,8 @@ class DjangoStore:
         return self._record(row), True
 
     def get_actor(self, actor_id: str) -> ports.ActorRecord:
-        """The actor's record (destroyed actors included, with ``destroyed=True``); ActorNotFoundError."""
-        row = self._actors().filter(pk=actor_id).first()
+        """The actor's record; ActorNotFoundError if unknown or destroyed."""
+        row = self._actors().filter(pk=actor_id, destroyed=False).first()
         if row is None:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
         return self._record(row)
@@ -150,25 +159,15 @@ class DjangoStore:
         return None if row is None else self._record(row)
 
     def destroy_actor(self, actor_id: str) -> None:
-        """Mark the actor destroyed: no wake-ups, lease cleared, its key free for a new actor.
+        """Delete the actor with its history, messages and cron entries; its key is free again.
 
-        History and messages stay for inspection. ActorNotFoundError if there is no such actor.
+        A running executor's next write is then fenced off (``commit`` returns ok=False).
+        ActorNotFoundError if there is no such actor.
         """
         with self._atomic():
-            row = self._actors().select_for_update().filter(pk=actor_id).first()
-            if row is None:
-                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-            if row.destroyed:
-                return
-            self._actors().filter(pk=actor_id).update(
-                destroyed=True,
-                key_text=f"{row.key_text}#destroyed:{actor_id}",
-                wake_at=None,
-                lease_owner=None,
-                lease_expires_at=None,
-                step_lock_until=None,
-                updated_at=self.now(),
-            )
+            deleted, _ = self._actors().filter(pk=actor_id).delete()
+        if not deleted:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
 
     # ------------------------------------------------------------------ leases
 
@@ -179,7 +178,7 @@ class DjangoStore:
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the actor's lease if it is free or expired; return the new fencing token, else None.
 
-        One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is.
+        One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is, a dead step lock is cleared.
         """
         with self._atomic():
             now = self.now()
@@ -190,6 +189,7 @@ class DjangoStore:
                     lease_owner=owner,
                     lease_expires_at=now + timedelta(seconds=lease_seconds),
                     lease_token=F("lease_token") + 1,
+                    step_lock_until=None,  # a step lock of a dead lease is dead too
                     updated_at=now,
                 )
             )
@@ -210,7 +210,7 @@ class DjangoStore:
                 self._actors()
                 .select_for_update(skip_locked=True)
                 .filter(self._lease_free(now), wake_at__isnull=False, wake_at__lte=now, destroyed=False)
-                .order_by("wake_at")
+                .order_by("wake_at", "created_at", "actor_id")
                 .values_list("pk", flat=True)[:limit]
             )
             if not ids:
@@ -220,6 +220,7 @@ class DjangoStore:
                 lease_owner=owner,
                 lease_expires_at=expires,
                 lease_token=F("lease_token") + 1,
+                step_lock_until=None,
                 updated_at=now,
             )
             rows = dict(
@@ -245,13 +246,16 @@ class DjangoStore:
         return (
             self._actors()
             .filter(wake_at__isnull=False, destroyed=False)
+            .exclude(workflow_state__in=list(ports.FINISHED_STATES))
             .aggregate(first=Min("wake_at"))["first"]
         )
 
     # ------------------------------------------------------------------ history
 
     def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
-        """Every history entry of the actor in creation order (``seq`` = row id)."""
+        """Every history entry of the actor in creation order (``seq`` = row id); ActorNotFoundError."""
+        if not self._actors().filter(pk=actor_id, destroyed=False).exists():
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
         rows = models.HistoryEntry.objects.using(self.using).filter(actor_id=actor_id).order_by("id")
         return [
             ports.EntryRecord(
@@ -285,10 +289,10 @@ class DjangoStore:
                 self._actors()
                 .select_for_update()
                 .filter(pk=actor_id)
-                .values("lease_token", "state", "destroyed")
+                .values("lease_token", "lease_owner", "state", "destroyed")
                 .first()
             )
-            if row is None or row["lease_token"] != token:
+            if row is None or row["lease_token"] != token or row["lease_owner"] is None or row["destroyed"]:
                 return ports.CommitResult(ok=False)
             now = self.now()
             self._write_history(actor_id, commit, now)
@@ -323,20 +327,22 @@ class DjangoStore:
                 self._actors().filter(pk=actor_id).values("wake_at", "waiting_for", "workflow_state").get()
             )
             wake_at = final["wake_at"]
+            finished = final["workflow_state"] in ports.FINISHED_STATES
+            tail: dict[str, Any] = {}
+            if finished and wake_at is not None:
+                wake_at = tail["wake_at"] = None  # finished actors are never due
             if commit.release:
-                release: dict[str, Any] = {
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "step_lock_until": None,
-                }
-                if final["workflow_state"] in ports.FINISHED_STATES or row["destroyed"]:
-                    wake_at = None
-                elif self._has_matching_message(actor_id, final["waiting_for"] or []):
-                    wake_at = now if wake_at is None or wake_at > now else wake_at
-                release["wake_at"] = wake_at
-                self._actors().filter(pk=actor_id).update(**release)
+                tail.update(lease_owner=None, lease_expires_at=None, step_lock_until=None)
+                if (
+                    not finished
+                    and (wake_at is None or wake_at > now)
+                    and self._has_matching_message(actor_id, final["waiting_for"] or [])
+                ):
+                    wake_at = tail["wake_at"] = now
                 if wake_at is not None and wake_at <= now and actor_id not in woken:
                     woken.append(actor_id)
+            if tail:
+                self._actors().filter(pk=actor_id).update(**tail)
 
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
         if isinstance(commit.step_lock_until, datetime):
@@ -373,12 +379,20 @@ class DjangoStore:
 
     def _write_messages(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
         messages = models.QueueMessage.objects.using(self.using).filter(actor_id=actor_id)
+        if commit.complete_messages:
+            ids = [_message_pk(m) for m, _ in commit.complete_messages]
+            statuses = dict(messages.filter(pk__in=ids).values_list("pk", "status"))
+            for (message_id, _), pk in zip(commit.complete_messages, ids, strict=True):
+                if pk not in statuses:
+                    raise LookupError(f"actor {actor_id} has no queue message {message_id!r}")
+                if statuses[pk] == ports.MESSAGE_COMPLETED:
+                    raise errors.MessageAlreadyCompletedError(message_id=str(message_id))
         if commit.receive_messages:
             messages.filter(
-                pk__in=[int(m) for m in commit.receive_messages], status=ports.MESSAGE_PENDING
+                pk__in=[_message_pk(m) for m in commit.receive_messages], status=ports.MESSAGE_PENDING
             ).update(status=ports.MESSAGE_RECEIVED)
         for message_id, response in commit.complete_messages:
-            messages.filter(pk=int(message_id)).update(
+            messages.filter(pk=_message_pk(message_id)).update(
                 status=ports.MESSAGE_COMPLETED,
                 response=serde.to_json(response, where="message response"),
                 completed_at=now,
@@ -461,24 +475,23 @@ class DjangoStore:
         return [self._message(row) for row in rows.order_by("id")[: max(limit, 0)]]
 
     def get_message(self, message_id: str) -> ports.MessageRecord:
-        """One message by id; raises ``KeyError`` if there is none."""
-        try:
-            row = models.QueueMessage.objects.using(self.using).get(pk=int(message_id))
-        except (models.QueueMessage.DoesNotExist, ValueError):
-            raise KeyError(message_id) from None
+        """One message by id; raises ``LookupError`` if there is none."""
+        row = models.QueueMessage.objects.using(self.using).filter(pk=_message_pk(message_id)).first()
+        if row is None:
+            raise LookupError(f"no queue message {message_id!r}")
         return self._message(row)
 
     def complete_message(self, message_id: str, response: Any) -> None:
-        """Answer a completable message; MessageAlreadyCompletedError if it was answered already."""
+        """Answer a message with ``response``; MessageAlreadyCompletedError the second time, LookupError if unknown."""
         with self._atomic():
             row = (
                 models.QueueMessage.objects.using(self.using)
                 .select_for_update()
-                .filter(pk=int(message_id))
+                .filter(pk=_message_pk(message_id))
                 .first()
             )
             if row is None:
-                raise KeyError(message_id)
+                raise LookupError(f"no queue message {message_id!r}")
             if row.status == ports.MESSAGE_COMPLETED:
                 raise errors.MessageAlreadyCompletedError(message_id=str(message_id))
             row.status = ports.MESSAGE_COMPLETED

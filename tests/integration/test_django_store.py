@@ -19,8 +19,11 @@ HOUR = timedelta(hours=1)
 
 
 def make_actor(store, key="k", name="order", state=None):
+    """Create an actor and mark it due the way the client does (claim + release with wake_at=now)."""
     record, created = store.get_or_create_actor(name, [key], {"in": 1}, lambda: dict(state or {"count": 0}))
     assert created
+    token = store.claim(record.actor_id, "client", 30)
+    assert store.commit(record.actor_id, token, ports.Commit(wake_at=store.now(), release=True)).ok
     return record.actor_id
 
 
@@ -43,7 +46,13 @@ def entry(key, *, status=ports.ENTRY_COMPLETED, output=None):
 # --- actors -----------------------------------------------------------------------------------------
 
 
-def test_new_actor_is_due_and_get_or_create_returns_the_same_actor(django_store):
+def test_new_actor_is_pending_and_not_due_until_marked(django_store):
+    record, created = django_store.get_or_create_actor("order", ["k"], None, dict)
+    assert created and record.workflow_state == ports.PENDING and record.wake_at is None
+    assert django_store.claim_due("sweeper", 10, 30) == []
+
+
+def test_get_or_create_returns_the_same_actor(django_store):
     actor_id = make_actor(django_store, state={"count": 3})
     again, created = django_store.get_or_create_actor(
         "order", ["k"], None, lambda: pytest.fail("state rebuilt")
@@ -61,15 +70,20 @@ def test_concurrent_get_or_create_makes_one_actor(django_store):
     assert sum(created for _, created in results) == 1
 
 
-def test_destroyed_actor_frees_its_key(django_store):
+def test_destroyed_actor_is_gone_fences_its_executor_and_frees_its_key(django_store):
     first = make_actor(django_store)
+    token = django_store.claim(first, "w", 30)
+    django_store.send(first, "approval", {})
     django_store.destroy_actor(first)
-    assert django_store.get_actor(first).destroyed
-    assert django_store.find_actor("order", ["k"]) is None
-    second = make_actor(django_store)
-    assert second != first
+    assert django_store.commit(first, token, ports.Commit(state={"count": 1})).ok is False
+    assert django_store.claim(first, "w", 30) is None
+    for call in (django_store.get_actor, django_store.load_history):
+        with pytest.raises(errors.ActorNotFoundError):
+            call(first)
     with pytest.raises(errors.ActorNotFoundError):
         django_store.send(first, "approval", {})
+    assert django_store.find_actor("order", ["k"]) is None
+    assert make_actor(django_store) != first
 
 
 def test_values_round_trip_through_the_serializer(django_store):
@@ -79,6 +93,14 @@ def test_values_round_trip_through_the_serializer(django_store):
 
 
 # --- leases -----------------------------------------------------------------------------------------
+
+
+def test_claim_of_a_released_lease_token_is_fenced(django_store):
+    actor_id = make_actor(django_store)
+    token = django_store.claim(actor_id, "w", 30)
+    django_store.commit(actor_id, token, ports.Commit(release=True))
+    assert django_store.commit(actor_id, token, ports.Commit(state={"count": 7})).ok is False
+    assert django_store.get_actor(actor_id).state == {"count": 0}
 
 
 def test_claim_race_has_exactly_one_winner(django_store):
@@ -296,6 +318,13 @@ def test_messages_are_fifo_received_and_completed_once(django_store):
     assert done.status == ports.MESSAGE_COMPLETED and done.response == {"answer": 42}
     with pytest.raises(errors.MessageAlreadyCompletedError):
         django_store.complete_message(first.id, "again")
+    with pytest.raises(errors.MessageAlreadyCompletedError):
+        django_store.commit(
+            actor_id, token, ports.Commit(state={"count": 1}, complete_messages=[(first.id, 1)])
+        )
+    assert django_store.get_actor(actor_id).state == {"count": 0}
+    with pytest.raises(LookupError):
+        django_store.get_message("999999")
 
 
 # --- actions and the step lock -------------------------------------------------------------------------

@@ -1,0 +1,370 @@
+"""The workflow context ``ctx`` and the step context ``step`` (DESIGN.md section 2, ENGINE-SEMANTICS.md 2-6)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import errors, serde
+from .history import check_name, child_key
+
+if TYPE_CHECKING:
+    from .session import RunSession
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What ``ctx.try_step`` returns: ``ok`` and ``value``, or ``ok=False`` and ``failure``
+    ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}`` (ENGINE-SEMANTICS.md 3)."""
+
+    ok: bool
+    value: Any = None
+    failure: dict | None = None
+
+
+@dataclass(frozen=True)
+class TryResult:
+    """What ``ctx.try_`` returns: ``ok``/``value`` or ``failure`` ``{source, name, error, step?}``."""
+
+    ok: bool
+    value: Any = None
+    failure: dict | None = None
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """What ``ctx.race`` returns: the name of the winning branch and its value (ENGINE-SEMANTICS.md 6)."""
+
+    winner: str
+    value: Any = None
+
+
+class WorkflowContext:
+    """``ctx``: the handle a run function (and loop bodies, join/race branches) gets.
+
+    Every primitive is keyed by its location: ``scope/name``. A primitive call registers itself at once
+    (before it is awaited) so a second primitive started while one is un-awaited raises
+    ``EntryInProgressError``, and a name used twice in one scope raises ``HistoryDivergedError``.
+    Actor state, vars, client() and broadcast are reachable only inside steps (``StepOnlyError``).
+    """
+
+    def __init__(self, session: RunSession, scope: str = "") -> None:
+        self._session = session
+        self._scope = scope
+        self._busy: str | None = None
+        self._names: set[str] = set()
+        from .primitives.waits import WorkflowQueue
+
+        self.queue = WorkflowQueue(self)
+
+    # --- identity ------------------------------------------------------------------------------------
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's id (uuid hex)."""
+        return self._session.actor_id
+
+    @property
+    def workflow_id(self) -> str:
+        """The workflow instance id (one workflow per actor: the actor id)."""
+        return self._session.actor_id
+
+    @property
+    def key(self) -> list:
+        """The actor's key (a list of str)."""
+        return list(self._session.actor.key)
+
+    @property
+    def name(self) -> str:
+        """The actor type's registered name."""
+        return self._session.actor.name
+
+    @property
+    def input(self) -> Any:
+        """The workflow input stored when the actor was created (the same on every run)."""
+        return self._session.actor.input
+
+    @property
+    def location(self) -> str:
+        """The key of this context's scope ("" for the root)."""
+        return self._scope
+
+    # --- step-only members ---------------------------------------------------------------------------
+
+    def _step_only(self, what: str) -> Any:
+        raise errors.StepOnlyError(
+            f"ctx.{what} is only available inside a step: use `await ctx.step(name, lambda step: ...)` and "
+            f"step.{what} there (ENGINE-SEMANTICS.md section 10)",
+            member=what,
+        )
+
+    state = property(lambda self: self._step_only("state"), doc="Raises StepOnlyError.")
+    vars = property(lambda self: self._step_only("vars"), doc="Raises StepOnlyError.")
+
+    def client(self) -> Any:
+        """Raises ``StepOnlyError``: use ``step.client()``."""
+        return self._step_only("client()")
+
+    def broadcast(self, *args: Any) -> Any:
+        """Raises ``StepOnlyError``: use ``step.broadcast``."""
+        return self._step_only("broadcast()")
+
+    # --- bookkeeping ---------------------------------------------------------------------------------
+
+    def _begin(self, name: Any, what: str) -> str:
+        """Register the start of a primitive ``name``; returns its location key."""
+        if self._busy is not None:
+            raise errors.EntryInProgressError(
+                f"cannot start {what} {name!r}: {self._busy} is still in progress on this context "
+                "(missing await?)",
+                name=str(name),
+                running=self._busy,
+            )
+        check_name(name, what)
+        if name in self._names:
+            raise errors.HistoryDivergedError(
+                f"duplicate entry name {name!r} in scope {self._scope or '(root)'!r}: every {what} in one "
+                "scope needs a unique name",
+                location=child_key(self._scope, name),
+            )
+        self._names.add(name)
+        self._busy = f"{what} {name!r}"
+        return child_key(self._scope, name)
+
+    async def _guard(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            return await coro
+        finally:
+            self._busy = None
+
+    def _run(self, name: Any, what: str, make: Callable[[str], Coroutine[Any, Any, Any]]) -> Awaitable[Any]:
+        key = self._begin(name, what)
+        return self._guard(make(key))
+
+    def child(self, scope: str) -> WorkflowContext:
+        """A context for the nested scope ``scope`` (a loop iteration or a branch)."""
+        return WorkflowContext(self._session, scope)
+
+    # --- steps ---------------------------------------------------------------------------------------
+
+    def step(
+        self,
+        name: Any = None,
+        run: Callable[..., Any] | None = None,
+        *,
+        rollback: Callable[..., Any] | None = None,
+        max_retries: int = 3,
+        retry_backoff_base: float | timedelta = 0.1,
+        retry_backoff_max: float | timedelta = 30.0,
+        timeout: float | timedelta | None = 30.0,
+        retry_on_timeout: bool = False,
+        ephemeral: bool = False,
+    ) -> Awaitable[Any]:
+        """Run ``run(step)`` once, durably: ``await ctx.step("charge", fn)`` -> the body's return value.
+
+        Durations in seconds or timedelta; ``timeout`` 0/None disables. The output goes through the one
+        serializer (the workflow gets the round-tripped copy). Raises ``StepExhaustedError``,
+        ``CriticalError`` (also for a timeout without ``retry_on_timeout``), ``RollbackError``,
+        ``SerializationError``/``PayloadTooLargeError`` (ENGINE-SEMANTICS.md section 3).
+        """
+        from .primitives import steps
+
+        fn = run
+        if fn is None or not callable(fn):
+            raise TypeError(f"ctx.step({name!r}) needs a callable body: ctx.step(name, fn) or run=fn")
+        options = steps.make_options(
+            max_retries, retry_backoff_base, retry_backoff_max, timeout, retry_on_timeout, ephemeral
+        )
+        return self._run(name, "step", lambda key: steps.run_step(self, key, name, fn, options, rollback))
+
+    def try_step(
+        self,
+        name: Any = None,
+        run: Callable[..., Any] | None = None,
+        *,
+        catch: tuple[str, ...] | list[str] = (),
+        **options: Any,
+    ) -> Awaitable[StepResult]:
+        """Like ``step`` but returns ``StepResult``: failures of kinds critical, timeout and exhausted (plus
+        those named in ``catch``, e.g. ``("rollback",)``) become ``ok=False`` with a ``failure`` dict."""
+        from .primitives import steps
+
+        fn = run
+        if fn is None or not callable(fn):
+            raise TypeError(f"ctx.try_step({name!r}) needs a callable body")
+        rollback = options.pop("rollback", None)
+        opts = steps.make_options(
+            options.pop("max_retries", 3),
+            options.pop("retry_backoff_base", 0.1),
+            options.pop("retry_backoff_max", 30.0),
+            options.pop("timeout", 30.0),
+            options.pop("retry_on_timeout", False),
+            options.pop("ephemeral", False),
+        )
+        if options:
+            raise TypeError(f"unexpected try_step option(s): {sorted(options)}")
+        return self._run(
+            name, "step", lambda key: steps.try_step(self, key, name, fn, opts, rollback, tuple(catch))
+        )
+
+    # --- loops ---------------------------------------------------------------------------------------
+
+    def loop(
+        self,
+        name: Any = None,
+        run: Callable[..., Any] | None = None,
+        *,
+        state: Any = _MISSING,
+        history_prune_interval: int = 20,
+        history_size: int | None = None,
+    ) -> Awaitable[Any]:
+        """Run ``run(loop_ctx)`` (stateless) or ``run(loop_ctx, state)`` (when ``state=`` is given) until
+        it returns ``Loop.break_(value)``; returns ``value`` (ENGINE-SEMANTICS.md section 4)."""
+        from .primitives import loops
+
+        if run is None or not callable(run):
+            raise TypeError(f"ctx.loop({name!r}) needs a callable body")
+        if not isinstance(history_prune_interval, int) or history_prune_interval < 1:
+            raise ValueError("history_prune_interval must be an int >= 1")
+        if history_size is not None and (not isinstance(history_size, int) or history_size < 0):
+            raise ValueError("history_size must be an int >= 0")
+        stateful = state is not _MISSING
+        return self._run(
+            name,
+            "loop",
+            lambda key: loops.run_loop(
+                self,
+                key,
+                name,
+                run,
+                state if stateful else None,
+                stateful,
+                history_prune_interval,
+                history_size,
+            ),
+        )
+
+    # --- sleeps --------------------------------------------------------------------------------------
+
+    def sleep(self, name: Any, duration: float | timedelta) -> Awaitable[None]:
+        """Sleep ``duration`` (seconds or timedelta) durably; the deadline is fixed at first execution."""
+        from . import runtime
+        from .primitives import waits
+
+        seconds = runtime.to_seconds(duration)
+        return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, seconds=seconds))
+
+    def sleep_until(self, name: Any, when: datetime) -> Awaitable[None]:
+        """Sleep until the aware datetime ``when`` (naive means UTC); a past instant completes at once."""
+        from .primitives import waits
+
+        if not isinstance(when, datetime):
+            raise TypeError(f"sleep_until needs a datetime, got {type(when).__name__}")
+        return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, until=when))
+
+    # --- join and race -------------------------------------------------------------------------------
+
+    def join(self, name: Any, branches: dict[str, Any]) -> Awaitable[dict]:
+        """Run every branch ``fn(branch_ctx)`` concurrently at ``name/branch``; returns ``{branch: value}``.
+        Failures are collected into ``JoinError(errors={branch: error})`` (ENGINE-SEMANTICS.md section 6)."""
+        from .primitives import branches as br
+
+        spec = br.normalize_join(branches)
+        return self._run(name, "join", lambda key: br.run_join(self, key, name, spec))
+
+    def race(self, name: Any, branches: Any) -> Awaitable[RaceResult]:
+        """Run branches concurrently; the first to finish wins, the others are cancelled and their history
+        deleted. ``branches`` is ``[("a", fn), ...]`` or ``[{"name": "a", "run": fn}, ...]``. Returns
+        ``RaceResult(winner, value)``; raises ``RaceError`` when every branch fails."""
+        from .primitives import branches as br
+
+        spec = br.normalize_race(branches)
+        return self._run(name, "race", lambda key: br.run_race(self, key, name, spec))
+
+    def __repr__(self) -> str:
+        return f"<WorkflowContext actor={self.actor_id} scope={self._scope!r}>"
+
+
+class _StepQueue:
+    """``step.queue``: send messages to this actor's own queues from a step body."""
+
+    def __init__(self, step: StepContext) -> None:
+        self._step = step
+
+    def send(self, name: str, body: Any = None) -> None:
+        """Queue ``body`` on this actor's queue ``name``; delivered with the step's commit (exactly once with
+        the step). Raises ``QueueNotFoundError`` for an undeclared queue, ``SerializationError``."""
+        session = self._step._session
+        session.definition.check_queue(name)
+        body = serde.roundtrip(
+            body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
+        )
+        session.outbox.append((session.actor_id, name, body, False))
+
+
+class StepContext:
+    """``step``: what a step body (and a rollback handler) receives (DESIGN.md section 2, step context).
+
+    ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
+    ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
+    ``"{actor_id}:{location}"`` for external calls.
+    """
+
+    def __init__(self, session: RunSession, location: str, attempt: int) -> None:
+        self._session = session
+        self.location = location
+        self.attempt = attempt
+        self.idempotency_key = f"{session.actor_id}:{location}"
+        self.queue = _StepQueue(self)
+
+    @property
+    def state(self) -> Any:
+        """The actor's state (shared by every step of this run)."""
+        return self._session.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._session.state = value
+
+    @property
+    def vars(self) -> Any:
+        """The actor's ephemeral vars (rebuilt on every wake)."""
+        return self._session.vars
+
+    @vars.setter
+    def vars(self, value: Any) -> None:
+        self._session.vars = value
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's id."""
+        return self._session.actor_id
+
+    @property
+    def key(self) -> list:
+        """The actor's key."""
+        return list(self._session.actor.key)
+
+    @property
+    def name(self) -> str:
+        """The actor type's name."""
+        return self._session.actor.name
+
+    def client(self) -> Any:
+        """A client on the runtime (call other actors)."""
+        return self._session.runtime.client()
+
+    def broadcast(self, event: str, *args: Any) -> None:
+        """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort)."""
+        self._session.runtime.broadcast(self._session.actor_id, event, args)
+
+    def destroy(self) -> None:
+        """Destroy the actor once this run has committed."""
+        self._session.destroy_requested = True
+
+    def __repr__(self) -> str:
+        return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"

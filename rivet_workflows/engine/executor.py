@@ -1,0 +1,266 @@
+"""The executor: claim an actor, replay its workflow to the next wait or the end, commit, release; and drain()."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+
+from . import errors, ports, serde
+from .context import WorkflowContext
+from .history import ROOT, History
+from .session import RunSession, maybe_await, was_reported
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+logger = logging.getLogger("rivet_workflows")
+
+
+@dataclass
+class RunSummary:
+    """What ``run_actor`` did: ``ran`` (False when another executor held the lease or nothing was due),
+    ``runs`` (replays performed), ``steps_executed`` (step attempts that ran a body), the final
+    ``workflow_state`` and ``wake_at``."""
+
+    actor_id: str
+    ran: bool = False
+    runs: int = 0
+    steps_executed: int = 0
+    workflow_state: str | None = None
+    wake_at: datetime | None = None
+
+
+@dataclass
+class DrainSummary:
+    """What ``drain`` did: ``actors_run`` (distinct actors), ``steps_executed`` and ``still_waiting`` (ids of
+    run actors that were neither completed, failed nor cancelled when drain returned)."""
+
+    actors_run: int = 0
+    steps_executed: int = 0
+    still_waiting: list[str] = field(default_factory=list)
+
+
+async def _call_hook(hook: Any, c: Any) -> None:
+    if inspect.iscoroutinefunction(hook):
+        await hook(c)
+    else:
+        await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c))
+
+
+class _Run:
+    """One replay of one actor's run function under a held lease (one wake-up)."""
+
+    def __init__(self, runtime: Runtime, actor: ports.ActorRecord, token: int, live_until: datetime | None):
+        self.runtime = runtime
+        self.actor = actor
+        self.token = token
+        self.live_until = live_until
+        self.session: RunSession | None = None
+        self.result: ports.CommitResult | None = None
+        self.final_state: str | None = None
+
+    async def execute(self) -> None:
+        runtime, actor = self.runtime, self.actor
+        store = runtime.store
+        definition = runtime.registry.get(actor.name)
+        history = History(await runtime.call(store.load_history, actor.actor_id))
+        session = RunSession(runtime, actor, definition, self.token, history, live_until=self.live_until)
+        self.session = session
+        c = session.actor_context()
+        session.vars = definition.initial_vars(c)
+        if definition.on_wake is not None:
+            await _call_hook(definition.on_wake, c)
+        if hasattr(runtime, "vars"):
+            runtime.vars[actor.actor_id] = session.vars
+
+        main = asyncio.ensure_future(self._run_workflow(session))
+        beat = asyncio.ensure_future(self._heartbeat(session, main))
+        try:
+            fields = await main
+        except asyncio.CancelledError:
+            if session.evicted:
+                return
+            raise
+        except errors.EvictedSignal:
+            return
+        finally:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+        if session.evicted:
+            return
+        if session.lock_count > 0:  # a step was abandoned mid-flight: clear the lock with this commit
+            session.lock_count = 0
+            fields["step_lock_until"] = None
+        try:
+            self.result = await session.flush(release=True, **fields)
+        except errors.EvictedSignal:
+            return
+        self.final_state = fields["workflow_state"]
+        if definition.on_sleep is not None:
+            try:
+                await _call_hook(definition.on_sleep, c)
+            except Exception:
+                logger.exception("on_sleep hook of actor %s raised; ignored", actor.actor_id)
+        if session.destroy_requested:
+            from .client import ActorHandle
+
+            await sync_to_async(
+                ActorHandle(runtime, definition, actor.actor_id, actor.key).destroy, thread_sensitive=True
+            )()
+
+    async def _run_workflow(self, session: RunSession) -> dict:
+        """Run the workflow function; returns the Commit fields of the run's final commit."""
+        settings = session.settings
+        ctx = WorkflowContext(session, ROOT)
+        handler = session.definition.run
+        try:
+            output = await maybe_await(handler.fn(ctx))
+            session.history.check_scope(ROOT)
+            output = serde.roundtrip(output, where="workflow output", max_bytes=settings.max_payload_bytes)
+        except errors.WaitSignal as signal:
+            return {
+                "workflow_state": ports.SLEEPING,
+                "wake_at": signal.wake_at,
+                "waiting_for": sorted(signal.queue_names),
+            }
+        except errors.EvictedSignal:
+            raise
+        except Exception as exc:
+            error = serde.error_to_dict(exc)
+            if not was_reported(exc):
+                await session.fire_error(
+                    {
+                        "workflow": {
+                            "workflow_id": session.actor_id,
+                            "error": {k: v for k, v in error.items() if v is not None},
+                        }
+                    }
+                )
+            return {
+                "workflow_state": ports.FAILED,
+                "error": error,
+                "wake_at": None,
+                "waiting_for": [],
+            }
+        return {
+            "workflow_state": ports.COMPLETED,
+            "output": output,
+            "error": None,
+            "wake_at": None,
+            "waiting_for": [],
+        }
+
+    async def _heartbeat(self, session: RunSession, main: asyncio.Future) -> None:
+        """Renew the lease every lease_seconds/3; a failed renew means the lease is lost: stop the run."""
+        lease = session.settings.lease_seconds
+        while True:
+            await asyncio.sleep(max(lease / 3.0, 0.01))
+            try:
+                ok = await session.call(session.store.renew, session.actor_id, session.token, lease)
+            except Exception:
+                logger.exception("lease renewal of actor %s failed; retrying", session.actor_id)
+                continue
+            if not ok:
+                session.evicted = True
+                main.cancel()
+                return
+
+
+def run_actor(
+    runtime: Runtime,
+    actor_id: str,
+    *,
+    owner: str | None = None,
+    token: int | None = None,
+    live_until: datetime | None = None,
+) -> RunSummary:
+    """Run ``actor_id``'s workflow until it completes, fails or waits, then release the lease (DESIGN.md 5).
+
+    Claims the lease unless ``token`` (an already claimed lease) is given; returns ``ran=False`` at once
+    when another executor holds it. ``live_until`` (store-clock instant) bounds in-memory waiting: short
+    waits ending before it are done in memory; None means every wait unwinds the run. If a message
+    arrived during the run (the release finds the actor due again) it runs again. A rejected (fenced)
+    commit stops the run without further writes. Sync; call it from a worker thread, not an event loop.
+    """
+    store, settings = runtime.store, runtime.settings
+    owner = owner or runtime.owner
+    summary = RunSummary(actor_id)
+    while True:
+        if token is None:
+            token = store.claim(actor_id, owner, settings.lease_seconds)
+            if token is None:
+                return summary
+        try:
+            actor = store.get_actor(actor_id)
+        except errors.ActorNotFoundError:
+            return summary
+        definition = runtime.registry.get(actor.name)
+        if actor.destroyed or actor.workflow_state in ports.FINISHED_STATES or definition.run is None:
+            result = store.commit(actor_id, token, ports.Commit(release=True))
+            summary.workflow_state = actor.workflow_state
+            return summary
+        run = _Run(runtime, actor, token, live_until)
+        async_to_sync(run.execute)()
+        summary.ran = True
+        summary.runs += 1
+        if run.session is not None:
+            summary.steps_executed += run.session.steps_executed
+        result = run.result
+        if result is None:  # evicted: the lease is someone else's now
+            return summary
+        summary.workflow_state = run.final_state
+        summary.wake_at = result.wake_at
+        again = actor_id in result.woken or (
+            run.final_state == ports.SLEEPING and result.wake_at is not None and result.wake_at <= store.now()
+        )
+        for other in result.woken:
+            if other != actor_id:
+                runtime.wake(other)
+        if not again:
+            return summary
+        token = None
+
+
+def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainSummary:
+    """Run every due actor in this process until none has work due within ``timeout`` seconds (DESIGN.md 9).
+
+    Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers); while
+    the earliest deadline (``store.next_deadline``) falls within the timeout it sleeps until then and goes
+    on. Never blocks past ``timeout``. Returns a ``DrainSummary``.
+    """
+    store, settings = runtime.store, runtime.settings
+    owner = runtime.owner
+    end = time.monotonic() + timeout
+    summary = DrainSummary()
+    seen: dict[str, str | None] = {}
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            break
+        claimed = store.claim_due(owner, limit, settings.lease_seconds)
+        for actor_id, token in claimed:
+            remaining = max(0.0, end - time.monotonic())
+            live_until = store.now() + timedelta(seconds=remaining)
+            result = run_actor(runtime, actor_id, owner=owner, token=token, live_until=live_until)
+            summary.steps_executed += result.steps_executed
+            seen[actor_id] = result.workflow_state
+        if claimed:
+            continue
+        deadline = store.next_deadline()
+        if deadline is None:
+            break
+        wait = (deadline - store.now()).total_seconds()
+        remaining = end - time.monotonic()
+        if wait > remaining:
+            break
+        time.sleep(min(max(wait, settings.poll_interval), max(remaining, 0.0)))
+    summary.actors_run = len(seen)
+    summary.still_waiting = [a for a, s in seen.items() if s not in ports.FINISHED_STATES]
+    return summary

@@ -1,0 +1,204 @@
+"""A run's in-memory view of one actor's history: locations, the scope index, visits and divergence checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import errors, ports
+
+ROOT = ""
+
+
+def segment(part: str | int) -> str:
+    """The string form of one location segment: a name stays as is, a loop iteration ``i`` is ``~i``."""
+    return f"~{part}" if isinstance(part, int) else part
+
+
+def key_of(location: Iterable[str | int]) -> str:
+    """The entry key of a location list (ENGINE-SEMANTICS.md section 1): ``["outer", 3, "inner"]`` ->
+    ``"outer/~3/inner"``."""
+    return "/".join(segment(p) for p in location)
+
+
+def child_key(parent: str, part: str | int) -> str:
+    """The key of ``part`` under the scope or entry key ``parent`` (root is ``""``)."""
+    seg = segment(part)
+    return f"{parent}/{seg}" if parent else seg
+
+
+def parent_key(key: str) -> str:
+    """The key of the scope or entry directly above ``key`` (``""`` for a root entry)."""
+    idx = key.rfind("/")
+    return key[:idx] if idx >= 0 else ROOT
+
+
+def check_name(name: object, what: str = "entry") -> str:
+    """Validate a user-given entry name: a non-empty str without "/" that does not start with "~".
+
+    Returns the name; raises ``ValueError`` otherwise (PLAN.md "Location key").
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} name must be a non-empty string, got {name!r}")
+    if "/" in name or name.startswith("~"):
+        raise ValueError(f"{what} name {name!r} may not contain '/' or start with '~'")
+    return name
+
+
+class History:
+    """Entries of one actor by key, plus a parent -> children index and the set of keys visited this run.
+
+    Scopes (the root ``""``, a loop iteration ``loop/~i``, a join or race branch ``join/branch``) hold
+    entries as direct children; entries (a loop, a join, a race) hold scopes. The index maps every key to its
+    children so the divergence check of a scope costs O(children) and a subtree delete O(subtree).
+    Invariant: every write made through ``put``/``delete`` is remembered until ``take_changes`` hands it to
+    a ``Commit``.
+    """
+
+    def __init__(self, entries: Iterable[ports.EntryRecord] = ()) -> None:
+        self.entries: dict[str, ports.EntryRecord] = {}
+        self.children: dict[str, dict[str, None]] = {}
+        self.visited: set[str] = set()
+        self._dirty: dict[str, ports.EntryRecord] = {}
+        self._deleted: dict[str, None] = {}
+        self._next_seq = 0
+        for entry in sorted(entries, key=lambda e: e.seq):
+            self._index(entry)
+            self._next_seq = max(self._next_seq, entry.seq + 1)
+
+    # --- index -------------------------------------------------------------------------------------
+
+    def _index(self, entry: ports.EntryRecord) -> None:
+        self.entries[entry.key] = entry
+        key = entry.key
+        while True:
+            parent = parent_key(key)
+            siblings = self.children.setdefault(parent, {})
+            if key in siblings:
+                break
+            siblings[key] = None
+            if parent == ROOT:
+                break
+            key = parent
+
+    def get(self, key: str) -> ports.EntryRecord | None:
+        """The entry at ``key`` or None."""
+        return self.entries.get(key)
+
+    def child_keys(self, key: str) -> list[str]:
+        """Keys directly under ``key`` (entries of a scope, or scopes of an entry), in creation order."""
+        return list(self.children.get(key, ()))
+
+    def subtree(self, key: str) -> list[str]:
+        """Every entry key strictly below ``key``."""
+        out: list[str] = []
+        stack = list(self.children.get(key, ()))
+        while stack:
+            k = stack.pop()
+            if k in self.entries:
+                out.append(k)
+            stack.extend(self.children.get(k, ()))
+        return out
+
+    # --- visits and divergence -----------------------------------------------------------------------
+
+    def visit(self, key: str, kind: str, name: str) -> ports.EntryRecord | None:
+        """Mark ``key`` visited and return its entry (None when there is none yet).
+
+        Raises ``HistoryDivergedError`` when the recorded entry has another kind (ENGINE-SEMANTICS.md 2).
+        """
+        self.visited.add(key)
+        entry = self.entries.get(key)
+        if entry is not None and entry.kind != kind:
+            raise errors.HistoryDivergedError(
+                f"history diverged at {key!r}: expected {kind} {name!r}, found {entry.kind}",
+                location=key,
+                expected=kind,
+                found=entry.kind,
+            )
+        return entry
+
+    def check_scope(self, scope: str) -> None:
+        """Raise ``HistoryDivergedError`` if a recorded direct child of ``scope`` was not visited this run.
+
+        Called when a scope finishes and before a new entry is created in it, so a renamed step fails before
+        it runs (ENGINE-SEMANTICS.md section 2).
+        """
+        for key in self.children.get(scope, ()):
+            if key in self.entries and key not in self.visited:
+                entry = self.entries[key]
+                raise errors.HistoryDivergedError(
+                    f"history diverged: recorded {entry.kind} {key!r} was not reached by the workflow code; "
+                    f"if it was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, "
+                    f"{entry.kind!r}) where it used to be",
+                    location=key,
+                    kind=entry.kind,
+                )
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def new(self, key: str, kind: str, data: dict | None = None, *, now=None) -> ports.EntryRecord:
+        """Create (and remember as a pending write) an entry at ``key``; it counts as visited."""
+        location: list = []
+        for seg in key.split("/") if key else []:
+            if seg.startswith("~") and seg[1:].isdigit():
+                location.append(int(seg[1:]))
+            else:
+                location.append(seg)
+        entry = ports.EntryRecord(
+            key=key, location=location, kind=kind, data=dict(data or {}), seq=self._next_seq, created_at=now
+        )
+        self._next_seq += 1
+        self._deleted.pop(key, None)
+        self._index(entry)
+        self.visited.add(key)
+        self._dirty[key] = entry
+        return entry
+
+    def put(self, entry: ports.EntryRecord) -> None:
+        """Remember ``entry`` (already in the history) as changed; the next commit upserts it."""
+        self._dirty[entry.key] = entry
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Drop ``keys`` from the history and the index; the next commit deletes them."""
+        for key in keys:
+            if self.entries.pop(key, None) is None and key not in self._dirty:
+                continue
+            self._dirty.pop(key, None)
+            self._deleted[key] = None
+            self.visited.discard(key)
+            siblings = self.children.get(parent_key(key))
+            if siblings is not None:
+                siblings.pop(key, None)
+            self.children.pop(key, None)
+
+    def delete_scope(self, scope: str) -> list[str]:
+        """Delete every entry under ``scope`` (a loop iteration or a branch) and forget the scope itself."""
+        keys = self.subtree(scope)
+        self.delete(keys)
+        self.children.pop(scope, None)
+        siblings = self.children.get(parent_key(scope))
+        if siblings is not None:
+            siblings.pop(scope, None)
+        return keys
+
+    @property
+    def has_changes(self) -> bool:
+        """True when writes are waiting for the next commit."""
+        return bool(self._dirty or self._deleted)
+
+    def take_changes(self) -> tuple[list[ports.EntryRecord], list[str]]:
+        """Hand the pending upserts (copies) and deletes to a commit and forget them."""
+        upserts = [e.copy() for e in self._dirty.values()]
+        deletes = list(self._deleted)
+        self._dirty.clear()
+        self._deleted.clear()
+        return upserts, deletes
+
+    def restore_changes(self, upserts: list[ports.EntryRecord], deletes: list[str]) -> None:
+        """Put back changes whose commit did not happen (e.g. a failed write), so the next flush retries."""
+        for entry in upserts:
+            if entry.key in self.entries and entry.key not in self._dirty:
+                self._dirty[entry.key] = self.entries[entry.key]
+        for key in deletes:
+            if key not in self.entries:
+                self._deleted[key] = None

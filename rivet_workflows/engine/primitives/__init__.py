@@ -1,0 +1,1 @@
+"""Workflow primitives: steps, loops, sleeps and queue waits, join and race."""

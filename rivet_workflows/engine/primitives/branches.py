@@ -1,0 +1,246 @@
+"""Join and race: concurrent branches at ``name/branch`` with merged waits (ENGINE-SEMANTICS.md section 6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .. import errors, ports, serde
+from ..history import check_name, child_key
+from ..session import maybe_await
+
+if TYPE_CHECKING:
+    from ..context import RaceResult, WorkflowContext
+
+Branches = list[tuple[str, Callable[..., Any]]]
+
+#: errors that mean the code or its use is wrong: never collected into JoinError/RaceError
+_FATAL = (errors.HistoryDivergedError, errors.EntryInProgressError, errors.RollbackCheckpointError)
+
+
+def _branch_fn(name: str, value: Any) -> Callable[..., Any]:
+    if isinstance(value, Mapping):
+        value = value.get("run")
+    if not callable(value):
+        raise TypeError(f"branch {name!r} needs a callable (fn or {{'run': fn}}), got {type(value).__name__}")
+    return value
+
+
+def _unique(spec: Branches) -> Branches:
+    seen: set[str] = set()
+    for name, _ in spec:
+        check_name(name, "branch")
+        if name in seen:
+            raise ValueError(f"duplicate branch name {name!r}")
+        seen.add(name)
+    if not spec:
+        raise ValueError("join/race needs at least one branch")
+    return spec
+
+
+def normalize_join(branches: Any) -> Branches:
+    """``{"a": fn | {"run": fn}, ...}`` -> ``[("a", fn), ...]``; ``TypeError``/``ValueError`` when malformed."""
+    if not isinstance(branches, Mapping):
+        raise TypeError("ctx.join(name, branches) needs a dict {branch_name: fn}")
+    return _unique([(name, _branch_fn(name, value)) for name, value in branches.items()])
+
+
+def normalize_race(branches: Any) -> Branches:
+    """``[("a", fn), ...]``, ``[{"name": "a", "run": fn}, ...]`` or ``{"a": fn}`` -> ``[("a", fn), ...]``."""
+    if isinstance(branches, Mapping):
+        return normalize_join(branches)
+    spec: Branches = []
+    for item in branches:
+        if isinstance(item, Mapping):
+            spec.append((item.get("name"), _branch_fn(str(item.get("name")), item)))
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            spec.append((item[0], _branch_fn(str(item[0]), item[1])))
+        else:
+            raise TypeError("race branches are (name, fn) pairs or {'name': ..., 'run': fn} dicts")
+    return _unique(spec)
+
+
+async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str, Any]:
+    """Run one branch to an outcome: ("ok", value), ("wait", WaitSignal), ("evicted", signal),
+    ("fatal", error) or ("err", error). Cancellation propagates."""
+    try:
+        value = await maybe_await(fn(ctx))
+        ctx._session.history.check_scope(ctx._scope)
+        return "ok", value
+    except errors.WaitSignal as signal:
+        return "wait", signal
+    except errors.EvictedSignal as signal:
+        return "evicted", signal
+    except _FATAL as exc:
+        return "fatal", exc
+    except Exception as exc:
+        return "err", exc
+
+
+def _merge_waits(signals: list[errors.WaitSignal]) -> errors.WaitSignal:
+    deadlines: list[datetime] = [s.wake_at for s in signals if s.wake_at is not None]
+    names: set[str] = set()
+    for s in signals:
+        names |= s.queue_names
+    return errors.WaitSignal(min(deadlines) if deadlines else None, frozenset(names))
+
+
+async def _cancel(tasks: list[asyncio.Future]) -> None:
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) -> dict:
+    """Join at ``key``: run unfinished branches concurrently, await all; returns ``{branch: value}``.
+
+    Completed branches replay their recorded output without running. Raises ``JoinError(errors={branch:
+    error})`` once every branch settled with at least one failure, a merged ``WaitSignal`` while any branch
+    waits.
+    """
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "join", name)
+    if entry is None:
+        history.check_scope(ctx._scope)
+        entry = history.new(
+            key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=await session.now()
+        )
+        entry.status = ports.ENTRY_RUNNING
+    recorded: dict[str, dict] = {b: dict(v) for b, v in (entry.data.get("branches") or {}).items()}
+    results: dict[str, Any] = {}
+    tasks: dict[str, asyncio.Future] = {}
+    for branch, fn in spec:
+        if recorded.get(branch, {}).get("status") == "completed":
+            results[branch] = recorded[branch].get("output")
+        else:
+            recorded[branch] = {"status": "running"}
+            tasks[branch] = asyncio.ensure_future(_run_branch(ctx.child(child_key(key, branch)), fn))
+    try:
+        if tasks:
+            await asyncio.wait(list(tasks.values()))
+    except asyncio.CancelledError:
+        await _cancel(list(tasks.values()))
+        raise
+    outcomes = {b: t.result() for b, t in tasks.items()}
+
+    waits: list[errors.WaitSignal] = []
+    failures: dict[str, dict] = {}
+    for branch, (kind, value) in outcomes.items():
+        if kind == "evicted":
+            raise value
+        if kind == "fatal":
+            raise value
+        if kind == "ok":
+            value = serde.roundtrip(
+                value, where=f"join {name!r} branch {branch!r}", max_bytes=session.settings.max_payload_bytes
+            )
+            results[branch] = value
+            recorded[branch] = {"status": "completed", "output": value}
+        elif kind == "wait":
+            waits.append(value)
+            recorded[branch] = {"status": "running"}
+        else:
+            error = serde.error_to_dict(value)
+            failures[branch] = error
+            recorded[branch] = {"status": "failed", "error": error}
+    entry.data = {**entry.data, "branches": recorded}
+    if not waits:
+        entry.status = ports.ENTRY_FAILED if failures else ports.ENTRY_COMPLETED
+        entry.completed_at = await session.now()
+    history.put(entry)
+    if waits:
+        raise _merge_waits(waits)
+    if failures:
+        raise errors.JoinError(
+            f"join {name!r}: branch(es) {', '.join(sorted(failures))} failed: "
+            + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
+            join=name,
+            errors=failures,
+        )
+    return {branch: results[branch] for branch, _ in spec}
+
+
+async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) -> RaceResult:
+    """Race at ``key``: the first branch to finish wins (recorded, never re-decided); losers are cancelled
+    and their history deleted. Raises ``RaceError`` when every branch failed, a merged ``WaitSignal`` when
+    none finished and some wait."""
+    from ..context import RaceResult
+
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "race", name)
+    if entry is None:
+        history.check_scope(ctx._scope)
+        entry = history.new(
+            key,
+            "race",
+            {"winner": None, "branches": {b: {"status": "pending"} for b, _ in spec}},
+            now=await session.now(),
+        )
+        entry.status = ports.ENTRY_RUNNING
+    elif entry.data.get("winner") is not None:
+        return RaceResult(entry.data["winner"], entry.data.get("output"))
+
+    tasks = {b: asyncio.ensure_future(_run_branch(ctx.child(child_key(key, b)), fn)) for b, fn in spec}
+    outcomes: dict[str, tuple[str, Any]] = {}
+    pending = set(tasks.values())
+    winner: str | None = None
+    try:
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for branch, task in tasks.items():  # declared order breaks ties
+                if task in done:
+                    outcomes[branch] = task.result()
+                    kind, value = outcomes[branch]
+                    if kind in ("evicted", "fatal"):
+                        raise value
+                    if kind == "ok" and winner is None:
+                        winner = branch
+    except BaseException:
+        await _cancel(list(pending))
+        raise
+    await _cancel(list(pending))
+
+    if winner is not None:
+        value = serde.roundtrip(
+            outcomes[winner][1],
+            where=f"race {name!r} branch {winner!r}",
+            max_bytes=session.settings.max_payload_bytes,
+        )
+        for branch, _ in spec:
+            if branch != winner:
+                history.delete_scope(child_key(key, branch))
+        entry.data = {
+            "winner": winner,
+            "output": value,
+            "branches": {b: {"status": "completed" if b == winner else "cancelled"} for b, _ in spec},
+        }
+        entry.status = ports.ENTRY_COMPLETED
+        entry.completed_at = await session.now()
+        history.put(entry)
+        await session.flush()
+        return RaceResult(winner, value)
+
+    waits = [v for k, v in outcomes.values() if k == "wait"]
+    failures = {b: serde.error_to_dict(v) for b, (k, v) in outcomes.items() if k == "err"}
+    entry.data = {
+        **entry.data,
+        "branches": {
+            b: ({"status": "failed", "error": failures[b]} if b in failures else {"status": "running"})
+            for b, _ in spec
+        },
+    }
+    history.put(entry)
+    if waits:
+        raise _merge_waits(waits)
+    entry.status = ports.ENTRY_FAILED
+    raise errors.RaceError(
+        f"race {name!r}: every branch failed: "
+        + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
+        race=name,
+        errors=failures,
+    )

@@ -1,0 +1,245 @@
+"""Durable steps: attempts, retries with durable backoff, timeouts, replay of outcomes (ENGINE-SEMANTICS.md 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from .. import errors, ports, retry, serde
+from ..runtime import to_seconds
+from ..session import mark_reported
+
+if TYPE_CHECKING:
+    from ..context import StepResult, WorkflowContext
+
+RUNNING = ports.ENTRY_RUNNING
+
+
+def make_options(
+    max_retries: int,
+    base: float | timedelta,
+    maximum: float | timedelta,
+    timeout: float | timedelta | None,
+    retry_on_timeout: bool,
+    ephemeral: bool,
+) -> retry.StepOptions:
+    """Validate step options into ``StepOptions`` (seconds); ``ValueError``/``TypeError`` on bad values."""
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    t = to_seconds(timeout)
+    return retry.StepOptions(
+        max_retries=max_retries,
+        retry_backoff_base=to_seconds(base) or 0.0,
+        retry_backoff_max=to_seconds(maximum) or 0.0,
+        timeout=t if t else None,
+        retry_on_timeout=bool(retry_on_timeout),
+        ephemeral=bool(ephemeral),
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        type(fn).__call__ if not inspect.isfunction(fn) else None
+    )
+
+
+async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
+    if _is_async(fn):
+        return await fn(arg)
+    result = await sync_to_async(fn, thread_sensitive=False)(arg)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class _Timeout(Exception):
+    pass
+
+
+async def _run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) -> Any:
+    """Run the body; raises ``_Timeout`` when it exceeds ``timeout`` (the body's task is cancelled)."""
+    task = asyncio.ensure_future(_call_body(fn, arg))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise _Timeout()
+    return task.result()
+
+
+def _stored_error(entry: ports.EntryRecord, name: str) -> BaseException:
+    failure = entry.data.get("failure") or {}
+    exc = retry.exhausted_error(
+        failure.get("kind", retry.EXHAUSTED),
+        failure.get("raised", retry.EXHAUSTED),
+        name,
+        entry.error or {},
+        entry.attempts,
+    )
+    return mark_reported(exc)
+
+
+def _backoff_at(entry: ports.EntryRecord, options: retry.StepOptions):
+    delay = retry.backoff_delay(entry.attempts, options.retry_backoff_base, options.retry_backoff_max)
+    return entry.last_attempt_at + timedelta(seconds=delay), delay
+
+
+async def run_step(
+    ctx: WorkflowContext,
+    key: str,
+    name: str,
+    fn: Callable[..., Any],
+    options: retry.StepOptions,
+    rollback: Callable[..., Any] | None = None,
+) -> Any:
+    """Replay or execute the step at ``key``; returns its (round-tripped) output or raises its failure."""
+    from ..context import StepContext
+
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "step", name)
+    if entry is None:
+        history.check_scope(ctx._scope)
+        entry = history.new(key, "step", now=await session.now())
+        if rollback is not None:
+            entry.data["has_rollback"] = True
+    elif entry.status == ports.ENTRY_COMPLETED:
+        return entry.data.get("output")
+    elif entry.status == ports.ENTRY_EXHAUSTED:
+        raise _stored_error(entry, name)
+    elif entry.status == ports.ENTRY_FAILED and entry.last_attempt_at is not None:
+        retry_at, _ = _backoff_at(entry, options)
+        if await session.now() < retry_at:
+            await session.wait(retry_at)
+
+    while True:
+        now = await session.now()
+        entry.status = RUNNING
+        entry.attempts += 1
+        entry.last_attempt_at = now
+        entry.error = None
+        history.put(entry)
+        step = StepContext(session, key, entry.attempts)
+        ephemeral = options.ephemeral and session.lock_count == 0
+        if ephemeral:
+            if not session.state_dirty:  # start from the freshest state (a read; no write of its own)
+                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
+        else:
+            await session.acquire_lock()
+        session.steps_executed += 1
+        timed_out = False
+        try:
+            output = await _run_attempt(fn, step, options.timeout)
+            output = serde.roundtrip(
+                output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
+            )
+        except (asyncio.CancelledError, errors.WorkflowSignal):
+            if not ephemeral:
+                session.abandon_lock()
+            raise
+        except _Timeout as exc:
+            timed_out = True
+            failure: BaseException = exc
+        except Exception as exc:
+            failure = exc
+        else:
+            entry.status = ports.ENTRY_COMPLETED
+            entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
+            entry.data["output"] = output
+            entry.completed_at = await session.now()
+            history.put(entry)
+            if ephemeral:
+                session.state_dirty = True
+            else:
+                await session.release_lock()
+            return output
+
+        # --- the attempt failed -------------------------------------------------------------------
+        if timed_out:
+            error = {
+                "name": "TimeoutError",
+                "message": f"step {name!r} timed out after {options.timeout:g}s",
+                "stack": None,
+                "metadata": {"timeout": options.timeout},
+            }
+        else:
+            error = serde.error_to_dict(failure)
+        cls = retry.classify(failure, timed_out=timed_out, options=options)
+        will_retry = cls == retry.RETRYABLE and entry.attempts <= options.max_retries
+        entry.error = error
+        event: dict[str, Any] = {
+            "workflow_id": session.actor_id,
+            "step_name": name,
+            "attempt": entry.attempts,
+            "max_retries": options.max_retries,
+            "remaining_retries": max(0, options.max_retries - entry.attempts + 1) if will_retry else 0,
+            "will_retry": will_retry,
+            "error": {k: v for k, v in error.items() if v is not None},
+        }
+        if will_retry:
+            retry_at, delay = _backoff_at(entry, options)
+            entry.status = ports.ENTRY_FAILED
+            event["retry_delay"] = delay
+            event["retry_at"] = retry_at
+        else:
+            entry.status = ports.ENTRY_EXHAUSTED
+            if timed_out:
+                kind, raised = (
+                    retry.TIMEOUT,
+                    (retry.EXHAUSTED if options.retry_on_timeout else retry.CRITICAL),
+                )
+            elif cls == retry.RETRYABLE:
+                kind, raised = retry.EXHAUSTED, retry.EXHAUSTED
+            elif cls == retry.SERIALIZATION:
+                kind = retry.CRITICAL
+                raised = (
+                    "payload" if isinstance(failure, errors.PayloadTooLargeError) else retry.SERIALIZATION
+                )
+            else:
+                kind, raised = cls, cls
+            entry.data["failure"] = {"kind": kind, "raised": raised}
+        history.put(entry)
+        await session.fire_error({"step": event})
+        if ephemeral:
+            await session.flush(state=session.state)
+        else:
+            await session.release_lock()
+        if not will_retry:
+            raise _stored_error(entry, name) from (None if timed_out else failure)
+        await session.wait(retry_at)
+
+
+async def try_step(
+    ctx: WorkflowContext,
+    key: str,
+    name: str,
+    fn: Callable[..., Any],
+    options: retry.StepOptions,
+    rollback: Callable[..., Any] | None,
+    catch: tuple[str, ...],
+) -> StepResult:
+    """``ctx.try_step``: run the step and turn caught failure kinds into ``StepResult(ok=False, failure)``."""
+    from ..context import StepResult
+
+    caught = retry.DEFAULT_CATCH | set(catch)
+    try:
+        value = await run_step(ctx, key, name, fn, options, rollback)
+    except errors.RivetWorkflowsError as exc:
+        kind = exc.metadata.get("kind")
+        if exc.metadata.get("step_name") != name or kind not in caught:
+            raise
+        error = exc.metadata.get("error") or serde.error_to_dict(exc)
+        error = {k: v for k, v in error.items() if v is not None}
+        return StepResult(
+            ok=False,
+            failure=retry.failure_dict(kind, name, exc.metadata.get("attempts", 0), error),
+        )
+    return StepResult(ok=True, value=value)

@@ -1,0 +1,288 @@
+"""Durable sleeps and queue waits, and the workflow-side queue message (ENGINE-SEMANTICS.md section 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Generator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from .. import errors, ports, serde
+from ..history import check_name
+
+if TYPE_CHECKING:
+    from ..context import WorkflowContext
+    from ..session import RunSession
+
+SLEEP_PENDING = "pending"
+SLEEP_COMPLETED = "completed"
+ANY_QUEUE = "*"
+
+
+class _Done:
+    """An already-finished awaitable, so ``msg.complete(r)`` works with and without ``await``."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # pragma: no cover
+
+    def __repr__(self) -> str:
+        return "<done>"
+
+
+_DONE = _Done()
+
+
+async def run_sleep(
+    ctx: WorkflowContext, key: str, name: str, *, seconds: float | None = None, until: datetime | None = None
+) -> None:
+    """Sleep entry at ``key``: record the deadline at first execution, then wait (live or durable)."""
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "sleep", name)
+    now = await session.now()
+    if entry is None:
+        history.check_scope(ctx._scope)
+        if until is not None:
+            deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
+        else:
+            deadline = now + timedelta(seconds=seconds or 0.0)
+        entry = history.new(key, "sleep", {"deadline": deadline, "state": SLEEP_PENDING}, now=now)
+        entry.status = ports.ENTRY_PENDING
+    elif entry.data.get("state") == SLEEP_COMPLETED:
+        return None
+    else:
+        deadline = entry.data["deadline"]
+    if deadline > now:
+        await session.wait(deadline)
+    entry.data = {**entry.data, "state": SLEEP_COMPLETED}
+    entry.status = ports.ENTRY_COMPLETED
+    entry.completed_at = await session.now()
+    history.put(entry)
+    return None
+
+
+class QueueMessage:
+    """A message received by a workflow queue wait: ``.id .name .body .created_at`` and, when received with
+    ``completable=True``, ``.complete(response)`` (answers a sender waiting with ``send(wait=True)``)."""
+
+    __slots__ = ("id", "name", "body", "created_at", "completable", "_entry", "_session", "_done")
+
+    def __init__(self, session: RunSession, entry: ports.EntryRecord) -> None:
+        data = entry.data
+        self.id: str = data["id"]
+        self.name: str = data["name"]
+        self.body: Any = data.get("body")
+        self.created_at: datetime | None = data.get("created_at")
+        self.completable: bool = bool(data.get("completable"))
+        self._entry = entry
+        self._session = session
+        self._done = False
+
+    @property
+    def completed(self) -> bool:
+        """True once the message was completed (in this run or recorded in history)."""
+        return bool(self._entry.data.get("completed"))
+
+    def complete(self, response: Any = None) -> Awaitable[None]:
+        """Record ``response`` for this message (with the next commit); usable with or without ``await``.
+
+        Raises ``RivetWorkflowsError`` if the message was not received with ``completable=True``,
+        ``MessageAlreadyCompletedError`` when called twice in one run, ``SerializationError``. On replay a
+        message whose entry says completed is not completed again.
+        """
+        if not self.completable:
+            raise errors.RivetWorkflowsError(
+                f"message {self.id} was not received with completable=True; it cannot be completed",
+                message_id=self.id,
+            )
+        if self._done:
+            raise errors.MessageAlreadyCompletedError(
+                f"message {self.id} was already completed", message_id=self.id
+            )
+        self._done = True
+        if self._entry.data.get("completed"):
+            return _DONE
+        session = self._session
+        response = serde.roundtrip(
+            response, where=f"response to message {self.id}", max_bytes=session.settings.max_payload_bytes
+        )
+        self._entry.data = {**self._entry.data, "completed": True}
+        session.history.put(self._entry)
+        session.complete.append((self.id, response))
+        return _DONE
+
+    def __repr__(self) -> str:
+        return f"<QueueMessage {self.name!r} id={self.id}>"
+
+
+def _names(names: Any) -> list[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return [names]
+    out = list(names)
+    if not out or not all(isinstance(n, str) and n for n in out):
+        raise ValueError(f"names must be a queue name or a non-empty list of queue names, got {names!r}")
+    return out
+
+
+def _check_no_open_completable(session: RunSession) -> None:
+    for entry in session.history.entries.values():
+        data = entry.data
+        if entry.kind == "message" and data.get("completable") and not data.get("completed"):
+            raise errors.RivetWorkflowsError(
+                f"cannot receive the next completable message: message {data.get('id')} received at "
+                f"{entry.key!r} was not completed yet (call msg.complete(response) first)",
+                message_id=data.get("id"),
+                location=entry.key,
+            )
+
+
+async def run_next_batch(
+    ctx: WorkflowContext,
+    key: str,
+    name: str,
+    names: Any,
+    count: int,
+    timeout: float | None,
+    completable: bool,
+) -> list[QueueMessage]:
+    """Queue wait at ``key``: entries ``key:deadline`` (with a timeout), ``key:count`` and ``key:0..n-1``.
+
+    Returns the recorded messages on replay; otherwise takes up to ``count`` pending messages (FIFO,
+    filtered by ``names``), records and marks them received in one commit. Returns ``[]`` once the timeout
+    passed (recorded as count 0); otherwise waits (live or durable).
+    """
+    session = ctx._session
+    history = session.history
+    queue_names = _names(names)
+    count_key, deadline_key = f"{key}:count", f"{key}:deadline"
+    deadline_entry = history.visit(deadline_key, "sleep", name) if timeout is not None else None
+    count_entry = history.visit(count_key, "message", name)
+    if count_entry is not None:
+        received = []
+        for i in range(int(count_entry.data.get("count", 0))):
+            entry = history.visit(f"{key}:{i}", "message", name)
+            if entry is None:
+                raise errors.HistoryDivergedError(
+                    f"queue wait {key!r} recorded {count_entry.data.get('count')} messages but entry {i} is "
+                    "missing",
+                    location=key,
+                )
+            received.append(QueueMessage(session, entry))
+        return received
+
+    history.check_scope(ctx._scope)
+    now = await session.now()
+    deadline: datetime | None = None
+    if timeout is not None:
+        if deadline_entry is None:
+            deadline = now + timedelta(seconds=timeout)
+            deadline_entry = history.new(
+                deadline_key, "sleep", {"deadline": deadline, "state": SLEEP_PENDING}, now=now
+            )
+        else:
+            deadline = deadline_entry.data["deadline"]
+
+    async def fetch() -> list[ports.MessageRecord]:
+        records = await session.call(
+            session.store.pending_messages, session.actor_id, queue_names, count + len(session.taken)
+        )
+        return [r for r in records if r.id not in session.taken][:count]
+
+    async def available() -> bool:
+        return bool(await fetch())
+
+    while True:
+        records = await fetch()
+        now = await session.now()
+        if records or (deadline is not None and now >= deadline):
+            break
+        await session.wait(deadline, frozenset(queue_names or [ANY_QUEUE]), check=available)
+
+    if records and completable:
+        _check_no_open_completable(session)
+    if deadline_entry is not None:
+        deadline_entry.data = {**deadline_entry.data, "state": SLEEP_COMPLETED}
+        deadline_entry.status = ports.ENTRY_COMPLETED
+        history.put(deadline_entry)
+    history.new(count_key, "message", {"count": len(records), "names": queue_names}, now=now)
+    received = []
+    for i, record in enumerate(records):
+        session.taken.add(record.id)
+        entry = history.new(
+            f"{key}:{i}",
+            "message",
+            {
+                "id": record.id,
+                "name": record.name,
+                "body": record.body,
+                "created_at": record.created_at,
+                "completable": bool(completable),
+                "completed": False,
+            },
+            now=now,
+        )
+        received.append(QueueMessage(session, entry))
+        session.receive.append(record.id)
+    if records:
+        await session.flush()  # receiving and recording commit together
+    return received
+
+
+class WorkflowQueue:
+    """``ctx.queue``: receive messages sent to this actor (ENGINE-SEMANTICS.md section 5).
+
+    ``name`` is the history entry name; ``names`` filters queue names (None: any queue).
+    """
+
+    def __init__(self, ctx: WorkflowContext) -> None:
+        self._ctx = ctx
+
+    def next_batch(
+        self,
+        name: str,
+        names: Any = None,
+        *,
+        count: int = 1,
+        timeout: float | timedelta | None = None,
+        completable: bool = False,
+    ) -> Awaitable[list[QueueMessage]]:
+        """Wait for 1..``count`` messages (returns what is available without waiting for ``count``);
+        ``timeout`` in seconds or timedelta; returns ``[]`` when it passes first."""
+        from ..runtime import to_seconds
+
+        check_name(name, "queue wait")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"count must be an int >= 1, got {count!r}")
+        seconds = to_seconds(timeout)
+        ctx = self._ctx
+        return ctx._run(
+            name, "queue wait", lambda key: run_next_batch(ctx, key, name, names, count, seconds, completable)
+        )
+
+    def next(
+        self,
+        name: str,
+        names: Any = None,
+        *,
+        timeout: float | timedelta | None = None,
+        completable: bool = False,
+    ) -> Awaitable[QueueMessage]:
+        """Wait for one message; raises ``QueueWaitTimeoutError`` when ``timeout`` passes first."""
+        batch = self.next_batch(name, names, count=1, timeout=timeout, completable=completable)
+
+        async def one() -> QueueMessage:
+            messages = await batch
+            if not messages:
+                raise errors.QueueWaitTimeoutError(
+                    f"queue wait {name!r} timed out after {timeout} s with no message", name=name
+                )
+            return messages[0]
+
+        return one()
+
+    def __repr__(self) -> str:
+        return f"<WorkflowQueue of {self._ctx!r}>"

@@ -1,0 +1,248 @@
+"""One run of one actor's workflow: pending writes, the reference-counted step lock, waits and hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import errors, ports
+from .history import History
+
+if TYPE_CHECKING:
+    from .definitions import ActorDefinition
+    from .runtime import Runtime
+
+logger = logging.getLogger("rivet_workflows")
+
+#: how long the step lock is set for; the lease expiry frees it earlier if the executor dies
+STEP_LOCK_SECONDS = 24 * 3600.0
+
+
+def mark_reported(exc: BaseException) -> BaseException:
+    """Flag ``exc`` as already reported to ``on_error`` (so no workflow event repeats it)."""
+    try:
+        exc._rivet_reported = True  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover - exceptions without __dict__
+        pass
+    return exc
+
+
+def was_reported(exc: BaseException) -> bool:
+    """True when ``exc`` was already reported to ``on_error`` by a step event."""
+    return bool(getattr(exc, "_rivet_reported", False))
+
+
+async def maybe_await(value: Any) -> Any:
+    """Await ``value`` if it is awaitable, else return it."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class RunSession:
+    """Everything one executor run shares between the workflow context, branch contexts and step contexts.
+
+    Invariants:
+    * ``state`` is the one in-memory state object of this run; it is written only by commits made while the
+      step lock is held (``lock_count > 0`` or the commit that releases it), or by the first commit after an
+      ephemeral step changed it.
+    * Every commit goes through ``flush`` (serialised by an asyncio lock) and is fenced by ``token``; a
+      rejected commit raises ``EvictedSignal`` and the run writes nothing more.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        actor: ports.ActorRecord,
+        definition: ActorDefinition,
+        token: int,
+        history: History,
+        *,
+        live_until: datetime | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.settings = runtime.settings
+        self.actor = actor
+        self.actor_id = actor.actor_id
+        self.definition = definition
+        self.token = token
+        self.history = history
+        self.live_until = live_until
+        self.state: Any = actor.state
+        self.vars: Any = None
+        self.lock_count = 0
+        self.state_dirty = False
+        self._release_pending = False
+        self.receive: list[str] = []
+        self.complete: list[tuple[str, Any]] = []
+        self.outbox: list[tuple[str, str, Any, bool]] = []
+        #: message ids taken by a queue wait in this run (so two branches never take the same message)
+        self.taken: set[str] = set()
+        self.started = actor.workflow_state == ports.RUNNING
+        self.evicted = False
+        self.destroy_requested = False
+        self.steps_executed = 0
+        self.commits = 0
+        self._write_lock = asyncio.Lock()
+
+    # --- store access --------------------------------------------------------------------------------
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a sync store function on the thread owning the DB connection."""
+        return await self.runtime.call(fn, *args)
+
+    async def now(self) -> datetime:
+        """The store's clock."""
+        return await self.call(self.store.now)
+
+    async def flush(self, **fields: Any) -> ports.CommitResult:
+        """Commit every pending write plus ``fields`` (Commit attributes) in one fenced transaction.
+
+        Adds ``state`` when the step lock is held or released by this commit, and ``workflow_state``
+        running on the run's first commit. Raises ``EvictedSignal`` when the fence rejects the write; if the
+        store raises, the pending writes are kept so the next flush retries them.
+        """
+        async with self._write_lock:
+            if self.evicted:
+                raise errors.EvictedSignal()
+            upserts, deletes = self.history.take_changes()
+            receive, complete, outbox = self.receive, self.complete, self.outbox
+            self.receive, self.complete, self.outbox = [], [], []
+            commit = ports.Commit(
+                upserts=upserts,
+                deletes=deletes,
+                receive_messages=receive,
+                complete_messages=complete,
+                outbox=outbox,
+            )
+            if self._release_pending and self.lock_count == 0 and "step_lock_until" not in fields:
+                fields["step_lock_until"] = None
+            if "state" not in fields and (
+                self.lock_count > 0 or self.state_dirty or fields.get("step_lock_until", 0) is None
+            ):
+                fields["state"] = self.state
+            for name, value in fields.items():
+                setattr(commit, name, value)
+            if not self.started and commit.workflow_state is ports.UNSET:
+                commit.workflow_state = ports.RUNNING
+            try:
+                result = await self.call(self.store.commit, self.actor_id, self.token, commit)
+            except BaseException:
+                self.history.restore_changes(upserts, deletes)
+                self.receive[:0], self.complete[:0], self.outbox[:0] = receive, complete, outbox
+                raise
+            if not result.ok:
+                self.evicted = True
+                raise errors.EvictedSignal()
+            self.started = True
+            self.commits += 1
+            if commit.state is not ports.UNSET:
+                self.state_dirty = False
+            if commit.step_lock_until is None:
+                self._release_pending = False
+            if result.state is not ports.UNSET and commit.state is ports.UNSET:
+                self.state = result.state
+            for actor_id in result.woken:
+                if actor_id != self.actor_id:
+                    self.runtime.wake(actor_id)
+            if upserts or deletes:
+                self.runtime.notify_history(self.actor_id)
+            return result
+
+    # --- step lock -----------------------------------------------------------------------------------
+
+    async def acquire_lock(self) -> None:
+        """Record a step attempt (pending writes) and take the step lock (reference-counted).
+
+        The first holder's commit sets ``step_lock_until`` and adopts the fresh state the store returns;
+        later holders only write (and keep the shared state object).
+        """
+        first = self.lock_count == 0
+        self.lock_count += 1
+        if first:
+            until = await self.now() + timedelta(seconds=STEP_LOCK_SECONDS)
+            # Without a state of ours to write, the commit that takes the lock returns the fresh state.
+            await self.flush(step_lock_until=until, state=self.state if self.state_dirty else ports.UNSET)
+        else:
+            await self.flush(state=self.state)
+
+    async def release_lock(self) -> None:
+        """Write the step outcome (pending writes) with the state; the last holder clears the lock."""
+        self.lock_count -= 1
+        if self.lock_count == 0:
+            await self.flush(step_lock_until=None, state=self.state)
+        else:
+            await self.flush(state=self.state)
+
+    def abandon_lock(self) -> None:
+        """Drop one lock reference without writing (a cancelled or evicted step); the next flush clears
+        the lock if this was the last reference."""
+        self.lock_count -= 1
+        if self.lock_count == 0:
+            self._release_pending = True
+
+    # --- waiting -------------------------------------------------------------------------------------
+
+    def can_wait_live(self, now: datetime, deadline: datetime | None) -> bool:
+        """True when a wait until ``deadline`` is short enough to do in memory (PLAN: live_wait_threshold)."""
+        if deadline is None or self.live_until is None or deadline > self.live_until:
+            return False
+        return (deadline - now).total_seconds() < self.settings.live_wait_threshold
+
+    async def wait(
+        self,
+        deadline: datetime | None,
+        queue_names: frozenset[str] = frozenset(),
+        check: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        """Wait until ``deadline`` (or until ``check()`` is true) in memory when short, else unwind the run.
+
+        Returns when the deadline passed or ``check()`` reported work; raises ``WaitSignal(deadline,
+        queue_names)`` when the wait is too long for this run (ENGINE-SEMANTICS.md section 5).
+        """
+        now = await self.now()
+        if not self.can_wait_live(now, deadline):
+            raise errors.WaitSignal(deadline, queue_names)
+        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
+            await self.flush()
+        while True:
+            remaining = (deadline - now).total_seconds()
+            if remaining <= 0:
+                return
+            if check is None:
+                await asyncio.sleep(remaining)
+            else:
+                await asyncio.sleep(min(remaining, max(self.settings.poll_interval, 0.001)))
+                if await check():
+                    return
+            now = await self.now()
+
+    # --- hooks ---------------------------------------------------------------------------------------
+
+    def actor_context(self) -> Any:
+        """An ``ActorContext`` (``c``) on this run's state and vars, for hooks."""
+        from .actor_context import ActorContext
+
+        return ActorContext.for_run(self)
+
+    async def fire_error(self, event: dict) -> None:
+        """Call the workflow's ``on_error(c, event)``; its exceptions are logged and swallowed (section 8)."""
+        handler = self.definition.run
+        hook = getattr(handler, "on_error", None)
+        if hook is None:
+            return
+        try:
+            c = self.actor_context()
+            if inspect.iscoroutinefunction(hook):
+                await hook(c, event)
+            else:
+                from asgiref.sync import sync_to_async
+
+                await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
+        except Exception:
+            logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)

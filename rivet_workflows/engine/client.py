@@ -71,7 +71,8 @@ class Client:
         return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
 
     def __getattr__(self, name: str) -> ActorTypeClient:
-        if name.startswith("_") or name not in self.runtime.registry:
+        runtime = self.__dict__.get("runtime")
+        if name.startswith("_") or runtime is None or name not in runtime.registry:
             raise AttributeError(
                 f"no actor type named {name!r} (registered: {self.runtime.registry.names()})"
             )
@@ -219,8 +220,9 @@ class ActorHandle:
         return hash(self.actor_id)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_") or name not in self.definition.actions:
-            raise AttributeError(f"actor {self.name!r} has no action or attribute {name!r}")
+        definition = self.__dict__.get("definition")
+        if name.startswith("_") or definition is None or name not in definition.actions:
+            raise AttributeError(f"actor handle has no action or attribute {name!r}")
 
         def action(*args: Any) -> Any:
             return self.call(name, *args)

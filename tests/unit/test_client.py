@@ -353,3 +353,12 @@ def test_action_waits_for_a_running_step_and_loses_no_update():
     store.commit(handle.actor_id, token, ports.Commit(state=step_state, step_lock_until=None))
     caller.join(5)
     assert results == [11] and handle.state() == {"count": 11}
+
+
+def test_handles_copy_and_compare_without_recursion():
+    import copy
+
+    runtime, client, _ = build(counter=counter_actor())
+    handle = client.counter.get_or_create("a")
+    assert copy.copy(handle) == handle
+    assert not hasattr(client, "__wrapped__")

@@ -1,0 +1,53 @@
+# rivet_workflows: set-up, demo, tests, lint, benchmarks.
+# Set-up is idempotent: the venv is created once and re-installed only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+LINT_PATHS := rivet_workflows tests project manage.py $(wildcard bench)
+
+.PHONY: setup migrate demo test lint format bench bench-smoke worker clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+migrate: setup
+	$(PY) manage.py migrate --noinput
+
+## make demo: run every example workflow end to end on the embedded stack (SQLite, no broker needed)
+demo: migrate
+	$(PY) manage.py rivet demo
+
+## make test: the whole suite (SQLite by default; DATABASE_URL=postgres://... REDIS_URL=redis://... for services)
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+format: setup
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+
+bench: setup
+	$(PY) -m bench
+
+bench-smoke: setup
+	$(PY) -m bench --smoke
+
+## make worker: a Celery worker with the sweep (beat) embedded; add more workers without -B
+worker: migrate
+	$(VENV)/bin/celery -A project worker -B -l info
+
+clean:
+	rm -rf var/broker var/test.sqlite3* .pytest_cache .ruff_cache

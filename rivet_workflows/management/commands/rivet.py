@@ -1,0 +1,58 @@
+"""``manage.py rivet <subcommand>``: drain due work, run the demo (DESIGN.md section 8)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...engine import errors
+
+
+class Command(BaseCommand):
+    """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
+
+    help = "rivet_workflows operations: drain, demo."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """Subcommands: ``drain [--timeout S]`` and ``demo [args...]``."""
+        subs = parser.add_subparsers(dest="subcommand", required=True, parser_class=argparse.ArgumentParser)
+        drain = subs.add_parser(
+            "drain", help="Run due work in this process until quiescent or the timeout (seconds) passes."
+        )
+        drain.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+        demo = subs.add_parser("demo", help="Run the example workflows end to end (project.examples.demo).")
+        demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments passed to the demo")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Dispatch to the chosen subcommand."""
+        sub = options["subcommand"]
+        try:
+            if sub == "drain":
+                self._drain(options["timeout"])
+            elif sub == "demo":
+                self._demo(options.get("demo_args") or [])
+        except errors.RivetWorkflowsError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _drain(self, timeout: float) -> None:
+        from ... import django_runtime
+
+        if timeout < 0:
+            raise CommandError("--timeout must be >= 0 seconds")
+        summary = django_runtime.drain(timeout=timeout)
+        waiting = list(summary.still_waiting)
+        self.stdout.write(
+            f"actors run: {summary.actors_run}, steps executed: {summary.steps_executed}, "
+            f"still waiting: {len(waiting)}" + (f" ({', '.join(waiting)})" if waiting else "")
+        )
+
+    def _demo(self, argv: list[str]) -> None:
+        try:
+            from project.examples import demo
+        except ImportError as exc:
+            raise CommandError(f"the demo is not available: {exc}") from exc
+        code = demo.main(list(argv))
+        if code:
+            raise CommandError(f"demo exited with status {code}")

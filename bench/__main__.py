@@ -1,0 +1,163 @@
+"""Run the benchmarks: ``python -m bench [--smoke] [--only P1,P2] [--skip-ours] [--skip-dbos]``.
+
+Every benchmark runs our engine and its peer (DBOS Transact) in the same invocation against the same
+PostgreSQL, prints a table and writes ``bench/results/<id>.json`` (plus ``summary.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any
+
+from bench import pg, proc, report
+
+OURS_DB = "rivet_bench_ours"
+OURS_TEMPLATE = "rivet_bench_ours_template"
+DBOS_DB = "rivet_bench_dbos"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+FULL: dict[str, dict[str, Any]] = {
+    "pgbench": {"seconds": 10},
+    "P1": {"ours": {"workflows": 200}, "dbos": {"workflows": 200}},
+    "P2": {"ours": {"messages": 200}, "dbos": {"messages": 200}},
+    "P3": {"ours": {"iterations": 10000}},
+    "P4": {"ours": {"small": 10, "large": 10000, "rounds": 50}},
+    "P5": {"ours": {"sleepers": 1000, "seconds": 1.0}, "dbos": {"sleepers": 1000, "seconds": 1.0}},
+    "P6": {"ours": {"actors": 1000, "workers": 2}},
+}
+SMOKE: dict[str, dict[str, Any]] = {
+    "pgbench": {"seconds": 1},
+    "P1": {"ours": {"workflows": 5, "warmup": 1, "idle_window": 0.5},
+           "dbos": {"workflows": 5, "warmup": 1, "idle_window": 0.5}},
+    "P2": {"ours": {"messages": 5}, "dbos": {"messages": 5}},
+    "P3": {"ours": {"iterations": 60}},
+    "P4": {"ours": {"small": 3, "large": 20, "rounds": 3}},
+    "P5": {"ours": {"sleepers": 10, "seconds": 1.0}, "dbos": {"sleepers": 10, "seconds": 1.0}},
+    "P6": {"ours": {"actors": 10, "workers": 2}},
+}
+ORDER = ["P1", "P2", "P3", "P4", "P5", "P6"]
+
+
+def ours_env() -> dict[str, str]:
+    """Environment of every "ours" child: bench settings, the scratch database and Redis database."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "bench.django_settings",
+        "DATABASE_URL": pg.url(OURS_DB),
+        "REDIS_URL": REDIS_URL,
+        "BENCH_OURS_DB": OURS_DB,
+        "RIVET_LOG_LEVEL": "WARNING",
+    }
+
+
+def migrate_template() -> None:
+    """Create the migrated template database (``manage.py migrate`` in a child, once per run).
+
+    Raises ``RuntimeError`` with the command's output when migrate fails.
+    """
+    pg.create_database(OURS_TEMPLATE)
+    env = {**os.environ, **ours_env(), "DATABASE_URL": pg.url(OURS_TEMPLATE)}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=proc.ROOT, env=env, capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        pg.drop_database(OURS_TEMPLATE)
+        raise RuntimeError("manage.py migrate failed:\n" + (done.stderr or done.stdout)[-3000:])
+
+
+def fresh_ours_db() -> None:
+    """Recreate the "ours" database as a copy of the migrated template (migrating it first if needed)."""
+    with pg.admin_connect() as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (OURS_TEMPLATE,)).fetchone()
+    if not exists:
+        migrate_template()
+    pg.create_database(OURS_DB, template=OURS_TEMPLATE)
+
+
+def run_side(side: str, bench: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run one side in a fresh database; returns its result, or ``{"status": "pending"|"error", ...}``."""
+    t0 = time.monotonic()
+    try:
+        if side == "ours":
+            fresh_ours_db()
+            result = proc.run_child("bench.ours_side", bench, params, env=ours_env(), timeout=timeout)
+        else:
+            pg.create_database(DBOS_DB)
+            result = proc.run_child("bench.dbos_side", bench, params,
+                                    env={"BENCH_DBOS_DB": DBOS_DB}, timeout=timeout)
+        result.setdefault("status", "ok")
+    except Exception as exc:  # one failing side must not hide the others' figures
+        detail = "".join(traceback.format_exception_only(exc)).strip()
+        pending = side == "ours" and any(
+            marker in detail for marker in ("ImportError", "ModuleNotFoundError", "AttributeError",
+                                            "NotImplementedError")
+        )
+        result = {"status": "pending" if pending else "error", "detail": detail[-3000:]}
+    finally:
+        pg.drop_database(OURS_DB if side == "ours" else DBOS_DB)
+    result["wall_seconds"] = time.monotonic() - t0
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run the selected benchmarks, print tables and write JSON; exit 1 on any error."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CI: keeps the harness alive)")
+    parser.add_argument("--only", default="", help="comma-separated benchmark ids, e.g. P1,P2")
+    parser.add_argument("--skip-ours", action="store_true")
+    parser.add_argument("--skip-dbos", action="store_true")
+    parser.add_argument("--out", default=str(proc.ROOT / "bench" / "results"), help="JSON output folder")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    selected = [b.strip().upper() for b in args.only.split(",") if b.strip()] or ORDER
+    timeout = 120.0 if args.smoke else 600.0
+    os.makedirs(args.out, exist_ok=True)
+
+    started = time.monotonic()
+    pg.drop_database(OURS_TEMPLATE)  # migrations may have changed since the last run
+    results: dict[str, Any] = {"mode": "smoke" if args.smoke else "full", "started": time.time()}
+    if "P1" in selected:
+        try:
+            results["limit"] = pg.pgbench_commit_rate(sizes["pgbench"]["seconds"])
+        except Exception as exc:
+            results["limit"] = {"status": "error", "detail": str(exc)}
+    for bench in selected:
+        entry: dict[str, Any] = {}
+        for side in ("ours", "dbos"):
+            if side not in sizes[bench] or (side == "ours" and args.skip_ours) or (
+                side == "dbos" and args.skip_dbos
+            ):
+                continue
+            entry[side] = run_side(side, bench, sizes[bench][side], timeout)
+        results[bench] = entry
+        rows = report.rows_for(bench, entry, results.get("limit"))
+        entry["rows"] = rows
+        print(report.table(bench, rows, entry), flush=True)
+        with open(os.path.join(args.out, f"{bench}{'-smoke' if args.smoke else ''}.json"), "w") as fh:
+            json.dump({"mode": results["mode"], "limit": results.get("limit"), **entry}, fh, indent=2)
+    pg.drop_database(OURS_TEMPLATE)
+    results["seconds"] = time.monotonic() - started
+    with open(os.path.join(args.out, f"summary{'-smoke' if args.smoke else ''}.json"), "w") as fh:
+        json.dump(results, fh, indent=2, default=str)
+    print(f"\nbench finished in {results['seconds']:.1f} s; JSON in {args.out}")
+    errors = [
+        f"{b}/{s}" for b in selected for s, r in results[b].items()
+        if isinstance(r, dict) and r.get("status") == "error"
+    ]
+    if errors:
+        print("errors in: " + ", ".join(errors), file=sys.stderr)
+        for b in selected:
+            for s, r in results[b].items():
+                if isinstance(r, dict) and r.get("status") in ("error", "pending"):
+                    print(f"--- {b}/{s} ({r['status']}):\n{r.get('detail', '')}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""Our engine's side of the benchmarks (run as ``python -m bench.ours_side P1 '{...}'``).
+
+The parent sets ``DJANGO_SETTINGS_MODULE=bench.django_settings``, ``DATABASE_URL`` (a scratch PostgreSQL
+database, already migrated) and ``REDIS_URL`` (a scratch Redis database for Celery). Work runs either
+in-process through ``rivet_workflows.drain()`` or in real Celery worker processes
+(``celery -A project worker``), the way a deployment runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench import pg, proc, stats
+
+DBNAME = os.environ.get("BENCH_OURS_DB", "rivet_bench_ours")
+
+
+def _django() -> Any:
+    """Load Django and return the ``rivet_workflows`` module with ``client``/``drain`` available."""
+    import django
+
+    django.setup()
+    import rivet_workflows as rw
+    from rivet_workflows import django_runtime
+
+    if not hasattr(rw, "drain"):  # until the lead re-exports the Django helpers
+        rw.drain = django_runtime.drain
+        rw.client = django_runtime.client
+    return rw
+
+
+def _drain_all(rw: Any, timeout: float) -> Any:
+    summary = rw.drain(timeout=timeout)
+    return summary
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    return sock
+
+
+def _receive(sock: socket.socket, count: int, timeout: float) -> list[dict[str, Any]]:
+    """Up to ``count`` datagrams, waiting at most ``timeout`` seconds in total."""
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            data, _ = sock.recvfrom(65536)
+        except TimeoutError:
+            break
+        got.append(json.loads(data))
+    return got
+
+
+def _flush_redis() -> None:
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+
+
+@contextmanager
+def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None = None) -> Iterator[float]:
+    """Start ``count`` Celery worker processes (``-c 1`` each; the first runs beat, i.e. the sweep).
+
+    Yields the monotonic time at which every worker reported ready; stops them on exit.
+    Raises ``RuntimeError`` when a worker is not ready within 60 s.
+    """
+    logdir = Path(os.environ.get("BENCH_LOG_DIR", "/tmp"))
+    procs: list[tuple[subprocess.Popen, Path]] = []
+    full_env = {**os.environ, **(env or {})}
+    try:
+        for i in range(count):
+            log = logdir / f"rivet-bench-worker-{os.getpid()}-{i}.log"
+            log.unlink(missing_ok=True)
+            args = [
+                sys.executable, "-m", "celery", "-A", "project", "worker", "-c", "1", "-l", "info",
+                "-n", f"bench{i}-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "-f", str(log),
+            ]
+            if beat and i == 0:
+                args += ["-B", "-s", str(logdir / f"rivet-bench-beat-{os.getpid()}")]
+            procs.append((subprocess.Popen(args, cwd=proc.ROOT, env=full_env,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), log))
+        deadline = time.monotonic() + 60
+        pending = list(procs)
+        while pending:
+            if time.monotonic() > deadline:
+                raise RuntimeError("celery worker not ready after 60 s: " + str([str(p[1]) for p in pending]))
+            for item in list(pending):
+                p, log = item
+                if p.poll() is not None:
+                    raise RuntimeError(f"celery worker exited {p.returncode}; see {log}")
+                if log.exists() and " ready." in log.read_text(errors="replace"):
+                    pending.remove(item)
+            time.sleep(0.05)
+        yield time.monotonic()
+    finally:
+        for p, _ in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p, _ in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.0) -> dict[str, Any]:
+    """Create ``workflows`` ten-step actors and run them with one in-process drain; workflows/s, commits/step."""
+    rw = _django()
+    from django.db import connection
+
+    client = rw.client()
+    steps = int(os.environ.get("BENCH_STEPS", "10"))
+    for i in range(warmup):
+        client.bench_sequential.create(f"warm-{i}")
+    _drain_all(rw, 60)
+    connection.close()
+    meter = pg.CommitMeter(DBNAME)
+    meter.measure_idle(idle_window)
+    meter.start()
+    t0 = time.perf_counter()
+    for i in range(workflows):
+        client.bench_sequential.create(f"p1-{i}")
+    t_created = time.perf_counter()
+    summary = _drain_all(rw, 600)
+    elapsed = time.perf_counter() - t0
+    connection.close()
+    commits = meter.stop()
+    return {
+        "workflows": workflows,
+        "steps_per_workflow": steps,
+        "seconds": elapsed,
+        "create_seconds": t_created - t0,
+        "workflows_per_s": workflows / elapsed,
+        "steps_per_s": workflows * steps / elapsed,
+        "commits": commits,
+        "commits_per_step": commits / (workflows * steps),
+        "commits_per_workflow": commits / workflows,
+        "idle_commits_per_s": meter.idle_rate,
+        "drain": repr(summary),
+    }
+
+
+def p2_wake_latency(messages: int = 200) -> dict[str, Any]:
+    """A Celery worker runs an actor waiting on a queue; latency from ``handle.send`` to the next step."""
+    rw = _django()
+    _flush_redis()
+    sock = _listener()
+    port = sock.getsockname()[1]
+    with celery_workers(1):
+        handle = rw.client().bench_waiter.create("p2")
+        samples = []
+        for seq in range(messages + 5):
+            handle.send("wake", {"sent_at": time.time(), "seq": seq, "port": port})
+            got = _receive(sock, 1, 30.0)
+            if not got:
+                raise RuntimeError(f"no wake report for message {seq} within 30 s")
+            if seq >= 5:  # the first messages warm the worker up
+                samples.append(got[0]["latency"])
+    return stats.latency_summary(samples)
+
+
+def p3_replay(iterations: int = 10000) -> dict[str, Any]:
+    """One actor loops ``iterations`` times (one step each) under an in-process drain.
+
+    Reports the time per iteration over the last tenth against the first tenth (after 50 warm-up
+    iterations) and the history rows left at the end (the loop prunes every 20 iterations).
+    """
+    os.environ["BENCH_ITERATIONS"] = str(iterations)
+    rw = _django()
+    from bench import ours_registry
+    from rivet_workflows.models import HistoryEntry
+
+    handle = rw.client().bench_looper.create("p3")
+    t0 = time.perf_counter()
+    _drain_all(rw, 900)
+    elapsed = time.perf_counter() - t0
+    times = ours_registry.ITER_TIMES
+    if len(times) < iterations:
+        raise RuntimeError(f"loop ran {len(times)} of {iterations} iterations")
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    warm = min(50, len(gaps) // 10)
+    tenth = max(1, (len(gaps) - warm) // 10)
+    start = gaps[warm:warm + tenth]
+    end = gaps[-tenth:]
+    start_ms = 1000 * sum(start) / len(start)
+    end_ms = 1000 * sum(end) / len(end)
+    rows = HistoryEntry.objects.filter(actor_id=handle.actor_id).count()
+    return {
+        "iterations": iterations,
+        "seconds": elapsed,
+        "iteration_ms_start": start_ms,
+        "iteration_ms_end": end_ms,
+        "end_over_start": end_ms / start_ms,
+        "history_rows": rows,
+        "prune_interval": ours_registry.PRUNE_INTERVAL,
+    }
+
+
+def _sweep_cost(rw: Any, rounds: int) -> tuple[float, int]:
+    """Mean seconds per ``rivet_workflows.sweep`` call and the run messages it sent in ``rounds`` calls."""
+    from rivet_workflows import tasks
+
+    sent = 0
+    original = tasks.run_actor.delay
+
+    def counting_delay(*args: Any, **kwargs: Any) -> None:
+        nonlocal sent
+        sent += 1
+
+    tasks.run_actor.delay = counting_delay
+    try:
+        tasks.sweep()  # warm caches and the connection
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            tasks.sweep()
+        mean = (time.perf_counter() - t0) / rounds
+    finally:
+        tasks.run_actor.delay = original
+    return mean, sent
+
+
+def p4_idle(small: int = 10, large: int = 10000, rounds: int = 50) -> dict[str, Any]:
+    """Sweep cost with ``small`` then ``large`` actors asleep for an hour; broker messages sent by sweeps."""
+    rw = _django()
+    client = rw.client()
+    _flush_redis()
+    out: dict[str, Any] = {}
+    created = 0
+    t0 = time.perf_counter()
+    for label, total in (("small", small), ("large", large)):
+        while created < total:
+            client.bench_sleeper.create(f"p4-{created}")
+            created += 1
+        _drain_all(rw, 900)
+        mean, sent = _sweep_cost(rw, rounds)
+        out[f"sleepers_{label}"] = total
+        out[f"sweep_ms_{label}"] = mean * 1000
+        out[f"messages_{label}"] = sent
+    out["setup_seconds"] = time.perf_counter() - t0
+    out["large_over_small"] = out["sweep_ms_large"] / out["sweep_ms_small"]
+    return out
+
+
+def p5_timers(sleepers: int = 1000, seconds: float = 1.0) -> dict[str, Any]:
+    """``sleepers`` actors each sleep ``seconds`` under one Celery worker with the sweep; lateness p50/p99."""
+    sock = _listener()
+    os.environ["BENCH_REPORT_PORT"] = str(sock.getsockname()[1])
+    os.environ["BENCH_TIMER_SECONDS"] = str(seconds)
+    rw = _django()
+    from rivet_workflows.conf import rivet_settings
+
+    _flush_redis()
+    with celery_workers(1):
+        client = rw.client()
+        for i in range(sleepers):
+            client.bench_timer.create(f"p5-{i}")
+        got = _receive(sock, sleepers, 60.0 + sleepers * 0.05)
+    result = stats.latency_summary([g["late"] for g in got if "late" in g])
+    result["expected"] = sleepers
+    result["sweep_interval_ms"] = rivet_settings.get().SWEEP_INTERVAL * 1000
+    return result
+
+
+def p6_scale_out(actors: int = 1000, workers: int = 2) -> dict[str, Any]:
+    """``actors`` ten-step actors run by 1 and by ``workers`` Celery worker processes; actors/s for each."""
+    sock = _listener()
+    os.environ["BENCH_REPORT_PORT"] = str(sock.getsockname()[1])
+    rw = _django()
+    client = rw.client()
+    out: dict[str, Any] = {"actors": actors}
+    for n in (1, workers):
+        _flush_redis()
+        for i in range(actors):
+            client.bench_sequential.create(f"p6-{n}-{i}")
+        with celery_workers(n) as ready:
+            got = _receive(sock, actors, 120.0 + actors * 0.5)
+            done = time.monotonic()
+        if len(got) < actors:
+            raise RuntimeError(f"{n} worker(s) finished {len(got)} of {actors} actors")
+        out[f"actors_per_s_{n}"] = actors / (done - ready)
+    out["ratio"] = out[f"actors_per_s_{workers}"] / out["actors_per_s_1"]
+    return out
+
+
+BENCHES = {
+    "P1": p1_sequential, "P2": p2_wake_latency, "P3": p3_replay, "P4": p4_idle, "P5": p5_timers,
+    "P6": p6_scale_out,
+}
+
+if __name__ == "__main__":
+    proc.child_main(BENCHES)

@@ -1,0 +1,151 @@
+"""Turn raw benchmark results into rows (ours, DBOS, limit, ratio, target) and plain-text tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def _ok(side: dict[str, Any] | None) -> dict[str, Any] | None:
+    return side if side and side.get("status", "ok") == "ok" else None
+
+
+def _get(side: dict[str, Any] | None, key: str) -> float | None:
+    side = _ok(side)
+    value = side.get(key) if side else None
+    return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else None
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def _row(metric: str, ours: float | None, dbos: float | None = None, limit: float | None = None,
+         ratio: float | None = None, target: str = "", met: bool | None = None) -> Row:
+    return {"metric": metric, "ours": ours, "dbos": dbos, "limit": limit, "ratio": ratio,
+            "target": target, "met": met}
+
+
+def _cmp(value: float | None, op: str, bound: float) -> bool | None:
+    if value is None:
+        return None
+    return value >= bound if op == ">=" else value <= bound
+
+
+def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) -> list[Row]:
+    """Rows for benchmark ``bench`` from ``entry`` = ``{"ours": result, "dbos": result}``.
+
+    ``limit`` is ``pg.pgbench_commit_rate`` output (P1 only). Missing or failed sides give ``None`` cells.
+    """
+    ours, dbos = entry.get("ours"), entry.get("dbos")
+    if bench == "P1":
+        commit_tps = _get(limit, "insert_tps")
+        steps = _get(ours, "steps_per_workflow") or _get(dbos, "steps_per_workflow") or 10
+        o_wf, d_wf = _get(ours, "workflows_per_s"), _get(dbos, "workflows_per_s")
+        o_steps = _get(ours, "steps_per_s")
+        limit_wf = _div(commit_tps, steps)
+        vs_dbos = _div(o_wf, d_wf)
+        vs_limit = _div(o_steps, commit_tps)
+        o_cps = _get(ours, "commits_per_step")
+        return [
+            _row("workflows/s (10 steps)", o_wf, d_wf, limit_wf, vs_dbos, ">= 1.5x DBOS", _cmp(vs_dbos, ">=", 1.5)),
+            _row("steps/s vs commit limit", o_steps, _get(dbos, "steps_per_s"), commit_tps, vs_limit,
+                 ">= 0.5 of limit", _cmp(vs_limit, ">=", 0.5)),
+            _row("transactions per step", o_cps, _get(dbos, "commits_per_step"), 1.0, o_cps, "<= 1",
+                 _cmp(o_cps, "<=", 1.0)),
+        ]
+    if bench in ("P2", "P5"):
+        o50, d50 = _get(ours, "p50_ms"), _get(dbos, "p50_ms")
+        o99, d99 = _get(ours, "p99_ms"), _get(dbos, "p99_ms")
+        if bench == "P2":
+            r50 = _div(o50, d50)
+            return [
+                _row("wake latency p50 ms", o50, d50, None, r50, "ours/DBOS <= 1.0", _cmp(r50, "<=", 1.0)),
+                _row("wake latency p99 ms", o99, d99, None, _div(o99, d99)),
+            ]
+        bound = (_get(ours, "sweep_interval_ms") or 1000.0) + 50.0
+        received = _get(ours, "n")
+        expected = _get(ours, "expected")
+        return [
+            _row("timer lateness p50 ms", o50, d50, None, _div(o50, d50)),
+            _row("timer lateness p99 ms", o99, d99, bound, _div(o99, bound), f"<= {bound:.0f} ms",
+                 _cmp(o99, "<=", bound)),
+            _row("timers fired / started", _div(received, expected), None, 1.0, None, "= 1",
+                 None if received is None else received == expected),
+        ]
+    if bench == "P3":
+        ratio = _get(ours, "end_over_start")
+        rows = _get(ours, "history_rows")
+        prune = _get(ours, "prune_interval") or 20
+        bound = 2 * prune + 1
+        return [
+            _row("iteration ms at start", _get(ours, "iteration_ms_start")),
+            _row("iteration ms at end", _get(ours, "iteration_ms_end"), None, None, ratio, "end/start <= 1.2",
+                 _cmp(ratio, "<=", 1.2)),
+            _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
+        ]
+    if bench == "P4":
+        ratio = _get(ours, "large_over_small")
+        msgs = _get(ours, "messages_large")
+        return [
+            _row(f"sweep ms, {_fmt(_get(ours, 'sleepers_small'))} sleepers", _get(ours, "sweep_ms_small")),
+            _row(f"sweep ms, {_fmt(_get(ours, 'sleepers_large'))} sleepers", _get(ours, "sweep_ms_large"), None,
+                 None, ratio, "large/small <= 1.5", _cmp(ratio, "<=", 1.5)),
+            _row("broker messages by sweeps", msgs, None, 0, None, "= 0", None if msgs is None else msgs == 0),
+        ]
+    if bench == "P6":
+        ratio = _get(ours, "ratio")
+        return [
+            _row("actors/s, 1 worker", _get(ours, "actors_per_s_1")),
+            _row("actors/s, 2 workers", _get(ours, "actors_per_s_2"), None, None, ratio, ">= 1.6x",
+                 _cmp(ratio, ">=", 1.6)),
+        ]
+    return []
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == int(value) and abs(value) >= 10:
+            return f"{int(value)}"
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def _status(entry_side: dict[str, Any] | None) -> str:
+    if entry_side is None:
+        return "n/a"
+    return entry_side.get("status", "ok")
+
+
+def table(bench: str, rows: list[Row], entry: dict[str, Any] | None = None) -> str:
+    """A fixed-width text table of ``rows`` headed by the benchmark id."""
+    head = ["metric", "ours", "DBOS", "limit", "ratio", "target", "met"]
+    body = [
+        [r["metric"], _fmt(r["ours"]), _fmt(r["dbos"]), _fmt(r["limit"]), _fmt(r["ratio"]), r["target"],
+         {True: "yes", False: "NO", None: "-"}[r["met"]]]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
+    lines = [f"\n{bench}"]
+    if entry:
+        lines[0] += "  (" + ", ".join(f"{s}: {_status(entry.get(s))}" for s in ("ours", "dbos")) + ")"
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False)))
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)) for row in body]
+    return "\n".join(lines)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """A Markdown table of every benchmark in ``results`` (for the README's Performance section)."""
+    out = ["| bench | metric | ours | DBOS | limit | ratio | target | met |", "|---|---|---|---|---|---|---|---|"]
+    for bench in ("P1", "P2", "P3", "P4", "P5", "P6"):
+        for r in (results.get(bench) or {}).get("rows", []):
+            out.append(
+                f"| {bench} | {r['metric']} | {_fmt(r['ours'])} | {_fmt(r['dbos'])} | {_fmt(r['limit'])} | "
+                f"{_fmt(r['ratio'])} | {r['target']} | {({True: 'yes', False: 'no', None: '-'})[r['met']]} |"
+            )
+    return "\n".join(out)

@@ -135,15 +135,15 @@ class WorkflowContext:
         self._busy = f"{what} {name!r}"
         return child_key(self._scope, name)
 
-    async def _guard(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    async def _guard(self, make: Callable[[str], Coroutine[Any, Any, Any]], key: str) -> Any:
         try:
-            return await coro
+            return await make(key)
         finally:
             self._busy = None
 
     def _run(self, name: Any, what: str, make: Callable[[str], Coroutine[Any, Any, Any]]) -> Awaitable[Any]:
         key = self._begin(name, what)
-        return self._guard(make(key))
+        return self._guard(make, key)
 
     def child(self, scope: str) -> WorkflowContext:
         """A context for the nested scope ``scope`` (a loop iteration or a branch)."""

@@ -359,8 +359,11 @@ class StepContext:
         return self._session.runtime.client()
 
     def broadcast(self, event: str, *args: Any) -> None:
-        """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort)."""
-        self._session.runtime.broadcast(self._session.actor_id, event, args)
+        """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).
+
+        Raises ``SerializationError`` if ``args`` do not serialize."""
+        payload = serde.to_json(list(args), where=f"event {event!r} arguments")
+        self._session.runtime.broadcast(self._session.actor_id, event, payload)
 
     def destroy(self) -> None:
         """Destroy the actor once this run has committed."""

@@ -1,0 +1,100 @@
+"""ENGINE-SCENARIOS.md "Lifecycle" 2-3, actors around the workflow, and step/action serialisation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rivet_workflows.engine import ports
+from rivet_workflows.engine.definitions import actor, workflow
+
+
+def test_state_output_and_metadata_persist(h):
+    async def run(ctx):
+        await ctx.step("inc", lambda s: s.state.update(n=s.state["n"] + 1))
+        return "out"
+
+    h.setup(wf=workflow(run=run, state={"n": 1}))
+    aid = h.start()
+    h.drain()
+    actor_row = h.actor(aid)
+    assert actor_row.state == {"n": 2} and actor_row.output == "out"
+    entry = h.history(aid)["inc"]
+    assert entry.kind == "step" and entry.status == ports.ENTRY_COMPLETED and entry.attempts == 1
+    assert entry.location == ["inc"] and entry.completed_at is not None and entry.last_attempt_at is not None
+
+
+def test_errors_persist(h):
+    async def run(ctx):
+        raise RuntimeError("boom")
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    row = h.actor(aid)
+    assert row.workflow_state == ports.FAILED and row.error["message"] == "boom" and row.wake_at is None
+
+
+def test_hooks_and_vars_around_the_run(h):
+    calls = []
+
+    def on_wake(c):
+        calls.append("wake")
+        c.vars["woken"] = True
+
+    async def run(ctx):
+        seen = await ctx.step("read", lambda s: s.vars["woken"])
+        await ctx.sleep("nap", 60)
+        return seen
+
+    h.setup(
+        wf=actor(vars={"woken": False}, on_wake=on_wake, on_sleep=lambda c: calls.append("sleep"), run=run)
+    )
+    aid = h.start()
+    h.run(aid)
+    assert calls == ["wake", "sleep"]
+    assert h.history(aid)["read"].data["output"] is True
+
+
+def test_action_during_a_step_is_serialised_with_it(h):
+    step_started = threading.Event()
+
+    def body(step):
+        step_started.set()
+        time.sleep(0.2)
+        step.state["by_step"] = step.state.get("by_step", 0) + 1
+        return None
+
+    def bump(c):
+        c.state["by_action"] = c.state.get("by_action", 0) + 1
+        return c.state["by_action"]
+
+    async def run(ctx):
+        await ctx.step("slow", body)
+        return "done"
+
+    h.setup(wf=actor(state={}, actions={"bump": bump}, run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    results = []
+    t = threading.Thread(target=lambda: (step_started.wait(5), results.append(handle.bump())))
+    t.start()
+    h.drain()
+    t.join(5)
+    assert results == [1]
+    assert h.actor(handle.actor_id).state == {"by_step": 1, "by_action": 1}
+
+
+def test_step_broadcast_and_destroy(h):
+    sent = []
+
+    async def run(ctx):
+        await ctx.step("tell", lambda s: s.broadcast("progress", 1, "x"))
+        await ctx.step("bye", lambda s: s.destroy())
+
+    h.setup(wf=workflow(run=run))
+    h.runtime.broadcaster = lambda actor_id, name, args: sent.append((name, list(args)))
+    aid = h.start()
+    h.drain()
+    assert sent == [("progress", [1, "x"])]
+    assert h.runtime.store.find_actor("wf", ["k"]) is None
+    assert aid

@@ -1,0 +1,100 @@
+"""Unit tests of the engine's history model: locations, scope index, divergence checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.history import History, check_name, child_key, key_of, parent_key
+from rivet_workflows.engine.retry import backoff_delay
+
+
+def test_location_keys():
+    assert key_of(["outer", 3, "inner"]) == "outer/~3/inner"
+    assert child_key("", "a") == "a"
+    assert child_key("loop", 2) == "loop/~2"
+    assert parent_key("outer/~3/inner") == "outer/~3"
+    assert parent_key("charge") == ""
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "~1", None, 3])
+def test_bad_entry_names_are_rejected(bad):
+    with pytest.raises(ValueError):
+        check_name(bad)
+
+
+def _entry(key, kind="step", seq=0):
+    return ports.EntryRecord(key=key, location=key.split("/"), kind=kind, seq=seq)
+
+
+def test_unvisited_child_diverges_and_names_the_entry():
+    history = History([_entry("a", seq=0), _entry("b", seq=1)])
+    history.visit("a", "step", "a")
+    with pytest.raises(errors.HistoryDivergedError, match="'b'.*ctx.removed"):
+        history.check_scope("")
+    history.visit("b", "step", "b")
+    history.check_scope("")
+
+
+def test_nested_entries_are_not_direct_children_of_the_root():
+    history = History(
+        [_entry("loop", "loop"), _entry("loop/~0/x", seq=1), _entry("j", "join", 2), _entry("j/a/s", seq=3)]
+    )
+    history.visit("loop", "loop", "loop")
+    history.visit("j", "join", "j")
+    history.check_scope("")
+    with pytest.raises(errors.HistoryDivergedError):
+        history.check_scope("loop/~0")
+
+
+def test_kind_mismatch_diverges():
+    history = History([_entry("x", "loop")])
+    with pytest.raises(errors.HistoryDivergedError, match="expected step 'x', found loop"):
+        history.visit("x", "step", "x")
+
+
+def test_delete_scope_removes_the_subtree_and_reports_deletes():
+    history = History(
+        [
+            _entry("l", "loop"),
+            _entry("l/~0/a", seq=1),
+            _entry("l/~0/in", "loop", 2),
+            _entry("l/~0/in/~1/b", seq=3),
+            _entry("l/~1/a", seq=4),
+        ]
+    )
+    deleted = history.delete_scope("l/~0")
+    assert sorted(deleted) == ["l/~0/a", "l/~0/in", "l/~0/in/~1/b"]
+    assert history.child_keys("l") == ["l/~1"]
+    upserts, deletes = history.take_changes()
+    assert upserts == [] and sorted(deletes) == sorted(deleted)
+
+
+def test_changes_survive_a_failed_commit():
+    history = History()
+    entry = history.new("a", "step")
+    upserts, deletes = history.take_changes()
+    assert [e.key for e in upserts] == ["a"] and not history.has_changes
+    history.restore_changes(upserts, deletes)
+    assert history.has_changes
+    assert [e.key for e in history.take_changes()[0]] == ["a"]
+    assert entry.seq == 0 and history.new("b", "step").seq == 1
+
+
+def test_backoff_delay():
+    assert backoff_delay(1, 0.1, 30) == pytest.approx(0.2)
+    assert backoff_delay(3, 0.1, 30) == pytest.approx(0.8)
+    assert backoff_delay(20, 0.1, 30) == 30
+    assert backoff_delay(5000, 0.1, 30) == 30
+
+
+def test_importing_the_engine_loads_no_django():
+    code = (
+        "import sys, rivet_workflows.engine, rivet_workflows.engine.executor, rivet_workflows.engine.context, "
+        "rivet_workflows.testing; print('django' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -340,36 +340,14 @@ class ActorHandle:
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
         failed; raises ``WorkflowInFlightError`` when an executor holds the actor.
         """
-        runtime, store = self.runtime, self.runtime.store
-        if store.get_actor(self.actor_id).workflow_state != ports.FAILED:
+        from . import inspector
+
+        if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
-        token = store.claim(self.actor_id, runtime.owner, runtime.settings.lease_seconds)
-        if token is None:
-            raise errors.WorkflowInFlightError(actor_id=self.actor_id)
-        upserts = []
-        for entry in store.load_history(self.actor_id):
-            if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
-                fixed = entry.copy()
-                fixed.status = ports.ENTRY_PENDING
-                fixed.attempts = 0
-                fixed.error = None
-                fixed.data.pop("error", None)
-                upserts.append(fixed)
-        commit = ports.Commit(
-            upserts=upserts,
-            error=None,
-            output=None,
-            workflow_state=ports.SLEEPING,
-            wake_at=store.now(),
-            waiting_for=[],
-            release=True,
-        )
-        result = store.commit(self.actor_id, token, commit)
-        if not result.ok:
-            raise errors.WorkflowInFlightError(actor_id=self.actor_id)
-        for woken in result.woken:
-            runtime.wake(woken)
-        runtime.notify_history(self.actor_id)
+        try:
+            inspector.recover(self.runtime, self.actor_id)
+        except inspector.WorkflowNotFailedError:  # finished or restarted meanwhile
+            return False
         return True
 
     adestroy = _twin(destroy)

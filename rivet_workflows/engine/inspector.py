@@ -1,0 +1,388 @@
+"""The inspector: history views, replay-from-step, replay-all and recover (ENGINE-SEMANTICS.md section 9).
+
+Pure engine code on the storage port: the HTTP API, the admin and ``ActorHandle.recover`` all call it.
+Every repair takes the actor's lease with ``Store.claim`` (so it is refused with ``WorkflowInFlightError``
+while an executor holds a live lease), writes one fenced ``Commit`` that also releases the lease, and then
+hands the actor to the dispatcher: no store method beyond the port is needed, and a repair can never
+interleave with a running executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import errors, ports, serde
+from .history import parent_key
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = [
+    "EntryNotFoundError",
+    "InvalidReplayTargetError",
+    "TraceNode",
+    "build_trace",
+    "entry_view",
+    "in_flight",
+    "plan_recover",
+    "plan_replay",
+    "recover",
+    "replay",
+    "workflow_history",
+]
+
+
+class EntryNotFoundError(errors.RivetWorkflowsError):
+    """The workflow history has no entry with this id."""
+
+    group = "inspector"
+    code = "entry_not_found"
+    http_status = 404
+
+
+class InvalidReplayTargetError(errors.RivetWorkflowsError):
+    """Only a step can be the target of a replay."""
+
+    group = "inspector"
+    code = "invalid_replay_target"
+    http_status = 400
+
+
+class WorkflowNotEnabledError(errors.RivetWorkflowsError):
+    """This actor has no workflow (its definition has no run handler)."""
+
+    group = "inspector"
+    code = "workflow_not_enabled"
+    http_status = 400
+
+
+# --- views ---------------------------------------------------------------------------------------------
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _json(value: Any) -> Any:
+    """A stored value as JSON (tagged JSON for datetimes, tuples, ...); never raises for stored values."""
+    try:
+        return serde.to_json(value, where="inspector value")
+    except errors.RivetWorkflowsError:  # pragma: no cover - stored values always serialised once
+        return repr(value)
+
+
+def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
+    """True while an executor holds a live lease on the actor (replay and recover are refused then)."""
+    return (
+        record.lease_owner is not None
+        and record.lease_expires_at is not None
+        and record.lease_expires_at > now
+    )
+
+
+def entry_view(entry: ports.EntryRecord) -> tuple[dict, dict]:
+    """``(entry, metadata)`` of one history entry as the inspector API shows them.
+
+    ``entry`` is ``{"id": key, "location": [...], "kind": {"type": kind, "data": {...}}}`` and ``metadata``
+    ``{"status", "attempts", "error", "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt",
+    "rollbackError"}`` (instants as ISO 8601 strings, values as tagged JSON).
+    """
+    view = {
+        "id": entry.key,
+        "location": list(entry.location),
+        "kind": {"type": entry.kind, "data": _json(entry.data)},
+    }
+    meta = {
+        "status": entry.status,
+        "attempts": entry.attempts,
+        "error": _json(entry.error),
+        "lastAttemptAt": _iso(entry.last_attempt_at),
+        "createdAt": _iso(entry.created_at),
+        "completedAt": _iso(entry.completed_at),
+        "rollbackCompletedAt": _iso(entry.rollback_completed_at),
+        "rollbackError": _json(entry.rollback_error),
+    }
+    return view, meta
+
+
+def workflow_history(runtime: Runtime, actor_id: str) -> dict:
+    """The inspector's history of ``actor_id`` (ENGINE-SEMANTICS.md section 9).
+
+    Returns ``{"history": {"nameRegistry": [names], "entries": [entry], "entryMetadata": {id: meta}} | None,
+    "workflowState": str, "isWorkflowEnabled": bool}`` with entries in creation order (see ``entry_view``);
+    ``history`` is None for an actor without a run handler. Raises ``ActorNotFoundError``.
+    """
+    store = runtime.store
+    record = store.get_actor(actor_id)
+    definition = runtime.registry.get(record.name) if record.name in runtime.registry else None
+    enabled = definition is not None and definition.run is not None
+    history = None
+    if enabled:
+        entries, metadata, names = [], {}, {}
+        for entry in store.load_history(actor_id):
+            view, meta = entry_view(entry)
+            entries.append(view)
+            metadata[entry.key] = meta
+            for part in entry.location:
+                if isinstance(part, str):
+                    names.setdefault(part, None)
+        history = {"nameRegistry": list(names), "entries": entries, "entryMetadata": metadata}
+    return {"history": history, "workflowState": record.workflow_state, "isWorkflowEnabled": enabled}
+
+
+# --- planning (pure) -----------------------------------------------------------------------------------
+
+
+def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[str]:
+    """Keys to delete for a replay from ``entry_id`` (None: every key, a replay of the whole workflow).
+
+    The target must be a step entry (``InvalidReplayTargetError``; ``EntryNotFoundError`` if absent). The
+    boundary is the target itself, or, when the target is inside loops, the innermost enclosing loop
+    entry; every entry created at or after the boundary (``seq >= boundary.seq``) is deleted, earlier
+    entries are kept untouched (ENGINE-SEMANTICS.md section 9).
+    """
+    ordered = sorted(entries, key=lambda e: e.seq)
+    if entry_id is None:
+        return [e.key for e in ordered]
+    by_key = {e.key: e for e in ordered}
+    target = by_key.get(entry_id)
+    if target is None:
+        raise EntryNotFoundError(f"the workflow history has no entry {entry_id!r}", entry_id=entry_id)
+    if target.kind != "step":
+        raise InvalidReplayTargetError(
+            f"entry {entry_id!r} is a {target.kind}, not a step; replay from a step", entry_id=entry_id
+        )
+    boundary = target
+    key = target.key
+    while key:
+        key = parent_key(key)
+        ancestor = by_key.get(key)
+        if ancestor is not None and ancestor.kind == "loop":
+            boundary = ancestor
+            break
+    return [e.key for e in ordered if e.seq >= boundary.seq]
+
+
+def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """Upserts that reset every failed or exhausted step to pending with 0 attempts and no error.
+
+    The stored failure (``data["failure"]``/``data["error"]``) and ``last_attempt_at`` are cleared so the
+    step runs again at once (ENGINE-SEMANTICS.md section 3, "Recover").
+    """
+    fixed: list[ports.EntryRecord] = []
+    for entry in entries:
+        if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
+            reset = entry.copy()
+            reset.status = ports.ENTRY_PENDING
+            reset.attempts = 0
+            reset.error = None
+            reset.last_attempt_at = None
+            reset.data.pop("failure", None)
+            reset.data.pop("error", None)
+            fixed.append(reset)
+    return fixed
+
+
+# --- repairs -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RepairResult:
+    """What a replay or recover did: ``deleted`` entry keys, ``reset`` entry keys, the new workflow state."""
+
+    actor_id: str
+    deleted: list[str] = field(default_factory=list)
+    reset: list[str] = field(default_factory=list)
+    workflow_state: str = ports.SLEEPING
+
+    def as_dict(self) -> dict:
+        """``{"actorId", "deleted", "reset", "workflowState"}`` for JSON responses."""
+        return {
+            "actorId": self.actor_id,
+            "deleted": list(self.deleted),
+            "reset": list(self.reset),
+            "workflowState": self.workflow_state,
+        }
+
+
+def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
+    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
+    store = runtime.store
+    record = store.get_actor(actor_id)
+    definition = runtime.registry.get(record.name)
+    if definition.run is None:
+        raise WorkflowNotEnabledError(f"actor {record.name!r} has no workflow", actor_id=actor_id)
+    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
+    if token is None:
+        raise errors.WorkflowInFlightError(
+            "the workflow is running; try again once it waits or finishes", actor_id=actor_id
+        )
+    committed = False
+    try:
+        record = store.get_actor(actor_id)
+        deletes, upserts = plan(record, store.load_history(actor_id))
+        commit = ports.Commit(
+            deletes=list(deletes),
+            upserts=list(upserts),
+            output=None,
+            error=None,
+            workflow_state=ports.SLEEPING,
+            wake_at=store.now(),
+            waiting_for=[],
+            step_lock_until=None,
+            release=True,
+        )
+        result = store.commit(actor_id, token, commit)
+        committed = True
+        if not result.ok:
+            raise errors.WorkflowInFlightError(
+                "another executor took the workflow over; try again", actor_id=actor_id
+            )
+    finally:
+        if not committed:  # give the lease back without changing anything
+            store.commit(actor_id, token, ports.Commit(release=True))
+    for woken in result.woken or [actor_id]:
+        runtime.wake(woken)
+    runtime.notify_history(actor_id)
+    return RepairResult(
+        actor_id=actor_id,
+        deleted=list(deletes),
+        reset=[e.key for e in upserts],
+        workflow_state=ports.SLEEPING,
+    )
+
+
+def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> RepairResult:
+    """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
+
+    Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
+    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9). Raises ``WorkflowInFlightError``
+    (409 ``workflow_in_flight``) while an executor holds the lease, ``ActorNotFoundError``,
+    ``EntryNotFoundError``, ``InvalidReplayTargetError`` and ``WorkflowNotEnabledError``. Nothing is
+    written when it raises.
+    """
+
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
+        return plan_replay(entries, entry_id), []
+
+    return _repair(runtime, actor_id, plan)
+
+
+class WorkflowNotFailedError(errors.RivetWorkflowsError):
+    """Only a failed workflow can be recovered."""
+
+    group = "inspector"
+    code = "workflow_not_failed"
+    http_status = 409
+
+
+def recover(runtime: Runtime, actor_id: str) -> RepairResult:
+    """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
+    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
+
+    Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowInFlightError``
+    while an executor holds the lease, ``ActorNotFoundError`` and ``WorkflowNotEnabledError``.
+    """
+
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
+        if record.workflow_state != ports.FAILED:
+            raise WorkflowNotFailedError(
+                f"the workflow is {record.workflow_state}, not failed; nothing to recover",
+                actor_id=actor_id,
+                workflow_state=record.workflow_state,
+            )
+        return [], plan_recover(entries)
+
+    return _repair(runtime, actor_id, plan)
+
+
+# --- trace (the admin's nested timeline) -----------------------------------------------------------------
+
+
+@dataclass
+class TraceNode:
+    """One node of the run trace: an entry, or a group (loop iteration ``~N``, join/race branch, try block)
+    that has no entry of its own. ``start``/``end`` are seconds from the first entry's creation; ``offset``
+    and ``width`` place the timing bar as percentages of the whole run."""
+
+    key: str
+    label: str
+    kind: str
+    entry: ports.EntryRecord | None = None
+    children: list[TraceNode] = field(default_factory=list)
+    start: float | None = None
+    end: float | None = None
+    offset: float = 0.0
+    width: float = 0.0
+    depth: int = 0
+    replayable: bool = False
+
+
+def _entry_end(entry: ports.EntryRecord) -> datetime | None:
+    return entry.completed_at or entry.last_attempt_at or entry.created_at
+
+
+def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -> list[TraceNode]:
+    """The history as a nested timeline: entries under their parent entry or group, in creation order.
+
+    Loop iterations (``loop/~3``), join and race branches (``join/a``) and try blocks (a key prefix with no
+    entry) become group nodes. Each node gets ``start``/``end`` seconds from the first entry and a timing
+    bar (``offset``/``width`` in percent of the run; an entry still running ends at ``now``). Step nodes are
+    ``replayable``. Returns the root nodes.
+    """
+    ordered = sorted(entries, key=lambda e: e.seq)
+    nodes: dict[str, TraceNode] = {}
+    roots: list[TraceNode] = []
+
+    def node_for(key: str) -> TraceNode:
+        existing = nodes.get(key)
+        if existing is not None:
+            return existing
+        label = key.rsplit("/", 1)[-1]
+        kind = "iteration" if label.startswith("~") else "group"
+        node = TraceNode(key=key, label=label, kind=kind)
+        nodes[key] = node
+        parent = parent_key(key)
+        (node_for(parent).children if parent else roots).append(node)
+        return node
+
+    for entry in ordered:
+        node = node_for(entry.key)
+        node.entry = entry
+        node.kind = entry.kind
+        node.replayable = entry.kind == "step"
+
+    times = [t for e in ordered for t in (e.created_at, _entry_end(e)) if t is not None]
+    if now is not None:
+        times.append(now)
+    origin = min(times) if times else None
+    total = (max(times) - origin).total_seconds() if times else 0.0
+
+    def place(node: TraceNode, depth: int) -> tuple[float | None, float | None]:
+        node.depth = depth
+        spans = [place(child, depth + 1) for child in node.children]
+        starts = [s for s, _ in spans if s is not None]
+        ends = [e for _, e in spans if e is not None]
+        if node.entry is not None and origin is not None:
+            entry = node.entry
+            if entry.created_at is not None:
+                starts.append((entry.created_at - origin).total_seconds())
+            finish = _entry_end(entry)
+            if entry.status == ports.ENTRY_RUNNING and now is not None:
+                finish = now
+            if finish is not None:
+                ends.append((finish - origin).total_seconds())
+        node.start = min(starts) if starts else None
+        node.end = max(ends) if ends else node.start
+        if node.start is not None and total > 0:
+            node.offset = round(100.0 * node.start / total, 2)
+            node.width = round(max(100.0 * ((node.end or node.start) - node.start) / total, 0.5), 2)
+        elif node.start is not None:
+            node.offset, node.width = 0.0, 100.0
+        return node.start, node.end
+
+    for root in roots:
+        place(root, 0)
+    return roots

@@ -1,0 +1,219 @@
+"""Inspector engine on the MemoryStore: history view, replay from a step / all, recover (ENGINE-SEMANTICS 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine import errors, inspector, ports
+from rivet_workflows.testing import drain, make_runtime
+
+
+def build(**definitions):
+    registry = d.setup(use=definitions)
+    runtime = make_runtime(registry, poll_interval=0.005, lease_seconds=5)
+    return runtime, runtime.client()
+
+
+def flaky_workflow(flags: dict, calls: list):
+    async def run(ctx):
+        a = await ctx.step("fetch", lambda s: calls.append("fetch") or 1)
+
+        def charge(s):
+            calls.append("charge")
+            if flags.get("broken"):
+                raise RuntimeError("card declined")
+            return a + 1
+
+        b = await ctx.step(name="charge", run=charge, max_retries=0)
+        c = await ctx.step("ship", lambda s: calls.append("ship") or b + 1)
+        return c
+
+    return d.actor(run=d.workflow(run))
+
+
+def test_history_view_lists_entries_in_creation_order_with_metadata():
+    calls: list = []
+    runtime, client = build(flow=flaky_workflow({}, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    view = inspector.workflow_history(runtime, handle.actor_id)
+    assert view["workflowState"] == "completed"
+    assert view["isWorkflowEnabled"] is True
+    ids = [e["id"] for e in view["history"]["entries"]]
+    assert ids == ["fetch", "charge", "ship"]
+    assert view["history"]["entries"][1]["kind"] == {"type": "step", "data": {"output": 2}}
+    meta = view["history"]["entryMetadata"]["ship"]
+    assert meta["status"] == "completed" and meta["attempts"] == 1 and meta["completedAt"]
+    assert view["history"]["nameRegistry"] == ["fetch", "charge", "ship"]
+
+
+def test_history_of_an_actor_without_workflow_is_null():
+    runtime, client = build(plain=d.actor(state={"n": 0}))
+    handle = client.plain.get_or_create("a")
+    view = inspector.workflow_history(runtime, handle.actor_id)
+    assert view == {"history": None, "workflowState": "pending", "isWorkflowEnabled": False}
+
+
+def test_replay_from_failed_step_keeps_earlier_entries_and_completes_after_fix():
+    flags, calls = {"broken": True}, []
+    runtime, client = build(flow=flaky_workflow(flags, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "failed"
+    before = {e.key: e for e in runtime.store.load_history(handle.actor_id)}
+    flags["broken"] = False
+    result = inspector.replay(runtime, handle.actor_id, "charge")
+    assert result.deleted == ["charge"]
+    record = handle.record()
+    assert record.workflow_state == "sleeping" and record.error is None and record.wake_at is not None
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed"
+    assert handle.record().output == 3
+    assert calls == ["fetch", "charge", "charge", "ship"]  # fetch not re-run
+    after = {e.key: e for e in runtime.store.load_history(handle.actor_id)}
+    assert after["fetch"] == before["fetch"]  # kept byte for byte
+
+
+def test_replay_all_restarts_from_scratch():
+    calls: list = []
+    runtime, client = build(flow=flaky_workflow({}, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    result = inspector.replay(runtime, handle.actor_id, None)
+    assert sorted(result.deleted) == ["charge", "fetch", "ship"]
+    assert runtime.store.load_history(handle.actor_id) == []
+    assert handle.record().output is None
+    drain(runtime, timeout=5)
+    assert calls == ["fetch", "charge", "ship"] * 2
+    assert handle.workflow_state() == "completed"
+
+
+def test_replay_inside_a_loop_uses_the_innermost_loop_as_boundary():
+    calls: list = []
+
+    async def run(ctx):
+        await ctx.step("before", lambda s: calls.append("before"))
+
+        async def body(lctx, state):
+            await lctx.step("work", lambda s: calls.append(("work", state)))
+            if state >= 2:
+                return d.Loop.break_(state)
+            return d.Loop.continue_(state + 1)
+
+        out = await ctx.loop(name="items", state=0, run=body)
+        await ctx.step("after", lambda s: calls.append("after"))
+        return out
+
+    runtime, client = build(flow=d.actor(run=d.workflow(run)))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    entries = runtime.store.load_history(handle.actor_id)
+    keys = [e.key for e in entries]
+    assert "items/~1/work" in keys
+    deleted = inspector.plan_replay(entries, "items/~1/work")
+    assert "before" not in deleted and "items" in deleted and "after" in deleted
+    calls.clear()
+    inspector.replay(runtime, handle.actor_id, "items/~1/work")
+    drain(runtime, timeout=5)
+    assert calls == [("work", 0), ("work", 1), ("work", 2), "after"]
+    assert handle.workflow_state() == "completed"
+
+
+def test_replay_target_must_exist_and_be_a_step():
+    async def run(ctx):
+        await ctx.sleep("nap", 0)
+        return 1
+
+    runtime, client = build(flow=d.actor(run=d.workflow(run)))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    with pytest.raises(inspector.InvalidReplayTargetError):
+        inspector.replay(runtime, handle.actor_id, "nap")
+    with pytest.raises(inspector.EntryNotFoundError):
+        inspector.replay(runtime, handle.actor_id, "nope")
+    assert handle.workflow_state() == "completed"  # nothing written
+    assert handle.record().lease_owner is None  # the lease was handed back
+
+
+def test_replay_and_recover_are_refused_while_an_executor_holds_the_lease():
+    calls: list = []
+    runtime, client = build(flow=flaky_workflow({"broken": True}, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    token = runtime.store.claim(handle.actor_id, "other-worker", 30)
+    assert token is not None
+    assert inspector.in_flight(handle.record(), runtime.store.now())
+    with pytest.raises(errors.WorkflowInFlightError) as info:
+        inspector.replay(runtime, handle.actor_id, "charge")
+    assert info.value.code == "workflow_in_flight" and info.value.http_status == 409
+    with pytest.raises(errors.WorkflowInFlightError):
+        inspector.recover(runtime, handle.actor_id)
+    assert [e.key for e in runtime.store.load_history(handle.actor_id)] == ["fetch", "charge"]
+
+
+def test_recover_resets_the_exhausted_step_and_reruns_it():
+    flags, calls = {"broken": True}, []
+    runtime, client = build(flow=flaky_workflow(flags, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    assert handle.record().error is not None
+    flags["broken"] = False
+    result = inspector.recover(runtime, handle.actor_id)
+    assert result.reset == ["charge"]
+    charge = {e.key: e for e in runtime.store.load_history(handle.actor_id)}["charge"]
+    assert (charge.status, charge.attempts, charge.error) == ("pending", 0, None)
+    assert handle.record().error is None and handle.workflow_state() == "sleeping"
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed" and handle.record().output == 3
+
+
+def test_recover_of_a_workflow_that_is_not_failed_is_refused():
+    runtime, client = build(flow=flaky_workflow({}, []))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    with pytest.raises(inspector.WorkflowNotFailedError):
+        inspector.recover(runtime, handle.actor_id)
+
+
+def test_build_trace_nests_loop_iterations_and_places_timing_bars():
+    async def run(ctx):
+        await ctx.step("first", lambda s: 1)
+
+        async def body(lctx, state):
+            await lctx.step("work", lambda s: state)
+            return d.Loop.break_(state) if state >= 1 else d.Loop.continue_(state + 1)
+
+        await ctx.loop(name="items", state=0, run=body)
+        await ctx.join(
+            "both", {"a": lambda b: b.step("x", lambda s: 1), "b": lambda b: b.step("y", lambda s: 2)}
+        )
+
+    runtime, client = build(flow=d.actor(run=d.workflow(run)))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed", handle.record().error
+    roots = inspector.build_trace(runtime.store.load_history(handle.actor_id))
+    assert [n.key for n in roots] == ["first", "items", "both"]
+    items = roots[1]
+    assert [c.label for c in items.children] == ["~0", "~1"]
+    assert items.children[0].kind == "iteration"
+    assert items.children[1].children[0].key == "items/~1/work"
+    assert items.children[1].children[0].replayable and not items.replayable
+    both = roots[2]
+    assert sorted(c.label for c in both.children) == ["a", "b"]
+    for node in roots:
+        assert 0 <= node.offset <= 100 and node.width > 0
+
+
+def test_handle_recover_uses_the_inspector():
+    flags, calls = {"broken": True}, []
+    runtime, client = build(flow=flaky_workflow(flags, calls))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    flags["broken"] = False
+    assert handle.recover() is True
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed"
+    assert handle.recover() is False  # not failed: nothing to do
+    assert ports.COMPLETED == handle.workflow_state()

@@ -1,0 +1,394 @@
+"""The demo (``manage.py rivet demo``, ``make demo``): the spec's examples through a real Celery worker.
+
+What it does, in order (every wait is bounded; it exits 1 with a message when something is late):
+
+1. starts the fake HTTP service the examples call, and a Celery worker subprocess with beat embedded
+   (``celery -A project worker -B --pool=threads``) on the project's database and broker (SQLite and the
+   filesystem broker by default; PostgreSQL/Redis with ``DATABASE_URL``/``REDIS_URL``);
+2. starts the crash scenario and SIGKILLs the worker (its whole process group) while that workflow is
+   inside its slow step, then starts a new worker;
+3. starts every other scenario (``scenarios.enabled()``), sending real messages through the client, and
+   prints progress until each reaches its expected end state;
+4. prints each actor's final state and a trace read from history (step, status, attempts, duration) and a
+   summary table; exit status 0 only if every scenario reached its expected state.
+
+Options: ``--timeout S`` (whole demo, default 180), ``--only a,b`` (scenario names), ``--no-crash``,
+``--keep`` (keep the demo actors for the admin inspector instead of destroying them),
+``--lease-seconds S`` (worker lease, default 6: how soon the new worker takes over the crashed run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from . import fake_service, scenarios
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+POLL = 0.25
+
+
+def _say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+class Worker:
+    """One Celery worker subprocess (own process group, so a SIGKILL takes its beat child along)."""
+
+    def __init__(self, number: int, env: dict[str, str], log_dir: Path) -> None:
+        self.number = number
+        self.log_path = log_dir / f"demo-worker-{number}.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "project",
+            "worker",
+            "-B",
+            "-s",
+            str(log_dir / f"demo-beat-{number}"),
+            "--pool=threads",
+            "--concurrency=8",
+            "-n",
+            f"demo{number}-{os.getpid()}@%h",
+            "-l",
+            "WARNING",
+        ]
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker and everything in its process group."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        self._log.close()
+
+    def stop(self, grace: float = 8.0) -> None:
+        """SIGTERM (warm shutdown), then SIGKILL after ``grace`` seconds."""
+        if self.alive():
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=grace)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        if self.alive():
+            self.kill()
+        if not self._log.closed:
+            self._log.close()
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="rivet demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds the whole demo may take")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--no-crash", action="store_true", help="do not kill the worker")
+    parser.add_argument("--keep", action="store_true", help="keep the demo actors (for the admin inspector)")
+    parser.add_argument("--lease-seconds", type=float, default=6.0, help="worker lease length")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit status (0 = every scenario reached its expected state)."""
+    args = _parse(argv)
+    chosen = scenarios.enabled()
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in scenarios.SCENARIOS]
+        if unknown:
+            _say(f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(scenarios.SCENARIOS)}")
+            return 2
+        chosen = [scenarios.SCENARIOS[n] for n in names]
+    return Demo(args, chosen).run()
+
+
+class Demo:
+    """One demo run (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace, chosen: list[scenarios.Scenario]) -> None:
+        self.args = args
+        self.chosen = chosen
+        self.suffix = datetime.now().strftime("%H%M%S")
+        self.service = fake_service.FakeService()
+        self.workers: list[Worker] = []
+        self.runs: dict[str, scenarios.ScenarioRun] = {}
+        self.started: dict[str, float] = {}
+        self.finished: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
+        self.crashes: list[str] = []
+        self.t0 = time.monotonic()
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def log(self, msg: str) -> None:
+        _say(f"[{self.elapsed():6.1f}s] {msg}")
+
+    def start_worker(self) -> Worker:
+        env = dict(os.environ)
+        env["RIVET_LEASE_SECONDS"] = str(self.args.lease_seconds)
+        env.setdefault("RIVET_LOG_LEVEL", "WARNING")
+        env["PYTHONUNBUFFERED"] = "1"
+        log_dir = Path(os.environ.get("RIVET_VAR_DIR", BASE_DIR / "var"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        worker = Worker(len(self.workers) + 1, env, log_dir)
+        self.workers.append(worker)
+        self.log(f"started Celery worker #{worker.number} (pid {worker.pid}, log {worker.log_path})")
+        return worker
+
+    def start_scenario(self, scenario: scenarios.Scenario) -> None:
+        run = scenarios.ScenarioRun(scenario, self.client, self.store, self.service, self.suffix)
+        self.runs[scenario.name] = run
+        self.started[scenario.name] = time.monotonic()
+        try:
+            scenario.start(run)
+        except Exception as exc:
+            self.failed[scenario.name] = f"start failed: {type(exc).__name__}: {exc}"
+            self.log(f"FAIL  {scenario.name}: {self.failed[scenario.name]}")
+            return
+        self.log(f"start {scenario.name}: {scenario.title}")
+
+    def poll(self) -> None:
+        """Check every running scenario once; record finished and timed-out ones."""
+        for name, run in self.runs.items():
+            if name in self.finished or name in self.failed:
+                continue
+            problems = run.check()
+            took = time.monotonic() - self.started[name]
+            broken = run.broken() if problems else None
+            if broken:
+                self.failed[name] = broken
+                self.log(f"FAIL  {name}: {broken}")
+            elif not problems:
+                self.finished[name] = took
+                self.log(f"done  {name} ({took:.1f}s)")
+            elif took > run.scenario.timeout:
+                self.failed[name] = "; ".join(problems)
+                self.log(f"FAIL  {name}: not reached after {took:.0f}s: {self.failed[name]}")
+
+    def pending(self) -> list[str]:
+        return [n for n in self.runs if n not in self.finished and n not in self.failed]
+
+    # --- the run ------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        from rivet_workflows.django_runtime import get_runtime
+
+        runtime = get_runtime()
+        self.client = runtime.registry.client()
+        self.store = runtime.store
+        url = self.service.start()
+        _say("rivet_workflows demo: the spec's examples on a real Celery worker")
+        _say(f"  database: {_database_label()}   broker: {_broker_label()}")
+        _say(f"  fake HTTP service: {url}   actor keys end with -{self.suffix}")
+        _say(f"  scenarios: {', '.join(s.name for s in self.chosen)}")
+        _say(f"  not run yet (need a later engine issue): {', '.join(scenarios.LATER_SCENARIOS) or '-'}")
+        _say()
+        try:
+            return self._run()
+        except KeyboardInterrupt:
+            self.log("interrupted")
+            return 130
+        finally:
+            for worker in self.workers:
+                worker.stop()
+            if not self.args.keep:
+                self._destroy_actors()
+            self.service.stop()
+
+    def _run(self) -> int:
+        deadline = self.t0 + self.args.timeout
+        self.start_worker()
+        crash = next((s for s in self.chosen if s.crash_point is not None), None)
+        rest = [s for s in self.chosen if s is not crash]
+        if crash is not None:
+            self.start_scenario(crash)
+            if not self.args.no_crash and crash.name not in self.failed:
+                self._crash_phase(crash, deadline)
+        for scenario in rest:
+            self.start_scenario(scenario)
+        last_report = 0.0
+        while self.pending() and time.monotonic() < deadline:
+            self.poll()
+            if not self.workers[-1].alive():
+                self.log("the worker exited unexpectedly; its log ends with:\n" + self.workers[-1].tail())
+                self.start_worker()
+            if time.monotonic() - last_report > 5 and self.pending():
+                last_report = time.monotonic()
+                self.log(
+                    f"{len(self.finished)}/{len(self.runs)} done; waiting for {', '.join(self.pending())}"
+                )
+            time.sleep(POLL)
+        for name in self.pending():
+            problems = self.runs[name].check()
+            self.failed[name] = "demo timeout; " + ("; ".join(problems) or "?")
+        self.report()
+        ok = not self.failed and len(self.finished) == len(self.chosen)
+        _say()
+        _say("ALL SCENARIOS REACHED THEIR EXPECTED STATE" if ok else "SOME SCENARIOS FAILED")
+        if not ok:
+            _say(f"worker log: {self.workers[-1].log_path}\n{self.workers[-1].tail()}")
+        return 0 if ok else 1
+
+    def _crash_phase(self, crash: scenarios.Scenario, deadline: float) -> None:
+        run = self.runs[crash.name]
+        assert crash.crash_point is not None
+        limit = min(deadline, time.monotonic() + 60)
+        while time.monotonic() < limit:
+            if crash.crash_point(run):
+                worker = self.workers[-1]
+                worker.kill()
+                msg = f"SIGKILLed worker #{worker.number} (pid {worker.pid}) while {crash.name!r} was inside its slow step"
+                self.crashes.append(msg)
+                self.log(msg)
+                self.start_worker()
+                self.log(
+                    f"the new worker takes the run over once the dead worker's lease ({self.args.lease_seconds:g}s) expires"
+                )
+                return
+            if not self.workers[-1].alive():
+                self.log(
+                    "the worker exited before the crash point; its log ends with:\n" + self.workers[-1].tail()
+                )
+                return
+            time.sleep(0.05)
+        self.log(f"{crash.name!r} never reached its crash point; continuing without a crash")
+
+    # --- output -------------------------------------------------------------------------------------
+
+    def report(self) -> None:
+        _say()
+        _say("=" * 100)
+        _say("Final state and trace of every demo actor")
+        _say("=" * 100)
+        for name, run in self.runs.items():
+            for label, handle in run.handles.items():
+                try:
+                    record = self.store.get_actor(handle.actor_id)
+                    entries = self.store.load_history(handle.actor_id)
+                except Exception as exc:
+                    _say(f"\n{name}/{label}: cannot read ({type(exc).__name__}: {exc})")
+                    continue
+                _say(f"\n{handle.name} {record.key}  workflow: {record.workflow_state}")
+                _say(f"  state: {_short(record.state, 200)}")
+                if record.error:
+                    _say(f"  error: {_short(record.error.get('message'), 200)}")
+                for line in format_trace(entries):
+                    _say("  " + line)
+        if "crash" in self.runs:
+            self._crash_report(self.runs["crash"])
+        _say()
+        _say("=" * 100)
+        _say(f"{'scenario':<18} {'result':<7} {'time':>7}  detail")
+        _say("-" * 100)
+        for name, run in self.runs.items():
+            if name in self.finished:
+                _say(f"{name:<18} {'ok':<7} {self.finished[name]:>6.1f}s  {run.scenario.title}")
+            else:
+                _say(f"{name:<18} {'FAILED':<7} {'':>7}  {_short(self.failed.get(name, '?'), 70)}")
+        _say("-" * 100)
+        _say(
+            f"{len(self.finished)}/{len(self.chosen)} scenarios ok in {self.elapsed():.1f}s; "
+            f"{len(self.crashes)} worker crash(es); {len(self.workers)} worker(s) started"
+        )
+
+    def _crash_report(self, run: scenarios.ScenarioRun) -> None:
+        counts = {
+            n: scenarios._crash_count(run, n)
+            for n in ("prepare", "slow-work:start", "slow-work:done", "finish")
+        }
+        _say()
+        _say("Crash recovery (side effects counted by the fake service, which outlived the worker):")
+        _say(f"  prepare ran {counts['prepare']}x (completed before the crash: not re-run)")
+        _say(
+            f"  slow-work started {counts['slow-work:start']}x, finished {counts['slow-work:done']}x "
+            "(the killed attempt is retried)"
+        )
+        _say(f"  finish ran {counts['finish']}x")
+
+    def _destroy_actors(self) -> None:
+        for run in self.runs.values():
+            for handle in run.handles.values():
+                try:
+                    handle.destroy()
+                except Exception:  # best effort: a demo actor left behind is harmless
+                    pass
+
+
+def format_trace(entries: list[Any], limit: int = 16) -> list[str]:
+    """Trace lines for a history (``ports.EntryRecord`` list): key, kind, status, attempts, duration.
+
+    Long histories (loops) show their first and last entries with a count of the ones left out.
+    """
+    entries = sorted(entries, key=lambda e: e.seq)
+    rows = [
+        f"{e.key:<34.34} {e.kind:<8} {e.status:<10} {e.attempts:>3}  {_duration(e):>9}"
+        + (f"  error: {_short((e.error or {}).get('message'), 50)}" if e.error else "")
+        for e in entries
+    ]
+    header = [f"{'entry':<34} {'kind':<8} {'status':<10} {'att':>3}  {'took':>9}"]
+    if len(rows) > limit:
+        head, tail = rows[:4], rows[-(limit - 5) :]
+        rows = [*head, f"... {len(entries) - len(head) - len(tail)} more entries ...", *tail]
+    return header + rows
+
+
+def _duration(entry: Any) -> str:
+    start = entry.created_at
+    end = entry.completed_at
+    if start is None or end is None:
+        return "-"
+    ms = (end - start).total_seconds() * 1000
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def _short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _database_label() -> str:
+    from django.db import connection
+
+    return f"{connection.vendor} ({connection.settings_dict.get('NAME')})"
+
+
+def _broker_label() -> str:
+    from django.conf import settings
+
+    return str(getattr(settings, "CELERY_BROKER_URL", "?"))
+
+
+if __name__ == "__main__":  # python -m project.examples.demo
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    django.setup()
+    sys.exit(main(sys.argv[1:]))

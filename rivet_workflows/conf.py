@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
+    "API_AUTH": None,
+    "API_TOKEN": None,
 }
 
 
@@ -47,6 +49,10 @@ class RivetSettings:
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock, send(wait=True)).
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
+    API_AUTH: dotted path of the auth callable of the action/queue/actor API endpoints, ``auth(request)``
+        returning a truthy value to allow (None: ``rivet_workflows.api.auth.default_api_auth``, an
+        authenticated Django user or ``Authorization: Bearer <API_TOKEN>``).
+    API_TOKEN: bearer token of the action/queue/actor endpoints (None = no token access).
     """
 
     REGISTRY: str
@@ -61,6 +67,8 @@ class RivetSettings:
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
     DISPATCHER: str
+    API_AUTH: str | None = None
+    API_TOKEN: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:

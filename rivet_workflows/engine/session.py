@@ -156,7 +156,7 @@ class RunSession:
 
     # --- step lock -----------------------------------------------------------------------------------
 
-    async def acquire_lock(self) -> None:
+    async def acquire_lock(self, now: datetime | None = None) -> None:
         """Record a step attempt (pending writes) and take the step lock (reference-counted).
 
         The first holder's commit sets ``step_lock_until`` and adopts the fresh state the store returns;
@@ -165,7 +165,7 @@ class RunSession:
         first = self.lock_count == 0
         self.lock_count += 1
         if first:
-            until = await self.now() + timedelta(seconds=STEP_LOCK_SECONDS)
+            until = (now or await self.now()) + timedelta(seconds=STEP_LOCK_SECONDS)
             # Without a state of ours to write, the commit that takes the lock returns the fresh state.
             await self.flush(step_lock_until=until, state=self.state if self.state_dirty else ports.UNSET)
         else:
@@ -244,5 +244,7 @@ class RunSession:
                 from asgiref.sync import sync_to_async
 
                 await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
+            if self.lock_count == 0:  # the hook may have changed state: the next commit writes it
+                self.state_dirty = True
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)

@@ -98,3 +98,19 @@ def test_step_broadcast_and_destroy(h):
     assert sent == [("progress", [1, "x"])]
     assert h.runtime.store.find_actor("wf", ["k"]) is None
     assert aid
+
+
+def test_on_error_hook_may_change_state_and_its_exceptions_are_swallowed(h):
+    def hook(c, event):
+        c.state["errors"] = c.state.get("errors", 0) + 1
+        raise RuntimeError("hook is broken")
+
+    async def run(ctx):
+        await ctx.step("s", lambda s: (_ for _ in ()).throw(RuntimeError("x")), max_retries=0)
+
+    h.setup(wf=workflow(run=run, on_error=hook, state={}))
+    aid = h.start()
+    h.drain()
+    row = h.actor(aid)
+    assert row.workflow_state == ports.FAILED and row.error["name"] == "StepExhaustedError"
+    assert row.state == {"errors": 1}

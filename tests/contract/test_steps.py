@@ -94,7 +94,7 @@ def test_on_error_step_event_for_retryable_failure(h):
     body, _ = _flaky(1, result="ok")
 
     async def run(ctx):
-        return await ctx.step("flaky-step", body, max_retries=3, retry_backoff_base=0.01)
+        return await ctx.step("flaky-step", body, max_retries=3, retry_backoff_base=0.25)
 
     h.setup(wf=workflow(run=run, on_error=lambda c, e: events.append(e)))
     aid = h.start()
@@ -108,7 +108,7 @@ def test_on_error_step_event_for_retryable_failure(h):
     assert step["max_retries"] == 3
     assert step["remaining_retries"] == 3
     assert step["will_retry"] is True
-    assert step["retry_delay"] == pytest.approx(0.02)
+    assert step["retry_delay"] == pytest.approx(0.5)
     assert step["retry_at"] == h.actor(aid).wake_at
     assert step["error"]["name"] == "RuntimeError"
     assert step["error"]["message"] == "Transient failure"

@@ -106,9 +106,11 @@ async def run_step(
     session = ctx._session
     history = session.history
     entry = history.visit(key, "step", name)
+    now = None
     if entry is None:
         history.check_scope(ctx._scope)
-        entry = history.new(key, "step", now=await session.now())
+        now = await session.now()
+        entry = history.new(key, "step", now=now)
         if rollback is not None:
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
@@ -121,7 +123,7 @@ async def run_step(
             await session.wait(retry_at)
 
     while True:
-        now = await session.now()
+        now = now or await session.now()
         entry.status = RUNNING
         entry.attempts += 1
         entry.last_attempt_at = now
@@ -133,7 +135,8 @@ async def run_step(
             if not session.state_dirty:  # start from the freshest state (a read; no write of its own)
                 session.state = (await session.call(session.store.get_actor, session.actor_id)).state
         else:
-            await session.acquire_lock()
+            await session.acquire_lock(now)
+        now = None
         session.steps_executed += 1
         timed_out = False
         try:

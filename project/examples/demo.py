@@ -110,6 +110,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-crash", action="store_true", help="do not kill the worker")
     parser.add_argument("--keep", action="store_true", help="keep the demo actors (for the admin inspector)")
     parser.add_argument("--lease-seconds", type=float, default=6.0, help="worker lease length")
+    argv = list(argv or [])
+    if argv[:1] == ["--"]:  # manage.py rivet demo -- --only a,b
+        argv = argv[1:]
     return parser.parse_args(argv)
 
 
@@ -343,21 +346,50 @@ class Demo:
 
 
 def format_trace(entries: list[Any], limit: int = 16) -> list[str]:
-    """Trace lines for a history (``ports.EntryRecord`` list): key, kind, status, attempts, duration.
+    """Trace lines for a history (``ports.EntryRecord`` list): entry, kind, status, attempts, duration and
+    a detail (step output or error, loop iteration, sleep deadline, received message body).
 
     Long histories (loops) show their first and last entries with a count of the ones left out.
     """
     entries = sorted(entries, key=lambda e: e.seq)
     rows = [
-        f"{e.key:<34.34} {e.kind:<8} {e.status:<10} {e.attempts:>3}  {_duration(e):>9}"
-        + (f"  error: {_short((e.error or {}).get('message'), 50)}" if e.error else "")
+        f"{e.key:<44.44} {e.kind:<8} {_status(e):<10} {_attempts(e):>3}  {_duration(e):>8}  {_detail(e)}"
         for e in entries
     ]
-    header = [f"{'entry':<34} {'kind':<8} {'status':<10} {'att':>3}  {'took':>9}"]
+    header = [f"{'entry':<44} {'kind':<8} {'status':<10} {'att':>3}  {'took':>8}  detail"]
     if len(rows) > limit:
         head, tail = rows[:4], rows[-(limit - 5) :]
         rows = [*head, f"... {len(entries) - len(head) - len(tail)} more entries ...", *tail]
-    return header + rows
+    return header + [row.rstrip() for row in rows]
+
+
+def _status(entry: Any) -> str:
+    if entry.kind == "sleep":
+        return str(entry.data.get("state", entry.status))
+    if entry.kind == "message":
+        return "received"
+    return entry.status
+
+
+def _attempts(entry: Any) -> str:
+    return str(entry.attempts) if entry.kind == "step" else ""
+
+
+def _detail(entry: Any) -> str:
+    data = entry.data or {}
+    if entry.error:
+        return "error: " + _short(entry.error.get("message"), 50)
+    if entry.kind == "step":
+        return "-> " + _short(data.get("output"), 50) if "output" in data else ""
+    if entry.kind == "loop":
+        return f"iteration {data.get('iteration')}"
+    if entry.kind == "sleep" and data.get("state") == "pending" and data.get("deadline"):
+        return f"until {data['deadline']:%H:%M:%S}"
+    if entry.kind == "message":
+        if "count" in data:
+            return f"{data['count']} message(s)"
+        return f"{data.get('name')}: {_short(data.get('body'), 45)}"
+    return ""
 
 
 def _duration(entry: Any) -> str:

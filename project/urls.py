@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
+from rivet_workflows.api import api as rivet_api
+
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # The HTTP API (DESIGN.md section 6) is mounted here by the API module:
-    # path("api/rivet/", rivet_api.urls),
+    # The HTTP API (DESIGN.md section 6); OpenAPI docs at /api/rivet/docs
+    path("api/rivet/", rivet_api.urls),
 ]

@@ -1,0 +1,99 @@
+"""Error bodies of the HTTP API: every error is JSON ``{group, code, message, metadata}`` (DESIGN.md 6)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
+
+from ..engine import errors
+
+logger = logging.getLogger("rivet_workflows")
+
+
+class BodyTooLargeError(errors.RivetWorkflowsError):
+    """The request body is larger than MAX_BODY_BYTES."""
+
+    group = "request"
+    code = "body_too_large"
+    http_status = 413
+
+
+class MalformedBodyError(errors.RivetWorkflowsError):
+    """The request body is not valid JSON."""
+
+    group = "request"
+    code = "malformed_json"
+    http_status = 400
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` made JSON-safe (unknown objects become their ``str``)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def error_body(group: str, code: str, message: str, metadata: dict | None = None) -> dict:
+    """The error body ``{group, code, message, metadata}``."""
+    return {"group": group, "code": code, "message": message, "metadata": _jsonable(metadata or {})}
+
+
+def respond(api: NinjaAPI, request: HttpRequest, status: int, body: dict) -> HttpResponse:
+    """A JSON error response with ``status``."""
+    return api.create_response(request, body, status=status)
+
+
+def install(api: NinjaAPI) -> None:
+    """Register the exception handlers of ``api`` so no error leaves as anything but the JSON error body."""
+
+    def rivet_error(request: HttpRequest, exc: errors.RivetWorkflowsError) -> HttpResponse:
+        body = error_body(exc.group, exc.code, exc.message, exc.metadata)
+        return respond(api, request, exc.http_status, body)
+
+    def validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        problems = [
+            {k: v for k, v in e.items() if k in ("type", "loc", "msg")} if isinstance(e, dict) else e
+            for e in exc.errors
+        ]
+        body = error_body("request", "validation_error", "the request is not valid", {"errors": problems})
+        return respond(api, request, 422, body)
+
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        cause = exc.__cause__
+        if isinstance(cause, errors.RivetWorkflowsError):  # raised by the body parser
+            return rivet_error(request, cause)
+        if isinstance(exc, AuthenticationError):
+            group, code = "auth", "unauthorized"
+            message = str(exc) if str(exc) != "Unauthorized" else "authentication required"
+        elif isinstance(exc, AuthorizationError) or exc.status_code == 403:
+            group, code, message = "auth", "forbidden", str(exc)
+        elif exc.status_code == 400 and cause is not None:
+            group, code, message = "request", "malformed_json", "the request body is not valid JSON"
+        elif exc.status_code == 429:
+            group, code, message = "request", "throttled", str(exc)
+        else:
+            group, code, message = "request", f"http_{exc.status_code}", str(exc)
+        return respond(api, request, exc.status_code, error_body(group, code, message))
+
+    def not_found(request: HttpRequest, exc: Exception) -> HttpResponse:
+        return respond(api, request, 404, error_body("request", "not_found", "not found"))
+
+    def too_big(request: HttpRequest, exc: Exception) -> HttpResponse:
+        body = error_body("request", "body_too_large", "the request body is too large")
+        return respond(api, request, 413, body)
+
+    def internal(request: HttpRequest, exc: Exception) -> HttpResponse:
+        logger.exception("unhandled error in %s %s", request.method, request.path)
+        body = error_body("internal", "internal_error", "internal server error")
+        return respond(api, request, 500, body)
+
+    api.add_exception_handler(Exception, internal)
+    api.add_exception_handler(RequestDataTooBig, too_big)
+    api.add_exception_handler(Http404, not_found)
+    api.add_exception_handler(HttpError, http_error)
+    api.add_exception_handler(ValidationError, validation)
+    api.add_exception_handler(errors.RivetWorkflowsError, rivet_error)

@@ -1,0 +1,37 @@
+"""The API's JSON body parser: size limit (MAX_BODY_BYTES) and strict JSON (no NaN/Infinity)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.parser import Parser
+
+from ..conf import rivet_settings
+from .errors import BodyTooLargeError, MalformedBodyError
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class BoundedJSONParser(Parser):
+    """Parses request bodies as strict JSON; raises ``BodyTooLargeError`` (413) over MAX_BODY_BYTES and
+    ``MalformedBodyError`` (400) for invalid JSON or a body that is not an object."""
+
+    def parse_body(self, request: HttpRequest) -> dict:
+        """The body as a dict (shape checked later by the endpoint's schema)."""
+        limit = rivet_settings.MAX_BODY_BYTES
+        body = request.body
+        if len(body) > limit:
+            raise BodyTooLargeError(
+                f"the request body has {len(body)} bytes; the limit is {limit}", size=len(body), limit=limit
+            )
+        try:
+            data = json.loads(body, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedBodyError(f"the request body is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise MalformedBodyError("the request body must be a JSON object")
+        return data

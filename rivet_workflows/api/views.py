@@ -1,0 +1,242 @@
+"""The HTTP API endpoints (DESIGN.md section 6): actors, actions, queues and the workflow inspector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+
+from .. import models
+from ..engine import errors, inspector, serde
+from ..engine.actor_context import send_message
+from ..engine.client import normalize_key
+from . import schemas as s
+from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth
+
+router = Router(tags=["actors"])
+
+_ERRORS = {
+    400: s.ErrorOut,
+    401: s.ErrorOut,
+    403: s.ErrorOut,
+    404: s.ErrorOut,
+    413: s.ErrorOut,
+    422: s.ErrorOut,
+}
+_IN_FLIGHT = {**_ERRORS, 409: s.ErrorOut}
+
+api_auth = ApiAuth()
+inspector_read_auth = InspectorAuth(VIEW_PERMISSION)
+inspector_write_auth = InspectorAuth(REPLAY_PERMISSION)
+
+
+class UserCodeError(errors.RivetWorkflowsError):
+    """An action raised an exception."""
+
+    group = "user"
+    code = "action_failed"
+    http_status = 400
+
+
+class InvalidValueError(errors.RivetWorkflowsError):
+    """A value in the request cannot be decoded."""
+
+    group = "request"
+    code = "invalid_value"
+    http_status = 422
+
+
+def runtime() -> Any:
+    """The process runtime (``django_runtime.get_runtime``)."""
+    from ..django_runtime import get_runtime
+
+    return get_runtime()
+
+
+def _decode(value: Any, where: str) -> Any:
+    try:
+        return serde.from_json(value)
+    except errors.RivetWorkflowsError as exc:
+        raise InvalidValueError(f"{where}: {exc}", where=where) from exc
+
+
+def _encode(value: Any) -> Any:
+    return serde.to_json(value, where="response")
+
+
+def _handle(actor_id: str) -> Any:
+    rt = runtime()
+    record = rt.store.get_actor(actor_id)
+    if record.name not in rt.registry:
+        raise errors.ActorNotFoundError(
+            f"actor {actor_id} has type {record.name!r}, which is not registered", actor_id=actor_id
+        )
+    return rt.registry.client()[record.name].get_for_id(actor_id), record
+
+
+# --- actors ------------------------------------------------------------------------------------------
+
+
+@router.post("/actors", response={200: s.CreateActorOut, **_ERRORS}, auth=api_auth, summary="Get or create")
+def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
+    """Get or create the actor ``(name, key)`` with ``input``; ``created`` says which happened."""
+    rt = runtime()
+    definition_client = rt.registry.client()[payload.name]  # ActorNotFoundError for an unknown type
+    key = normalize_key(payload.key)
+    existed = rt.store.find_actor(payload.name, key) is not None
+    handle = definition_client.get_or_create(key, _decode(payload.input, "input"))
+    return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": not existed}
+
+
+class ActorFilter(Schema):
+    name: str | None = None
+    state: str | None = None
+    limit: int = 50
+    offset: int = 0
+
+
+def _summary(row: models.Actor) -> dict:
+    return {
+        "actor_id": row.actor_id,
+        "name": row.name,
+        "key": list(row.key or []),
+        "workflow_state": row.workflow_state,
+        "wake_at": row.wake_at,
+        "waiting_for": list(row.waiting_for or []),
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+@router.get("/actors", response={200: s.ActorPage, **_ERRORS}, auth=api_auth, summary="List actors")
+def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
+    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1-500)/``offset``."""
+    if not 1 <= filters.limit <= 500 or filters.offset < 0:
+        raise InvalidValueError(
+            "limit must be 1..500 and offset >= 0", limit=filters.limit, offset=filters.offset
+        )
+    rows = models.Actor.objects.filter(destroyed=False)
+    if filters.name:
+        rows = rows.filter(name=filters.name)
+    if filters.state:
+        rows = rows.filter(workflow_state=filters.state)
+    count = rows.count()
+    page = rows.order_by("-created_at", "actor_id")[filters.offset : filters.offset + filters.limit]
+    return {
+        "items": [_summary(r) for r in page],
+        "count": count,
+        "limit": filters.limit,
+        "offset": filters.offset,
+    }
+
+
+@router.get(
+    "/actors/{actor_id}", response={200: s.ActorDetail, **_ERRORS}, auth=api_auth, summary="Get actor"
+)
+def get_actor(request: HttpRequest, actor_id: str) -> Any:
+    """One actor: identity, workflow status, state, input, output, error (tagged JSON) and lease status."""
+    rt = runtime()
+    record = rt.store.get_actor(actor_id)
+    return {
+        "actor_id": record.actor_id,
+        "name": record.name,
+        "key": record.key,
+        "workflow_state": record.workflow_state,
+        "wake_at": record.wake_at,
+        "waiting_for": record.waiting_for,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "state": _encode(record.state),
+        "input": _encode(record.input),
+        "output": _encode(record.output),
+        "error": _encode(record.error),
+        "in_flight": inspector.in_flight(record, rt.store.now()),
+        "lease_expires_at": record.lease_expires_at,
+    }
+
+
+# --- actions and queues ----------------------------------------------------------------------------
+
+
+@router.post(
+    "/actors/{actor_id}/actions/{action}",
+    response={200: s.ActionOut, **_IN_FLIGHT},
+    auth=api_auth,
+    summary="Call an action",
+)
+def call_action(request: HttpRequest, actor_id: str, action: str, payload: s.ActionIn) -> Any:
+    """Run ``action(c, *args)`` on the actor and return ``{result}``. An exception raised by the action is
+    a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404."""
+    handle, _ = _handle(actor_id)
+    handle.definition.get_action(action)  # ActionNotFoundError before anything runs
+    args = _decode(payload.args, "args")
+    try:
+        result = handle.call(action, *args)
+    except errors.RivetWorkflowsError:
+        raise
+    except Exception as exc:
+        raise UserCodeError(
+            f"action {action!r} raised {type(exc).__name__}: {exc}", action=action, error=type(exc).__name__
+        ) from exc
+    return {"result": _encode(result)}
+
+
+@router.post(
+    "/actors/{actor_id}/queues/{queue}",
+    response={200: s.SendOut, 202: s.SendAccepted, **_ERRORS},
+    auth=api_auth,
+    summary="Send to a queue",
+)
+def send_to_queue(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
+    """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response}``
+    (``completed`` or ``timed_out``). Unknown actor or undeclared queue -> 404."""
+    handle, _ = _handle(actor_id)
+    body = _decode(payload.body, "body")
+    if payload.wait:
+        result = handle.send(queue, body, wait=True, timeout=payload.timeout)
+        return 200, {"status": result.status, "response": _encode(result.response)}
+    rt = handle.runtime
+    message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
+    return 202, {"message_id": str(message.id)}
+
+
+# --- inspector ---------------------------------------------------------------------------------------
+
+
+@router.get(
+    "/actors/{actor_id}/inspector/workflow-history",
+    response={200: s.HistoryOut, **_ERRORS},
+    auth=inspector_read_auth,
+    tags=["inspector"],
+    summary="Workflow history",
+)
+def workflow_history(request: HttpRequest, actor_id: str) -> Any:
+    """``{history, workflowState, isWorkflowEnabled}`` (ENGINE-SEMANTICS.md section 9)."""
+    return inspector.workflow_history(runtime(), actor_id)
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/replay",
+    response={200: s.RepairOut, **_IN_FLIGHT},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Replay the workflow",
+)
+def replay_workflow(request: HttpRequest, actor_id: str, payload: s.ReplayIn | None = None) -> Any:
+    """Replay from the step ``entryId`` (or everything when omitted); 409 ``workflow_in_flight`` while an
+    executor holds the actor."""
+    entry_id = payload.entryId if payload is not None else None
+    return inspector.replay(runtime(), actor_id, entry_id).as_dict()
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/recover",
+    response={200: s.RepairOut, **_IN_FLIGHT},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Recover a failed workflow",
+)
+def recover_workflow(request: HttpRequest, actor_id: str) -> Any:
+    """Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight."""
+    return inspector.recover(runtime(), actor_id).as_dict()

@@ -95,7 +95,7 @@ class _Run:
             await asyncio.gather(beat, return_exceptions=True)
         if session.evicted:
             return
-        if session.lock_count > 0:  # a step was abandoned mid-flight: clear the lock with this commit
+        if session.lock_count > 0 or session.holds_lock:  # a step was abandoned: clear the lock now
             session.lock_count = 0
             fields["step_lock_until"] = None
         try:

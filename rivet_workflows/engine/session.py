@@ -48,7 +48,7 @@ class RunSession:
 
     Invariants:
     * ``state`` is the one in-memory state object of this run; it is written only by commits made while the
-      step lock is held (``lock_count > 0`` or the commit that releases it), or by the first commit after an
+      step lock is held (from the commit that takes it to the one that releases it), or by the first commit after an
       ephemeral step changed it.
     * Every commit goes through ``flush`` (serialised by an asyncio lock) and is fenced by ``token``; a
       rejected commit raises ``EvictedSignal`` and the run writes nothing more.
@@ -89,6 +89,9 @@ class RunSession:
         self.steps_executed = 0
         self.commits = 0
         self._write_lock = asyncio.Lock()
+        self._lock_mutex = asyncio.Lock()
+        #: True while this run holds the step lock in the store (set by the commit that took it)
+        self._held = False
 
     # --- store access --------------------------------------------------------------------------------
 
@@ -122,9 +125,7 @@ class RunSession:
             )
             if self._release_pending and self.lock_count == 0 and "step_lock_until" not in fields:
                 fields["step_lock_until"] = None
-            if "state" not in fields and (
-                self.lock_count > 0 or self.state_dirty or fields.get("step_lock_until", 0) is None
-            ):
+            if "state" not in fields and (self._held or self.state_dirty):
                 fields["state"] = self.state
             for name, value in fields.items():
                 setattr(commit, name, value)
@@ -145,6 +146,7 @@ class RunSession:
                 self.state_dirty = False
             if commit.step_lock_until is None:
                 self._release_pending = False
+                self._held = False
             if result.state is not ports.UNSET and commit.state is ports.UNSET:
                 self.state = result.state
             for actor_id in result.woken:
@@ -156,28 +158,43 @@ class RunSession:
 
     # --- step lock -----------------------------------------------------------------------------------
 
+    @property
+    def holds_lock(self) -> bool:
+        """True while this run holds the step lock in the store."""
+        return self._held
+
     async def acquire_lock(self, now: datetime | None = None) -> None:
         """Record a step attempt (pending writes) and take the step lock (reference-counted).
 
-        The first holder's commit sets ``step_lock_until`` and adopts the fresh state the store returns;
-        later holders only write (and keep the shared state object).
+        The commit that takes the lock sets ``step_lock_until`` and adopts the fresh state the store
+        returns; while it is held, later attempts only write (and keep the shared state object).
+        Acquire and release are serialised so a release never clears a lock another step just took.
         """
-        first = self.lock_count == 0
-        self.lock_count += 1
-        if first:
-            until = (now or await self.now()) + timedelta(seconds=STEP_LOCK_SECONDS)
-            # Without a state of ours to write, the commit that takes the lock returns the fresh state.
-            await self.flush(step_lock_until=until, state=self.state if self.state_dirty else ports.UNSET)
-        else:
-            await self.flush(state=self.state)
+        async with self._lock_mutex:
+            self.lock_count += 1
+            self._release_pending = False
+            if not self._held:
+                until = (now or await self.now()) + timedelta(seconds=STEP_LOCK_SECONDS)
+                try:
+                    # Without a state of ours to write, the commit taking the lock returns the fresh state.
+                    await self.flush(
+                        step_lock_until=until, state=self.state if self.state_dirty else ports.UNSET
+                    )
+                except BaseException:
+                    self.abandon_lock()
+                    raise
+                self._held = True
+                return
+        await self.flush(state=self.state)
 
     async def release_lock(self) -> None:
         """Write the step outcome (pending writes) with the state; the last holder clears the lock."""
-        self.lock_count -= 1
-        if self.lock_count == 0:
-            await self.flush(step_lock_until=None, state=self.state)
-        else:
-            await self.flush(state=self.state)
+        async with self._lock_mutex:
+            self.lock_count -= 1
+            if self.lock_count == 0:
+                await self.flush(step_lock_until=None, state=self.state)
+                return
+        await self.flush(state=self.state)
 
     def abandon_lock(self) -> None:
         """Drop one lock reference without writing (a cancelled or evicted step); the next flush clears
@@ -244,7 +261,7 @@ class RunSession:
                 from asgiref.sync import sync_to_async
 
                 await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
-            if self.lock_count == 0:  # the hook may have changed state: the next commit writes it
+            if not self._held:  # the hook may have changed state: the next commit writes it
                 self.state_dirty = True
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)

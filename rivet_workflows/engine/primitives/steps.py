@@ -130,7 +130,7 @@ async def run_step(
         entry.error = None
         history.put(entry)
         step = StepContext(session, key, entry.attempts)
-        ephemeral = options.ephemeral and session.lock_count == 0
+        ephemeral = options.ephemeral and not session.holds_lock and session.lock_count == 0
         if ephemeral:
             if not session.state_dirty:  # start from the freshest state (a read; no write of its own)
                 session.state = (await session.call(session.store.get_actor, session.actor_id)).state

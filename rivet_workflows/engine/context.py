@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, serde
 from .history import check_name, child_key
+from .primitives.waits import QueueMessage, WorkflowQueue
+
+__all__ = ["QueueMessage", "RaceResult", "StepContext", "StepResult", "TryResult", "WorkflowContext"]
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -57,8 +60,6 @@ class WorkflowContext:
         self._scope = scope
         self._busy: str | None = None
         self._names: set[str] = set()
-        from .primitives.waits import WorkflowQueue
-
         self.queue = WorkflowQueue(self)
 
     # --- identity ------------------------------------------------------------------------------------

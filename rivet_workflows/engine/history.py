@@ -58,11 +58,15 @@ class History:
         self.entries: dict[str, ports.EntryRecord] = {}
         self.children: dict[str, dict[str, None]] = {}
         self.visited: set[str] = set()
+        #: scope key -> number of its recorded entries not visited yet (makes check_scope O(1) when clean)
+        self._unvisited: dict[str, int] = {}
         self._dirty: dict[str, ports.EntryRecord] = {}
         self._deleted: dict[str, None] = {}
         self._next_seq = 0
         for entry in sorted(entries, key=lambda e: e.seq):
             self._index(entry)
+            scope = parent_key(entry.key)
+            self._unvisited[scope] = self._unvisited.get(scope, 0) + 1
             self._next_seq = max(self._next_seq, entry.seq + 1)
 
     # --- index -------------------------------------------------------------------------------------
@@ -106,8 +110,8 @@ class History:
 
         Raises ``HistoryDivergedError`` when the recorded entry has another kind (ENGINE-SEMANTICS.md 2).
         """
-        self.visited.add(key)
         entry = self.entries.get(key)
+        self._mark(key, entry)
         if entry is not None and entry.kind != kind:
             raise errors.HistoryDivergedError(
                 f"history diverged at {key!r}: expected {kind} {name!r}, found {entry.kind}",
@@ -117,12 +121,23 @@ class History:
             )
         return entry
 
+    def _mark(self, key: str, entry: ports.EntryRecord | None) -> None:
+        if key in self.visited:
+            return
+        self.visited.add(key)
+        if entry is not None:
+            scope = parent_key(key)
+            if scope in self._unvisited:
+                self._unvisited[scope] -= 1
+
     def check_scope(self, scope: str) -> None:
         """Raise ``HistoryDivergedError`` if a recorded direct child of ``scope`` was not visited this run.
 
         Called when a scope finishes and before a new entry is created in it, so a renamed step fails before
         it runs (ENGINE-SEMANTICS.md section 2).
         """
+        if not self._unvisited.get(scope):
+            return
         for key in self.children.get(scope, ()):
             if key in self.entries and key not in self.visited:
                 entry = self.entries[key]
@@ -149,8 +164,8 @@ class History:
         )
         self._next_seq += 1
         self._deleted.pop(key, None)
+        self._mark(key, self.entries.get(key))
         self._index(entry)
-        self.visited.add(key)
         self._dirty[key] = entry
         return entry
 
@@ -165,7 +180,12 @@ class History:
                 continue
             self._dirty.pop(key, None)
             self._deleted[key] = None
-            self.visited.discard(key)
+            if key in self.visited:
+                self.visited.discard(key)
+            else:
+                scope = parent_key(key)
+                if self._unvisited.get(scope):
+                    self._unvisited[scope] -= 1
             siblings = self.children.get(parent_key(key))
             if siblings is not None:
                 siblings.pop(key, None)

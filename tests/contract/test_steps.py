@@ -461,3 +461,44 @@ def test_async_step_bodies_and_input(h):
     aid = h.start(input={"x": 1})
     h.drain()
     assert h.actor(aid).output == ["async", {"x": 1}]
+
+
+def test_recover_after_exhaustion_lets_more_attempts_run(h):
+    calls = []
+
+    def body(step):
+        calls.append(step.attempt)
+        raise RuntimeError("still broken")
+
+    async def run(ctx):
+        return await ctx.step("s", body, max_retries=0)
+
+    h.setup(wf=workflow(run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    h.drain()
+    assert h.actor(handle.actor_id).workflow_state == ports.FAILED
+    assert handle.recover() is True
+    h.drain()
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "StepExhaustedError"
+    assert len(calls) == 2
+
+
+def test_removed_trailing_step_diverges_when_the_run_ends(h):
+    async def v1(ctx):
+        await ctx.step("a", lambda s: 1)
+        await ctx.step("b", lambda s: 2)
+        await ctx.sleep("wait", 60)
+
+    async def v2(ctx):
+        await ctx.step("a", lambda s: 1)
+        return "done"
+
+    h.setup(wf=workflow(run=v1))
+    aid = h.start()
+    h.run(aid)
+    h.runtime.registry.get("wf").run = workflow(v2)
+    h.run(aid)
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED
+    assert actor.error["name"] == "HistoryDivergedError" and "'b'" in actor.error["message"]

@@ -109,6 +109,7 @@ else:
         "data_folder_out": str(BROKER_DIR / "out"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
+        "polling_interval": 0.05,  # seconds between scans of the folder (wake-up latency)
     }
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -132,7 +133,7 @@ else:
 
 # --- rivet_workflows (DESIGN.md section 10; read through rivet_workflows.conf.rivet_settings) --------
 RIVET_WORKFLOWS = {
-    "REGISTRY": "project.registry.registry",
+    "REGISTRY": os.environ.get("RIVET_REGISTRY", "project.registry.registry"),
     "INSPECTOR_TOKEN": os.environ.get("RIVET_INSPECTOR_TOKEN") or None,
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 
 from .. import models
 from ..engine import errors, inspector, serde
@@ -195,10 +195,10 @@ def send_to_queue(request: HttpRequest, actor_id: str, queue: str, payload: s.Se
     body = _decode(payload.body, "body")
     if payload.wait:
         result = handle.send(queue, body, wait=True, timeout=payload.timeout)
-        return 200, {"status": result.status, "response": _encode(result.response)}
+        return Status(200, {"status": result.status, "response": _encode(result.response)})
     rt = handle.runtime
     message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
-    return 202, {"message_id": str(message.id)}
+    return Status(202, {"message_id": str(message.id)})
 
 
 # --- inspector ---------------------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""Actors used by the API, admin, realtime and browser tests of the inspector.
+
+``FLAGS`` is read by step bodies at run time: a test breaks a step (``FLAGS["broken"] = True``), lets the
+workflow fail, "fixes the cause" by flipping the flag back and replays.
+"""
+
+from __future__ import annotations
+
+from rivet_workflows.engine import definitions as d
+
+FLAGS: dict = {"broken": False}
+
+
+def _fetch(step):
+    return {"order": 42}
+
+
+def _charge(step):
+    if FLAGS.get("broken"):
+        raise RuntimeError("card declined: payment service misconfigured")
+    step.state["charged"] = step.state.get("charged", 0) + 1
+    step.broadcast("charged", step.state["charged"])
+    return {"charged": True}
+
+
+def _ship(step):
+    return "shipped"
+
+
+async def order_run(ctx):
+    order = await ctx.step("fetch-order", _fetch)
+    await ctx.step(name="charge", run=_charge, max_retries=0)
+
+    async def each(lctx, i):
+        await lctx.step("pack", lambda s: i)
+        return d.Loop.break_(i) if i >= 1 else d.Loop.continue_(i + 1)
+
+    await ctx.loop(name="pack-items", state=0, run=each)
+    await ctx.join(
+        "notify",
+        {
+            "email": lambda b: b.step("send-email", lambda s: "mail"),
+            "sms": lambda b: b.step("send-sms", lambda s: "sms"),
+        },
+    )
+    shipped = await ctx.step("ship", _ship)
+    return {"order": order["order"], "status": shipped}
+
+
+def _boom(c):
+    raise ValueError("boom")
+
+
+order_actor = d.actor(
+    state={"charged": 0},
+    queues={"approval": d.queue()},
+    actions={"get_state": lambda c: c.state, "boom": _boom, "add": lambda c, a, b: a + b},
+    run=d.workflow(order_run),
+)
+
+
+async def waiter_run(ctx):
+    message = await ctx.queue.next("wait-approval", names=["approval"], completable=True)
+    await ctx.step("record", lambda s: s.state.update(approved=message.body))
+    await message.complete({"ok": True, "got": message.body})
+    return message.body
+
+
+waiter_actor = d.actor(state={}, queues={"approval": d.queue()}, run=d.workflow(waiter_run))
+
+counter_actor = d.actor(
+    state={"count": 0},
+    actions={"increment": lambda c, n=1: c.state.update(count=c.state["count"] + n) or c.state["count"]},
+)
+
+registry = d.setup(use={"order": order_actor, "waiter": waiter_actor, "counter": counter_actor})

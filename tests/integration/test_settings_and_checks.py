@@ -1,0 +1,63 @@
+"""RIVET_WORKFLOWS settings (typed, reloaded by override_settings) and the app's system checks."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+
+from rivet_workflows.checks import check_settings
+from rivet_workflows.conf import rivet_settings
+
+
+def ids(messages):
+    return sorted(m.id for m in messages)
+
+
+def test_defaults_and_dev_mode_follows_debug(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    settings.DEBUG = False
+    assert rivet_settings.LEASE_SECONDS == 30.0
+    assert rivet_settings.MAX_PAYLOAD_BYTES == 1_048_576
+    assert rivet_settings.DEV_MODE is False
+    settings.DEBUG = True
+    assert rivet_settings.DEV_MODE is True
+
+
+def test_override_settings_takes_effect_at_once(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "LEASE_SECONDS": 5}
+    assert rivet_settings.LEASE_SECONDS == 5.0
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "LEASE_SECONDS": "7.5"}
+    assert rivet_settings.LEASE_SECONDS == 7.5
+
+
+def test_project_settings_pass_the_checks():
+    assert [m for m in check_settings() if m.level >= checks.ERROR] == []
+
+
+def test_unknown_key_is_an_error(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "LEASE_SECOND": 5}
+    assert ids(check_settings()) == ["rivet_workflows.E001"]
+    with pytest.raises(ValueError, match="LEASE_SECOND"):
+        rivet_settings.get()
+
+
+@pytest.mark.parametrize("path", ["no.such.module.registry", "tests.integration.workflows.approval_run"])
+def test_missing_or_wrong_registry_is_an_error(settings, path):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": path}
+    messages = check_settings()
+    assert "rivet_workflows.E002" in ids(messages)
+    assert all(m.hint for m in messages)
+
+
+def test_sqlite_with_a_network_broker_warns(settings):
+    if "sqlite3" not in settings.DATABASES["default"]["ENGINE"]:
+        pytest.skip("only meaningful on SQLite")
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    assert "rivet_workflows.W001" in ids(check_settings())
+
+
+def test_no_channel_layer_warns(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    settings.CHANNEL_LAYERS = {}
+    assert "rivet_workflows.W002" in ids(check_settings())

@@ -72,13 +72,15 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "db.sqlite3",
+            # RIVET_SQLITE_PATH lets worker subprocesses of the system tests open the test database.
+            "NAME": os.environ.get("RIVET_SQLITE_PATH") or str(VAR_DIR / "db.sqlite3"),
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
             },
-            "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+            # One file per test process, so concurrent test runs in one checkout never share it.
+            "TEST": {"NAME": os.environ.get("RIVET_TEST_DB") or str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
         }
     }
 

@@ -188,11 +188,13 @@ class RunSession:
         await self.flush(state=self.state)
 
     async def release_lock(self) -> None:
-        """Write the step outcome (pending writes) with the state; the last holder clears the lock."""
+        """End one step attempt. While other steps are in flight the outcome is written at once; when this
+        was the last one, the outcome, the state and the lock release ride on the run's next commit (the
+        next step's attempt, a wait or the final commit), so a sequential step costs one commit."""
         async with self._lock_mutex:
             self.lock_count -= 1
             if self.lock_count == 0:
-                await self.flush(step_lock_until=None, state=self.state)
+                self._release_pending = True
                 return
         await self.flush(state=self.state)
 

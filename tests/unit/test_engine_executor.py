@@ -108,3 +108,53 @@ def test_finished_actor_is_not_rerun():
     executor.drain(runtime)
     executor.run_actor(runtime, aid)
     assert calls == [1]
+
+
+def test_sequential_steps_cost_one_commit_each():
+    async def run(ctx):
+        total = 0
+        for i in range(10):
+            total += await ctx.step(f"s{i}", lambda s, i=i: i)
+        return total
+
+    runtime = make_runtime(setup(use={"wf": workflow(run=run)}))
+    aid = _start(runtime)
+    commits = []
+    original = runtime.store.commit
+
+    def counting(actor_id, token, commit):
+        commits.append(commit)
+        return original(actor_id, token, commit)
+
+    runtime.store.commit = counting
+    executor.drain(runtime)
+    assert runtime.store.get_actor(aid).output == 45
+    assert len(commits) <= 11  # one per step plus the final commit
+
+
+def test_step_that_kills_its_worker_every_time_ends_exhausted():
+    clock = ManualClock()
+    calls = []
+    events = []
+
+    def body(step):
+        calls.append(step.attempt)
+        raise KeyboardInterrupt  # stands in for the worker process dying mid-step
+
+    async def run(ctx):
+        return await ctx.step("deadly", body, max_retries=2)
+
+    runtime = make_runtime(
+        setup(use={"wf": workflow(run=run, on_error=lambda c, e: events.append(e))}), clock=clock
+    )
+    aid = _start(runtime)
+    for _ in range(5):
+        try:
+            executor.run_actor(runtime, aid)
+        except KeyboardInterrupt:
+            pass
+        clock.advance(runtime.settings.lease_seconds + 1)
+    actor = runtime.store.get_actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "StepExhaustedError"
+    assert calls == [1, 2, 3]
+    assert len(events) == 1 and events[0]["step"]["error"]["name"] == "WorkerLostError"

@@ -92,6 +92,41 @@ def _backoff_at(entry: ports.EntryRecord, options: retry.StepOptions):
     return entry.last_attempt_at + timedelta(seconds=delay), delay
 
 
+async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, options: retry.StepOptions) -> bool:
+    """Count an interrupted attempt as failed ("worker lost"); returns True when that exhausted the step.
+
+    So a step that kills its worker every time ends exhausted after ``max_retries`` instead of looping;
+    only the exhaustion fires an ``on_error`` step event (the lost attempts had no one to report them).
+    """
+    entry.error = {
+        "name": "WorkerLostError",
+        "message": f"the executor running step {name!r} was lost during attempt {entry.attempts}",
+        "metadata": {"attempt": entry.attempts},
+    }
+    if entry.attempts <= options.max_retries:
+        entry.status = ports.ENTRY_FAILED
+        session.history.put(entry)
+        return False
+    entry.status = ports.ENTRY_EXHAUSTED
+    entry.data["failure"] = {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
+    session.history.put(entry)
+    await session.fire_error(
+        {
+            "step": {
+                "workflow_id": session.actor_id,
+                "step_name": name,
+                "attempt": entry.attempts,
+                "max_retries": options.max_retries,
+                "remaining_retries": 0,
+                "will_retry": False,
+                "error": dict(entry.error),
+            }
+        }
+    )
+    await session.flush()
+    return True
+
+
 async def run_step(
     ctx: WorkflowContext,
     key: str,
@@ -117,10 +152,15 @@ async def run_step(
         return entry.data.get("output")
     elif entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
-    elif entry.status == ports.ENTRY_FAILED and entry.last_attempt_at is not None:
-        retry_at, _ = _backoff_at(entry, options)
-        if await session.now() < retry_at:
-            await session.wait(retry_at)
+    else:
+        if entry.status == RUNNING and entry.attempts > 0:
+            # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
+            if await _worker_lost(session, entry, name, options):
+                raise _stored_error(entry, name)
+        if entry.status == ports.ENTRY_FAILED and entry.last_attempt_at is not None:
+            retry_at, _ = _backoff_at(entry, options)
+            if await session.now() < retry_at:
+                await session.wait(retry_at)
 
     while True:
         now = now or await session.now()
@@ -130,9 +170,10 @@ async def run_step(
         entry.error = None
         history.put(entry)
         step = StepContext(session, key, entry.attempts)
-        ephemeral = options.ephemeral and not session.holds_lock and session.lock_count == 0
+        ephemeral = options.ephemeral and session.lock_count == 0
         if ephemeral:
-            if not session.state_dirty:  # start from the freshest state (a read; no write of its own)
+            if not session.holds_lock and not session.state_dirty:
+                # start from the freshest state (a read; no write of its own)
                 session.state = (await session.call(session.store.get_actor, session.actor_id)).state
         else:
             await session.acquire_lock(now)
@@ -160,7 +201,8 @@ async def run_step(
             entry.completed_at = await session.now()
             history.put(entry)
             if ephemeral:
-                session.state_dirty = True
+                if not session.holds_lock:
+                    session.state_dirty = True
             else:
                 await session.release_lock()
             return output

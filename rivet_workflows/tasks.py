@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
 
@@ -21,7 +22,11 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     from .engine import executor
 
     runtime = get_runtime()
-    executor.run_actor(runtime, actor_id, token=token)
+    # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
+    # a retry backoff) finish in memory instead of a round trip through the sweep.
+    budget = max(runtime.settings.live_wait_threshold, runtime.settings.lease_seconds / 3)
+    live_until = runtime.store.now() + timedelta(seconds=budget)
+    executor.run_actor(runtime, actor_id, token=token, live_until=live_until)
 
 
 @shared_task(name="rivet_workflows.sweep", ignore_result=True)

@@ -355,8 +355,8 @@ def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -
         node.replayable = entry.kind == "step"
 
     times = [t for e in ordered for t in (e.created_at, _entry_end(e)) if t is not None]
-    if now is not None:
-        times.append(now)
+    if now is not None and any(e.status == ports.ENTRY_RUNNING for e in ordered):
+        times.append(now)  # a running entry's bar grows until now
     origin = min(times) if times else None
     total = (max(times) - origin).total_seconds() if times else 0.0
 

@@ -1,0 +1,245 @@
+"""``ActorAdmin``: the actors list and the per-actor run trace page with replay/recover buttons."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+
+from .. import models
+from ..engine import errors, inspector
+from .trace import pretty, trace_rows
+
+REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
+_CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
+
+_STATE_COLORS = {
+    "pending": "#6c757d",
+    "running": "#0d6efd",
+    "sleeping": "#6f42c1",
+    "completed": "#198754",
+    "rolling_back": "#fd7e14",
+    "failed": "#dc3545",
+    "cancelled": "#495057",
+}
+
+
+def _runtime() -> Any:
+    from ..django_runtime import get_runtime
+
+    return get_runtime()
+
+
+def state_badge(state: str) -> str:
+    """An HTML badge for a workflow state."""
+    color = _STATE_COLORS.get(state, "#6c757d")
+    return format_html(
+        '<span class="rivet-badge" style="background:{}">{}</span>', color, state.replace("_", " ")
+    )
+
+
+@admin.register(models.Actor)
+class ActorAdmin(admin.ModelAdmin):
+    """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
+
+    list_display = (
+        "name",
+        "key_display",
+        "state_display",
+        "waiting_on",
+        "wake_at",
+        "last_error",
+        "updated_at",
+    )
+    list_filter = ("name", "workflow_state")
+    search_fields = ("key_text", "actor_id")
+    ordering = ("-updated_at",)
+    list_per_page = 50
+    show_full_result_count = False
+
+    # --- read-only ----------------------------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).filter(destroyed=False)
+
+    # --- columns ------------------------------------------------------------------------------------
+
+    @admin.display(description="key", ordering="key_text")
+    def key_display(self, obj: models.Actor) -> str:
+        return "/".join(str(part) for part in (obj.key or [])) or "—"
+
+    @admin.display(description="workflow state", ordering="workflow_state")
+    def state_display(self, obj: models.Actor) -> str:
+        return state_badge(obj.workflow_state)
+
+    @admin.display(description="waiting on")
+    def waiting_on(self, obj: models.Actor) -> str:
+        names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
+        return ", ".join(names) or "—"
+
+    @admin.display(description="last error")
+    def last_error(self, obj: models.Actor) -> str:
+        error = obj.error
+        if not isinstance(error, dict):
+            return "—"
+        text = f"{error.get('name', 'Error')}: {error.get('message', '')}"
+        return text if len(text) <= 90 else text[:89] + "…"
+
+    # --- extra pages --------------------------------------------------------------------------------
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view
+        extra = [
+            path(
+                "<str:actor_id>/trace.json",
+                view(self.trace_json_view),
+                name="rivet_workflows_actor_trace_json",
+            ),
+            path(
+                "<str:actor_id>/replay/",
+                view(require_POST(self.replay_view)),
+                name="rivet_workflows_actor_replay",
+            ),
+            path(
+                "<str:actor_id>/recover/",
+                view(require_POST(self.recover_view)),
+                name="rivet_workflows_actor_recover",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def _record(self, request: HttpRequest, actor_id: str) -> Any:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            return _runtime().store.get_actor(actor_id)
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+
+    def _live_context(self, request: HttpRequest, record: Any) -> dict:
+        runtime = _runtime()
+        store = runtime.store
+        now = store.now()
+        entries = store.load_history(record.actor_id)
+        busy = inspector.in_flight(record, now)
+        enabled = record.name in runtime.registry and runtime.registry.get(record.name).run is not None
+        can_replay = request.user.has_perm(REPLAY_PERMISSION)
+        actor_row = models.Actor.objects.filter(pk=record.actor_id).first()
+        queue = list(models.QueueMessage.objects.filter(actor_id=record.actor_id).order_by("-id")[:50])
+        crons = list(
+            models.CronEntry.objects.filter(actor_id=record.actor_id)
+            .order_by("name")
+            .prefetch_related("fires")
+        )
+        return {
+            "record": record,
+            "actor_row": actor_row,
+            "rows": trace_rows(entries, now),
+            "entry_count": len(entries),
+            "in_flight": busy,
+            "workflow_enabled": enabled,
+            "can_replay": can_replay and enabled,
+            "buttons_disabled": busy or not (can_replay and enabled),
+            "can_recover": record.workflow_state == "failed",
+            "state_badge": state_badge(record.workflow_state),
+            "output_text": pretty(record.output) if record.output is not None else "",
+            "error_text": pretty(record.error) if record.error else "",
+            "state_text": pretty(record.state),
+            "input_text": pretty(record.input),
+            "queue_messages": [
+                {
+                    "message": m,
+                    "body": pretty(m.body),
+                    "response": pretty(m.response) if m.response is not None else "",
+                }
+                for m in queue
+            ],
+            "crons": [{"entry": c, "fires": list(c.fires.order_by("-id")[:10])} for c in crons],
+            "now": now,
+            "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
+            "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
+        }
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        """The read-only actor page: identity, state, run trace, queue messages and cron entries."""
+        record = self._record(request, object_id)
+        live = self._live_context(request, record)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"{record.name} {'/'.join(map(str, record.key))}",
+            "subtitle": record.actor_id,
+            "has_view_permission": True,
+            "live_html": render_to_string("rivet_workflows/admin/_live.html", live, request=request),
+            "record": record,
+            "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
+            "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
+        }
+        return TemplateResponse(request, "rivet_workflows/admin/actor_trace.html", context)
+
+    def trace_json_view(self, request: HttpRequest, actor_id: str) -> JsonResponse:
+        """The live part of the trace page as ``{"version", "html", "workflowState", "inFlight"}`` (polling)."""
+        record = self._record(request, actor_id)
+        live = self._live_context(request, record)
+        html = render_to_string("rivet_workflows/admin/_live.html", live, request=request)
+        # the CSRF token is masked differently on every render: leave it out of the version
+        version = hashlib.sha256(_CSRF_INPUT.sub("", html).encode()).hexdigest()[:16]
+        return JsonResponse(
+            {
+                "version": version,
+                "html": html,
+                "workflowState": record.workflow_state,
+                "inFlight": live["in_flight"],
+            }
+        )
+
+    # --- buttons ------------------------------------------------------------------------------------
+
+    def _repair(self, request: HttpRequest, actor_id: str, action: str) -> HttpResponse:
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        entry_id = request.POST.get("entry_id") or None
+        try:
+            if action == "recover":
+                result = inspector.recover(_runtime(), actor_id)
+                text = f"Recovered the workflow: {len(result.reset)} step(s) reset; it runs again now."
+            else:
+                result = inspector.replay(_runtime(), actor_id, entry_id)
+                where = f"step {entry_id!r}" if entry_id else "the start"
+                text = f"Replaying from {where}: {len(result.deleted)} history entr(y/ies) deleted; it runs again now."
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        except errors.RivetWorkflowsError as exc:
+            self.message_user(request, f"{action.capitalize()} refused: {exc.message}", messages.ERROR)
+            return HttpResponseRedirect(back)
+        self.message_user(request, text, messages.SUCCESS)
+        return HttpResponseRedirect(back)
+
+    def replay_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: replay from ``entry_id`` (a step), or everything when it is empty."""
+        return self._repair(request, actor_id, "replay")
+
+    def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: recover a failed workflow."""
+        return self._repair(request, actor_id, "recover")

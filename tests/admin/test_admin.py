@@ -1,0 +1,150 @@
+"""The admin inspector with Django's test client: list, trace page, replay/recover buttons, permissions."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from rivet_workflows import models
+
+
+@pytest.fixture
+def admin_client_(client, django_user_model):
+    user = django_user_model.objects.create_superuser("root", password="pw")
+    client.force_login(user)
+    return client
+
+
+def change_url(actor_id):
+    return reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+
+
+def test_actor_list_filters_and_search(admin_client_, rivet):
+    failed = rivet.failed_order("broken-one")
+    ok = rivet.client.order.get_or_create("fine-one")
+    rivet.client.counter.get_or_create("c1")
+    rivet.drain()
+    url = reverse("admin:rivet_workflows_actor_changelist")
+    page = admin_client_.get(url)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "broken-one" in text and "fine-one" in text and "c1" in text
+    assert "card declined" in text  # last error column
+    only_failed = admin_client_.get(url, {"workflow_state": "failed"}).content.decode()
+    assert "broken-one" in only_failed and "fine-one" not in only_failed
+    counters = admin_client_.get(url, {"name": "counter"}).content.decode()
+    assert "c1" in counters and "broken-one" not in counters
+    search = admin_client_.get(url, {"q": "fine"}).content.decode()
+    assert "fine-one" in search and "broken-one" not in search
+    assert failed.actor_id != ok.actor_id
+
+
+def test_trace_page_shows_nested_timeline_with_details(admin_client_, rivet):
+    handle = rivet.client.order.get_or_create("o")
+    rivet.drain()
+    handle.send("approval", {"by": "ann"})
+    page = admin_client_.get(change_url(handle.actor_id))
+    assert page.status_code == 200
+    html = page.content.decode()
+    for key in (
+        "fetch-order",
+        "charge",
+        "pack-items",
+        "pack-items/~0",
+        "pack-items/~1/pack",
+        "notify/email/send-email",
+        "ship",
+    ):
+        assert f'data-key="{key}"' in html, key
+    assert "Replay from this step" in html and "Replay all" in html and "Recover" in html
+    assert "rivet-bar" in html and "&quot;order&quot;: 42" in html  # output shown as JSON
+    assert "approval" in html and "&quot;by&quot;: &quot;ann&quot;" in html  # queue message
+    assert 'data-state="completed"' in html
+
+
+def test_trace_page_shows_the_error_of_a_failed_step(admin_client_, rivet):
+    handle = rivet.failed_order()
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'data-status="exhausted"' in html
+    assert "RuntimeError: card declined" in html
+    assert 'data-state="failed"' in html
+
+
+def test_replay_from_step_button(admin_client_, rivet):
+    handle = rivet.failed_order()
+    url = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    response = admin_client_.post(url, {"entry_id": "charge"}, follow=True)
+    assert response.status_code == 200
+    assert "Replaying from step &#x27;charge&#x27;" in response.content.decode()
+    rivet.drain()
+    assert handle.workflow_state() == "completed"
+
+
+def test_replay_all_and_recover_buttons(admin_client_, rivet):
+    handle = rivet.failed_order()
+    recover = reverse("admin:rivet_workflows_actor_recover", args=[handle.actor_id])
+    text = admin_client_.post(recover, follow=True).content.decode()
+    assert "Recovered the workflow" in text
+    rivet.drain()
+    assert handle.workflow_state() == "completed"
+    again = admin_client_.post(recover, follow=True).content.decode()
+    assert "Recover refused" in again
+    replay = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    text = admin_client_.post(replay, {}, follow=True).content.decode()
+    assert "Replaying from the start" in text
+    assert handle.workflow_state() == "sleeping"
+
+
+def test_buttons_are_disabled_and_refused_while_in_flight(admin_client_, rivet):
+    handle = rivet.failed_order()
+    rivet.runtime.store.claim(handle.actor_id, "another-worker", 30)
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'class="button rivet-replay-step" data-entry="charge" disabled' in html
+    url = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    text = admin_client_.post(url, {"entry_id": "charge"}, follow=True).content.decode()
+    assert "Replay refused" in text and "running" in text
+    assert handle.workflow_state() == "failed"
+
+
+def test_buttons_need_post_csrf_and_the_permission(client, rivet, django_user_model):
+    from django.test import Client
+
+    handle = rivet.failed_order()
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_actor"))
+    client.force_login(viewer)
+    page = client.get(change_url(handle.actor_id)).content.decode()
+    assert 'data-entry="charge" disabled' in page  # no replay permission: disabled
+    url = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    assert client.post(url, {"entry_id": "charge"}).status_code == 403
+    assert client.get(url).status_code == 405
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(root)
+    assert strict.post(url, {"entry_id": "charge"}).status_code == 403  # no CSRF token
+    assert handle.workflow_state() == "failed"
+
+
+def test_admin_is_read_only(admin_client_, rivet):
+    handle = rivet.client.counter.get_or_create("c")
+    assert admin_client_.get(reverse("admin:rivet_workflows_actor_add")).status_code == 403
+    delete = reverse("admin:rivet_workflows_actor_delete", args=[handle.actor_id])
+    assert admin_client_.post(delete, {"post": "yes"}).status_code == 403
+    assert models.Actor.objects.filter(pk=handle.actor_id).exists()
+
+
+def test_trace_json_for_live_updates(admin_client_, rivet):
+    handle = rivet.failed_order()
+    url = reverse("admin:rivet_workflows_actor_trace_json", args=[handle.actor_id])
+    first = admin_client_.get(url).json()
+    assert first["workflowState"] == "failed" and first["inFlight"] is False
+    assert 'data-key="charge"' in first["html"]
+    assert admin_client_.get(url).json()["version"] == first["version"]  # unchanged
+    handle.recover()
+    rivet.drain()
+    later = admin_client_.get(url).json()
+    assert later["workflowState"] == "completed" and later["version"] != first["version"]
+    assert (
+        admin_client_.get(reverse("admin:rivet_workflows_actor_trace_json", args=["nope"])).status_code == 404
+    )

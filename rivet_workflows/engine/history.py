@@ -58,16 +58,20 @@ class History:
         self.entries: dict[str, ports.EntryRecord] = {}
         self.children: dict[str, dict[str, None]] = {}
         self.visited: set[str] = set()
-        #: scope key -> number of its recorded entries not visited yet (makes check_scope O(1) when clean)
+        #: key -> number of its loaded children (entries, or try-block scopes) not visited yet; makes
+        #: check_scope O(1) for a clean scope
         self._unvisited: dict[str, int] = {}
+        #: every key (entry or scope) present when the history was loaded
+        self._loaded: set[str] = set()
         self._dirty: dict[str, ports.EntryRecord] = {}
         self._deleted: dict[str, None] = {}
         self._next_seq = 0
         for entry in sorted(entries, key=lambda e: e.seq):
             self._index(entry)
-            scope = parent_key(entry.key)
-            self._unvisited[scope] = self._unvisited.get(scope, 0) + 1
             self._next_seq = max(self._next_seq, entry.seq + 1)
+        for parent, kids in self.children.items():
+            self._loaded.update(kids)
+            self._unvisited[parent] = len(kids)
 
     # --- index -------------------------------------------------------------------------------------
 
@@ -121,14 +125,27 @@ class History:
             )
         return entry
 
-    def _mark(self, key: str, entry: ports.EntryRecord | None) -> None:
+    def _mark(self, key: str, entry: ports.EntryRecord | None = None) -> None:
         if key in self.visited:
             return
         self.visited.add(key)
-        if entry is not None:
-            scope = parent_key(key)
-            if scope in self._unvisited:
-                self._unvisited[scope] -= 1
+        if key in self._loaded:
+            self._unvisited[parent_key(key)] -= 1
+
+    def enter_scope(self, key: str) -> None:
+        """Mark the block scope ``key`` (a ``try_`` block, which has no entry of its own) visited."""
+        self._mark(key)
+
+    def has_unvisited(self, scope: str) -> bool:
+        """True when ``scope`` holds recorded children not visited yet in this run (``get_version``)."""
+        return bool(self._unvisited.get(scope))
+
+    def visit_prefixed(self, scope: str, prefix: str) -> list[str]:
+        """Mark visited every direct child of ``scope`` whose key starts with ``prefix``; returns the keys."""
+        keys = [k for k in self.children.get(scope, ()) if k.startswith(prefix)]
+        for key in keys:
+            self._mark(key)
+        return keys
 
     def check_scope(self, scope: str) -> None:
         """Raise ``HistoryDivergedError`` if a recorded direct child of ``scope`` was not visited this run.
@@ -139,15 +156,24 @@ class History:
         if not self._unvisited.get(scope):
             return
         for key in self.children.get(scope, ()):
-            if key in self.entries and key not in self.visited:
-                entry = self.entries[key]
+            if key in self.visited or key not in self._loaded:
+                continue
+            if key not in self.entries:
                 raise errors.HistoryDivergedError(
-                    f"history diverged: recorded {entry.kind} {key!r} was not reached by the workflow code; "
-                    f"if it was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, "
-                    f"{entry.kind!r}) where it used to be",
+                    f"history diverged: recorded block {key!r} was not reached by the workflow code; if it "
+                    f"was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, 'try') where it "
+                    "used to be",
                     location=key,
-                    kind=entry.kind,
+                    kind="try",
                 )
+            entry = self.entries[key]
+            raise errors.HistoryDivergedError(
+                f"history diverged: recorded {entry.kind} {key!r} was not reached by the workflow code; "
+                f"if it was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, "
+                f"{entry.kind!r}) where it used to be",
+                location=key,
+                kind=entry.kind,
+            )
 
     # --- writes ------------------------------------------------------------------------------------
 
@@ -180,12 +206,10 @@ class History:
                 continue
             self._dirty.pop(key, None)
             self._deleted[key] = None
-            if key in self.visited:
-                self.visited.discard(key)
-            else:
-                scope = parent_key(key)
-                if self._unvisited.get(scope):
-                    self._unvisited[scope] -= 1
+            if key in self._loaded and key not in self.visited:
+                self._unvisited[parent_key(key)] -= 1
+            self._loaded.discard(key)
+            self.visited.discard(key)
             siblings = self.children.get(parent_key(key))
             if siblings is not None:
                 siblings.pop(key, None)
@@ -199,6 +223,9 @@ class History:
         siblings = self.children.get(parent_key(scope))
         if siblings is not None:
             siblings.pop(scope, None)
+        if scope in self._loaded and scope not in self.visited:
+            self._unvisited[parent_key(scope)] -= 1
+        self._loaded.discard(scope)
         return keys
 
     @property

@@ -413,9 +413,15 @@ def _database_label() -> str:
 
 
 def _broker_label() -> str:
+    from urllib.parse import urlsplit
+
     from django.conf import settings
 
-    return str(getattr(settings, "CELERY_BROKER_URL", "?"))
+    url = str(getattr(settings, "CELERY_BROKER_URL", "?"))
+    parts = urlsplit(url)
+    if parts.password:  # never print credentials
+        url = url.replace(f":{parts.password}@", ":***@")
+    return url
 
 
 if __name__ == "__main__":  # python -m project.examples.demo

@@ -42,6 +42,13 @@ versioned_workflow_actor = workflow(
     actions={"get_state": lambda c: c.state},
 )
 
+#: the same actor as deployed before the change (register it under the same name to start old instances)
+versioned_workflow_actor_v1 = workflow(
+    state={"runs": 0},
+    run=run_v1,
+    actions={"get_state": lambda c: c.state},
+)
+
 
 # --- version gate ----------------------------------------------------------------------------------
 
@@ -79,5 +86,12 @@ async def run_version_gate(ctx: Any) -> None:
 version_gate_actor = workflow(
     state={"processed": 0, "versions": []},
     run=run_version_gate,
+    actions={"get_state": lambda c: c.state},
+)
+
+#: the version-gate actor as deployed before the gate existed
+version_gate_actor_v1 = workflow(
+    state={"processed": 0, "versions": []},
+    run=run_version_gate_v1,
     actions={"get_state": lambda c: c.state},
 )

@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (routes added by the realtime module)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (rivet_workflows.realtime routes)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - after Django setup
+from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django setup
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-websocket_urlpatterns: list = []
+from rivet_workflows.realtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": URLRouter(websocket_urlpatterns),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -51,8 +51,15 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         poll_interval=conf.POLL_INTERVAL,
         dev_mode=conf.DEV_MODE,
     )
+    from .realtime import broadcaster
+
     runtime = runtime_mod.Runtime(
-        DjangoStore(poll_interval=conf.POLL_INTERVAL), dispatcher, registry, settings=settings
+        DjangoStore(poll_interval=conf.POLL_INTERVAL),
+        dispatcher,
+        registry,
+        settings=settings,
+        broadcaster=broadcaster.broadcast,
+        on_history_change=broadcaster.history_changed,
     )
     return runtime  # Runtime() binds the registry
 

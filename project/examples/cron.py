@@ -1,5 +1,6 @@
 """Spec "Cron (queue-driven)": a scheduled action enqueues a ``cron-tick`` every 60 s and the workflow
-loop does the job for each tick."""
+loop does the job for each tick. The actor's input may set another interval (``{"interval": seconds}``,
+at least 5), which the demo and tests use to see ticks sooner."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from rivet_workflows.engine.definitions import queue, workflow
 TICK_INTERVAL = 60.0
 
 
-def on_create(c: Any) -> None:
+def on_create(c: Any, input: Any = None) -> None:
     """Schedule ``enqueue_cron_tick`` every minute (created once, with the actor)."""
+    interval = (input or {}).get("interval", TICK_INTERVAL) if isinstance(input, dict) else TICK_INTERVAL
     c.cron.every(
         name="workflow-tick",
-        interval=TICK_INTERVAL,
+        interval=interval,
         action="enqueue_cron_tick",
         args=(),
         max_history=100,

@@ -477,6 +477,16 @@ def _check_version_gate(run: ScenarioRun) -> list[str]:
     ).problems
 
 
+def _start_cron(run: ScenarioRun) -> None:
+    run.actor("cron", "cron_actor", input={"interval": 5})
+
+
+def _check_cron(run: ScenarioRun) -> list[str]:
+    state = run.state("cron")
+    e = Expect().true("the cron job ran at least once", state["runs"] >= 1, state["runs"])
+    return e.true("it recorded the scheduled instant", state["last_run_at"] is not None).problems
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -544,6 +554,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("checkout_saga", "cross-actor saga", _start_saga, _check_saga, may_fail=True),
         Scenario("versioned", "versioned workflow (removed)", _start_versioned, _check_versioned),
         Scenario("version_gate", "version gate (get_version)", _start_version_gate, _check_version_gate),
+        Scenario(
+            "cron", "cron every 5 s bridging to the workflow queue", _start_cron, _check_cron, timeout=30
+        ),
     ]
 }
 
@@ -576,6 +589,7 @@ LATER_SCENARIOS = [
     "checkout_saga",  # rollback
     "versioned",  # ctx.removed
     "version_gate",  # ctx.get_version
+    "cron",  # c.cron (issue 5)
 ]
 
 

@@ -60,6 +60,7 @@ class ActorAdmin(admin.ModelAdmin):
         "last_error",
         "updated_at",
     )
+    list_display_links = ("name", "key_display")
     list_filter = ("name", "workflow_state")
     search_fields = ("key_text", "actor_id")
     ordering = ("-updated_at",)

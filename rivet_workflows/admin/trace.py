@@ -120,7 +120,7 @@ def _row(node: inspector.TraceNode) -> Row:
         label=node.label,
         kind=node.kind,
         status=status,
-        attempts=entry.attempts if entry is not None and entry.kind in ("step", "loop") else None,
+        attempts=entry.attempts if entry is not None and entry.kind == "step" else None,
         started=entry.created_at if entry is not None else None,
         finished=entry.completed_at if entry is not None else None,
         took=took,

@@ -60,6 +60,8 @@ class WorkflowContext:
         self._scope = scope
         self._busy: str | None = None
         self._names: set[str] = set()
+        #: True once a rollback_checkpoint ran in this scope or an enclosing one
+        self._checkpoint = False
         self.queue = WorkflowQueue(self)
 
     # --- identity ------------------------------------------------------------------------------------
@@ -147,8 +149,10 @@ class WorkflowContext:
         return self._guard(make, key)
 
     def child(self, scope: str) -> WorkflowContext:
-        """A context for the nested scope ``scope`` (a loop iteration or a branch)."""
-        return WorkflowContext(self._session, scope)
+        """A context for the nested scope ``scope`` (a loop iteration, a branch or a try block)."""
+        child = WorkflowContext(self._session, scope)
+        child._checkpoint = self._checkpoint
+        return child
 
     # --- steps ---------------------------------------------------------------------------------------
 
@@ -211,6 +215,47 @@ class WorkflowContext:
         return self._run(
             name, "step", lambda key: steps.try_step(self, key, name, fn, opts, rollback, tuple(catch))
         )
+
+    def try_(
+        self, name: Any, run: Callable[..., Any], *, catch: tuple[str, ...] | list[str] = ()
+    ) -> Awaitable[TryResult]:
+        """Run the block ``run(block_ctx)`` at ``name/...``; returns ``TryResult(ok, value)`` or, for a caught
+        failure, ``TryResult(ok=False, failure={source: step|join|race|block, name, error, step?})``.
+
+        Caught by default: step, join and race failures; ``catch=("rollback",)`` adds rollback failures
+        (ENGINE-SEMANTICS.md section 3, Rivet's ``ctx.try``)."""
+        from .primitives import blocks
+
+        if not callable(run):
+            raise TypeError(f"ctx.try_({name!r}) needs a callable block")
+        return self._run(name, "try block", lambda key: blocks.run_try(self, key, name, run, tuple(catch)))
+
+    def removed(self, name: Any, original_type: str) -> Awaitable[None]:
+        """Declare that the entry ``name`` of kind ``original_type`` (step, loop, sleep, message, join, race,
+        rollback_checkpoint, version_check, try) was removed from the code, so in-flight histories that
+        recorded it still replay (ENGINE-SEMANTICS.md section 2). Another recorded kind diverges."""
+        from .primitives import blocks
+
+        if original_type not in blocks.REMOVABLE:
+            raise ValueError(
+                f"original_type must be one of {sorted(blocks.REMOVABLE)}, got {original_type!r}"
+            )
+        return self._run(name, "removed", lambda key: blocks.run_removed(self, key, name, original_type))
+
+    def get_version(self, name: Any, latest: int) -> Awaitable[int]:
+        """The version of the gate ``name``: recorded value on replay; 1 when this scope already ran under
+        code without the gate; else ``latest`` (an int >= 1). Retire with ``removed(name, "version_check")``."""
+        from .primitives import blocks
+
+        if not isinstance(latest, int) or isinstance(latest, bool) or latest < 1:
+            raise ValueError(f"latest must be an int >= 1, got {latest!r}")
+        return self._run(name, "version gate", lambda key: blocks.run_get_version(self, key, name, latest))
+
+    def rollback_checkpoint(self, name: Any) -> Awaitable[None]:
+        """Enable ``rollback=`` handlers on later steps of this scope (ENGINE-SEMANTICS.md section 7)."""
+        from .primitives import blocks
+
+        return self._run(name, "rollback checkpoint", lambda key: blocks.run_checkpoint(self, key, name))
 
     # --- loops ---------------------------------------------------------------------------------------
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import errors, ports, serde
+from . import errors, ports, rollback, serde
 from .context import WorkflowContext
 from .history import ROOT, History
-from .session import RunSession, maybe_await, was_reported
+from .session import RollbackStop, RunSession, maybe_await, was_reported
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -116,15 +116,25 @@ class _Run:
             )()
 
     async def _run_workflow(self, session: RunSession) -> dict:
-        """Run the workflow function; returns the Commit fields of the run's final commit."""
+        """Run the workflow function; returns the Commit fields of the run's final commit.
+
+        An unrecoverable error runs the collected rollback handlers first (unless it is a divergence or
+        checkpoint error); a replay of an interrupted rollback resumes it with the stored error.
+        """
         settings = session.settings
         ctx = WorkflowContext(session, ROOT)
         handler = session.definition.run
+        failed = {"workflow_state": ports.FAILED, "wake_at": None, "waiting_for": []}
         try:
             output = await maybe_await(handler.fn(ctx))
             session.history.check_scope(ROOT)
             output = serde.roundtrip(output, where="workflow output", max_bytes=settings.max_payload_bytes)
-        except errors.WaitSignal as signal:
+        except (errors.WaitSignal, RollbackStop) as signal:
+            if session.rolling_back:
+                error = session.actor.error or {"name": "RollbackError", "message": "rolling back"}
+                await rollback.run(session, error)
+                return {**failed, "error": error}
+            assert isinstance(signal, errors.WaitSignal)
             return {
                 "workflow_state": ports.SLEEPING,
                 "wake_at": signal.wake_at,
@@ -134,7 +144,9 @@ class _Run:
             raise
         except Exception as exc:
             error = serde.error_to_dict(exc)
-            if not was_reported(exc):
+            if session.rolling_back:  # the replay reached the original failure again
+                error = session.actor.error or error
+            elif not was_reported(exc):
                 await session.fire_error(
                     {
                         "workflow": {
@@ -143,12 +155,15 @@ class _Run:
                         }
                     }
                 )
-            return {
-                "workflow_state": ports.FAILED,
-                "error": error,
-                "wake_at": None,
-                "waiting_for": [],
-            }
+            if not isinstance(exc, rollback.NO_ROLLBACK) and (
+                session.rolling_back or rollback.pending_handlers(session)
+            ):
+                await rollback.run(session, error)
+            return {**failed, "error": error}
+        if session.rolling_back:
+            error = session.actor.error or {"name": "RollbackError", "message": "rolling back"}
+            await rollback.run(session, error)
+            return {**failed, "error": error}
         return {
             "workflow_state": ports.COMPLETED,
             "output": output,

@@ -22,6 +22,11 @@ logger = logging.getLogger("rivet_workflows")
 STEP_LOCK_SECONDS = 24 * 3600.0
 
 
+class RollbackStop(errors.WorkflowSignal):
+    """Replaying a workflow that is rolling back reached work that has not happened: stop forward progress
+    and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
+
+
 def mark_reported(exc: BaseException) -> BaseException:
     """Flag ``exc`` as already reported to ``on_error`` (so no workflow event repeats it)."""
     try:
@@ -86,6 +91,10 @@ class RunSession:
         self.started = actor.workflow_state == ports.RUNNING
         self.evicted = False
         self.destroy_requested = False
+        #: replaying a workflow whose rollback was interrupted: no forward work may start
+        self.rolling_back = actor.workflow_state == ports.ROLLING_BACK
+        #: completed steps with a rollback handler, by entry key: (name, handler, options, output)
+        self.rollbacks: dict[str, tuple[str, Any, Any, Any]] = {}
         self.steps_executed = 0
         self.commits = 0
         self._write_lock = asyncio.Lock()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name, child_key
-from ..session import maybe_await
+from ..session import RollbackStop, maybe_await
 
 if TYPE_CHECKING:
     from ..context import RaceResult, WorkflowContext
@@ -105,6 +105,8 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "join", name)
     if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
         history.check_scope(ctx._scope)
         entry = history.new(
             key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=await session.now()
@@ -174,6 +176,8 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "race", name)
     if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
         history.check_scope(ctx._scope)
         entry = history.new(
             key,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, ports, serde
 from ..definitions import LoopBreak, LoopContinue
 from ..history import child_key
-from ..session import maybe_await
+from ..session import RollbackStop, maybe_await
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -56,6 +56,8 @@ async def run_loop(
     size = interval if history_size is None else history_size
     entry = history.visit(key, "loop", name)
     if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
         history.check_scope(ctx._scope)
         initial = (
             serde.roundtrip(state, where=f"loop {name!r} state", max_bytes=max_bytes) if stateful else None
@@ -73,6 +75,8 @@ async def run_loop(
         result = await maybe_await(fn(body_ctx, current) if stateful else fn(body_ctx))
         history.check_scope(scope)
         if isinstance(result, LoopBreak):
+            if session.rolling_back:
+                raise RollbackStop()
             value = serde.roundtrip(result.value, where=f"loop {name!r} output", max_bytes=max_bytes)
             entry.data = {"state": current, "iteration": iteration, "output": value}
             entry.status = ports.ENTRY_COMPLETED
@@ -98,6 +102,8 @@ async def run_loop(
             )
         if stateful:
             current = serde.roundtrip(next_state, where=f"loop {name!r} state", max_bytes=max_bytes)
+        if session.rolling_back:  # loop progress is never written while rolling back
+            raise RollbackStop()
         iteration += 1
         entry.data = {"state": current, "iteration": iteration}
         history.put(entry)

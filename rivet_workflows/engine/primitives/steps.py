@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 
 from .. import errors, ports, retry, serde
 from ..runtime import to_seconds
-from ..session import mark_reported
+from ..session import RollbackStop, mark_reported
 
 if TYPE_CHECKING:
     from ..context import StepResult, WorkflowContext
@@ -140,15 +140,25 @@ async def run_step(
 
     session = ctx._session
     history = session.history
+    if rollback is not None and not ctx._checkpoint:
+        raise errors.RollbackCheckpointError(
+            f"step {name!r} has a rollback handler but no ctx.rollback_checkpoint(...) precedes it in its "
+            "scope; add one before the first step whose effects must be undone",
+            step_name=name,
+        )
     entry = history.visit(key, "step", name)
     now = None
     if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
         history.check_scope(ctx._scope)
         now = await session.now()
         entry = history.new(key, "step", now=now)
         if rollback is not None:
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
+        if rollback is not None:
+            session.rollbacks[key] = (name, rollback, options, entry.data.get("output"))
         return entry.data.get("output")
     elif entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
@@ -163,6 +173,8 @@ async def run_step(
                 await session.wait(retry_at)
 
     while True:
+        if session.rolling_back:
+            raise RollbackStop()
         now = now or await session.now()
         entry.status = RUNNING
         entry.attempts += 1
@@ -200,6 +212,8 @@ async def run_step(
             entry.data["output"] = output
             entry.completed_at = await session.now()
             history.put(entry)
+            if rollback is not None:
+                session.rollbacks[key] = (name, rollback, options, output)
             if ephemeral:
                 if not session.holds_lock:
                     session.state_dirty = True

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name
+from ..session import RollbackStop
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -43,6 +44,8 @@ async def run_sleep(
     entry = history.visit(key, "sleep", name)
     now = await session.now()
     if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
         history.check_scope(ctx._scope)
         if until is not None:
             deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
@@ -54,6 +57,8 @@ async def run_sleep(
         return None
     else:
         deadline = entry.data["deadline"]
+    if session.rolling_back:
+        raise RollbackStop()
     if deadline > now:
         await session.wait(deadline)
     entry.data = {**entry.data, "state": SLEEP_COMPLETED}
@@ -174,6 +179,8 @@ async def run_next_batch(
             received.append(QueueMessage(session, entry))
         return received
 
+    if session.rolling_back:
+        raise RollbackStop()
     history.check_scope(ctx._scope)
     now = await session.now()
     deadline: datetime | None = None

@@ -1,0 +1,156 @@
+"""Try blocks, removals, version gates and rollback checkpoints (ENGINE-SEMANTICS.md sections 2, 3, 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import errors, ports, retry, serde
+from ..session import RollbackStop, maybe_await
+
+if TYPE_CHECKING:
+    from ..context import TryResult, WorkflowContext
+
+#: entry kinds ``ctx.removed`` accepts ("try" is a block without an entry of its own)
+REMOVABLE = frozenset(
+    {"step", "loop", "sleep", "message", "rollback_checkpoint", "join", "race", "version_check", "try"}
+)
+#: sources ``ctx.try_`` catches by default; ``catch=("rollback",)`` adds rollback failures
+DEFAULT_TRY_CATCH = frozenset({"step", "join", "race"})
+#: never caught by try_/try_step: the code or its use is wrong
+_NEVER = (
+    errors.HistoryDivergedError,
+    errors.EntryInProgressError,
+    errors.RollbackCheckpointError,
+)
+
+
+def _clean(error: dict) -> dict:
+    return {k: v for k, v in error.items() if v is not None}
+
+
+def classify_failure(exc: BaseException) -> dict | None:
+    """The ``try_`` failure of ``exc``: ``{source, name, error, step?}`` plus an internal ``rollback`` flag,
+    or None for an exception no try block may catch."""
+    if isinstance(exc, _NEVER) or not isinstance(exc, Exception):
+        return None
+    if (
+        isinstance(exc, errors.RivetWorkflowsError)
+        and exc.metadata.get("step_name")
+        and exc.metadata.get("kind")
+    ):
+        kind = exc.metadata["kind"]
+        error = _clean(exc.metadata.get("error") or serde.error_to_dict(exc))
+        return {
+            "source": "step",
+            "name": exc.metadata["step_name"],
+            "error": error,
+            "step": retry.failure_dict(
+                kind, exc.metadata["step_name"], exc.metadata.get("attempts", 0), error
+            ),
+            "rollback": kind == retry.ROLLBACK,
+        }
+    if isinstance(exc, errors.JoinError):
+        return {"source": "join", "name": exc.metadata.get("join"), "error": _clean(serde.error_to_dict(exc))}
+    if isinstance(exc, errors.RaceError):
+        return {"source": "race", "name": exc.metadata.get("race"), "error": _clean(serde.error_to_dict(exc))}
+    return {
+        "source": "block",
+        "name": None,
+        "error": _clean(serde.error_to_dict(exc)),
+        "rollback": isinstance(exc, errors.RollbackError),
+    }
+
+
+async def run_try(
+    ctx: WorkflowContext, key: str, name: str, fn: Callable[..., Any], catch: tuple[str, ...]
+) -> TryResult:
+    """``ctx.try_``: run ``fn(block_ctx)`` at ``name/...``; caught failures become ``TryResult(ok=False)``.
+
+    Caught by default: failures of steps (critical, timeout, exhausted), joins and races; with
+    ``catch=("rollback",)`` also rollback failures of steps and ``RollbackError`` raised by the block itself.
+    Other exceptions of the block, waits, eviction and divergence propagate.
+    """
+    from ..context import TryResult
+
+    session = ctx._session
+    session.history.enter_scope(key)
+    block = ctx.child(key)
+    block._checkpoint = ctx._checkpoint
+    try:
+        value = await maybe_await(fn(block))
+    except Exception as exc:
+        failure = classify_failure(exc)
+        if failure is None:
+            raise
+        wanted = DEFAULT_TRY_CATCH | set(catch)
+        is_rollback = failure.pop("rollback", False)
+        if is_rollback:
+            caught = "rollback" in wanted
+        else:
+            caught = failure["source"] in wanted
+        if not caught:
+            raise
+        if failure["name"] is None:
+            failure["name"] = name
+        return TryResult(ok=False, failure=failure)
+    session.history.check_scope(key)
+    return TryResult(ok=True, value=value)
+
+
+async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: str) -> None:
+    """``ctx.removed``: mark the entry once recorded at ``name`` visited (another kind diverges); with no
+    entry, write a ``removed`` placeholder. For "message" the queue-wait entries ``name:*`` are covered."""
+    session = ctx._session
+    history = session.history
+    entry = history.entries.get(key)
+    found = False
+    if original_type == "message":
+        found = bool(history.visit_prefixed(ctx._scope, f"{key}:"))
+    if original_type == "try" and entry is None and history.child_keys(key):
+        history.enter_scope(key)
+        return
+    if entry is not None:
+        if entry.kind not in (original_type, "removed"):
+            history.visit(key, original_type, name)  # raises HistoryDivergedError
+        history.visit(key, entry.kind, name)
+        return
+    history.visit(key, "removed", name)
+    if not found:
+        history.new(
+            key,
+            "removed",
+            {"original_type": original_type, "original_name": name},
+            now=await session.now(),
+        ).status = ports.ENTRY_COMPLETED
+
+
+async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int) -> int:
+    """``ctx.get_version``: the recorded version, else 1 when this scope already ran under old code (it has
+    unvisited entries), else ``latest``; the resolution is recorded (ENGINE-SEMANTICS.md section 2)."""
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "version_check", name)
+    if entry is not None:
+        return int(entry.data["resolved"])
+    resolved = 1 if history.has_unvisited(ctx._scope) else latest
+    entry = history.new(
+        key, "version_check", {"resolved": resolved, "latest": latest}, now=await session.now()
+    )
+    entry.status = ports.ENTRY_COMPLETED
+    return resolved
+
+
+async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
+    """``ctx.rollback_checkpoint``: record the checkpoint; later steps of this scope may have ``rollback=``."""
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, "rollback_checkpoint", name)
+    if entry is None:
+        if session.rolling_back:
+            raise RollbackStop()
+        history.check_scope(ctx._scope)
+        history.new(
+            key, "rollback_checkpoint", {"name": name}, now=await session.now()
+        ).status = ports.ENTRY_COMPLETED
+    ctx._checkpoint = True

@@ -1,0 +1,90 @@
+"""Rollback: run the handlers of completed steps in reverse after an unrecoverable error (ENGINE-SEMANTICS.md 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from . import errors, ports, retry, serde
+
+if TYPE_CHECKING:
+    from .session import RunSession
+
+logger = logging.getLogger("rivet_workflows")
+
+#: failures that end the workflow without running rollback handlers
+NO_ROLLBACK = (errors.HistoryDivergedError, errors.RollbackCheckpointError, errors.EntryInProgressError)
+
+
+def pending_handlers(session: RunSession) -> list[str]:
+    """Keys of collected handlers that neither finished nor failed yet, latest step first."""
+    history = session.history
+    keys = []
+    for key in session.rollbacks:
+        entry = history.get(key)
+        if entry is None or entry.rollback_completed_at is not None or entry.rollback_error is not None:
+            continue
+        keys.append(key)
+    return sorted(keys, key=lambda k: history.get(k).seq, reverse=True)
+
+
+async def run(session: RunSession, error: dict) -> None:
+    """Enter ``rolling_back`` (recording ``error``) and run every pending handler, latest step first.
+
+    Each handler ``rollback(step, output)`` (sync or async) gets the step context and the step's output; it
+    is retried like its step (``max_retries``, backoff capped at the live wait threshold); each failed
+    attempt fires an ``on_error`` rollback event. After each handler its entry records
+    ``rollback_completed_at`` or ``rollback_error`` in its own commit, so a crash mid-rollback resumes and
+    never re-runs a finished handler. Handlers that fail for good do not stop the others.
+    """
+    from .context import StepContext
+    from .primitives.steps import _run_attempt
+
+    if not session.rolling_back:
+        session.rolling_back = True
+        await session.flush(workflow_state=ports.ROLLING_BACK, error=error)
+    history = session.history
+    for key in pending_handlers(session):
+        name, handler, options, output = session.rollbacks[key]
+        entry = history.get(key)
+        attempt = 0
+        while True:
+            attempt += 1
+            await session.acquire_lock()
+            step = StepContext(session, key, attempt)
+            try:
+                await _run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
+            except (asyncio.CancelledError, errors.WorkflowSignal):
+                session.abandon_lock()
+                raise
+            except Exception as exc:
+                failure = (
+                    serde.error_to_dict(exc)
+                    if exc.__class__.__name__ != "_Timeout"
+                    else {
+                        "name": "TimeoutError",
+                        "message": f"rollback of step {name!r} timed out",
+                    }
+                )
+                failure = {k: v for k, v in failure.items() if v is not None}
+                await session.fire_error(
+                    {"rollback": {"workflow_id": session.actor_id, "step_name": name, "error": failure}}
+                )
+                if attempt <= options.max_retries:
+                    await session.release_lock()
+                    delay = retry.backoff_delay(
+                        attempt, options.retry_backoff_base, options.retry_backoff_max
+                    )
+                    await asyncio.sleep(min(delay, session.settings.live_wait_threshold))
+                    continue
+                entry.rollback_error = failure
+                logger.warning(
+                    "rollback handler of step %r (actor %s) failed: %s", name, session.actor_id, failure
+                )
+            else:
+                entry.rollback_completed_at = await session.now()
+            history.put(entry)
+            await session.release_lock()
+            await session.flush()
+            break

@@ -93,7 +93,9 @@ class CommitMeter:
         self._start: tuple[int, float] | None = None
 
     def measure_idle(self, window: float = 2.0) -> float:
-        """Measure and remember the background commit rate (commits/s) over ``window`` seconds."""
+        """Measure and remember the background commit rate (commits/s) over ``window`` seconds (0 = skip)."""
+        if window <= 0:
+            return self.idle_rate
         c0, t0 = flushed_commits(self.dbname)
         time.sleep(window)
         c1, t1 = flushed_commits(self.dbname)

@@ -22,6 +22,10 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b not in (None, 0) else None
 
 
+def _sum(a: float | None, b: float | None) -> float | None:
+    return a + b if a is not None and b is not None else None
+
+
 def _row(metric: str, ours: float | None, dbos: float | None = None, limit: float | None = None,
          ratio: float | None = None, target: str = "", met: bool | None = None) -> Row:
     return {"metric": metric, "ours": ours, "dbos": dbos, "limit": limit, "ratio": ratio,
@@ -74,6 +78,8 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                  _cmp(o99, "<=", bound)),
             _row("timers fired / started", _div(received, expected), None, 1.0, None, "= 1",
                  None if received is None else received == expected),
+            _row("s from first create to last fire", _get(ours, "span_seconds"), None,
+                 _sum(_get(ours, "create_seconds"), _get(ours, "sleep_seconds") or 1.0)),
         ]
     if bench == "P3":
         ratio = _get(ours, "end_over_start")
@@ -81,6 +87,7 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         prune = _get(ours, "prune_interval") or 20
         bound = 2 * prune + 1
         return [
+            _row("iterations run", _get(ours, "iterations_done"), None, _get(ours, "iterations")),
             _row("iteration ms at start", _get(ours, "iteration_ms_start")),
             _row("iteration ms at end", _get(ours, "iteration_ms_end"), None, None, ratio, "end/start <= 1.2",
                  _cmp(ratio, "<=", 1.2)),
@@ -98,6 +105,7 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
     if bench == "P6":
         ratio = _get(ours, "ratio")
         return [
+            _row("actors finished, 1 worker", _get(ours, "finished_1"), None, _get(ours, "actors")),
             _row("actors/s, 1 worker", _get(ours, "actors_per_s_1")),
             _row("actors/s, 2 workers", _get(ours, "actors_per_s_2"), None, None, ratio, ">= 1.6x",
                  _cmp(ratio, ">=", 1.6)),

@@ -410,3 +410,87 @@ def test_handle_send_wakes_the_workflow_and_reads_output(h):
     handle.send("approval", {"ok": True})
     h.drain()
     assert h.actor(handle.actor_id).output is True
+
+
+def test_wide_join_side_effects_happen_once_across_a_crash(h):
+    effects = []
+    crash = [True]
+
+    def after(step):
+        if crash[0]:
+            crash[0] = False
+            raise KeyboardInterrupt  # the worker dies after the join
+        return "after"
+
+    def branch(i):
+        return lambda c: c.step("effect", lambda s: effects.append(i) or i)
+
+    async def run(ctx):
+        out = await ctx.join("fan", {f"b{i}": branch(i) for i in range(200)})
+        await ctx.step("after", after)
+        return sum(out.values())
+
+    h.setup(wf=workflow(run=run), manual_clock=True)
+    aid = h.start()
+    try:
+        h.run(aid)
+    except KeyboardInterrupt:
+        pass
+    h.clock.advance(h.runtime.settings.lease_seconds + 1)
+    h.run(aid)
+    assert h.actor(aid).output == sum(range(200))
+    assert sorted(effects) == list(range(200))
+
+
+def test_race_winner_is_read_from_history_after_a_crash(h):
+    ran = []
+    crash = [True]
+
+    def after(step):
+        if crash[0]:
+            crash[0] = False
+            raise KeyboardInterrupt
+        return None
+
+    async def slow(c):
+        await c.sleep("slow", 30)
+        ran.append("slow")
+        return "slow"
+
+    async def run(ctx):
+        result = await ctx.race(
+            "r", [("fast", lambda c: c.step("f", lambda s: ran.append("fast") or "fast")), ("slow", slow)]
+        )
+        await ctx.step("after", after)
+        return result.winner
+
+    h.setup(wf=workflow(run=run), manual_clock=True)
+    aid = h.start()
+    try:
+        h.run(aid)
+    except KeyboardInterrupt:
+        pass
+    h.clock.advance(h.runtime.settings.lease_seconds + 31)
+    h.run(aid)
+    assert h.actor(aid).output == "fast"
+    assert ran == ["fast"]
+
+
+def test_message_arriving_after_a_race_stays_for_the_next_wait(h):
+    async def run(ctx):
+        result = await ctx.race(
+            "r",
+            [
+                ("fast", lambda c: c.step("f", lambda s: "fast")),
+                ("msg", lambda c: c.queue.next("m", "inbox")),
+            ],
+        )
+        msg = await ctx.queue.next("later", "inbox")
+        return [result.winner, msg.body]
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    h.send(aid, "inbox", "kept")
+    h.drain()
+    assert h.actor(aid).output == ["fast", "kept"]

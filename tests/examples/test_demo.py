@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -25,9 +26,34 @@ def _manage(args: list[str], env: dict[str, str], timeout: float) -> subprocess.
     )
 
 
-def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(tmp_path):
+@pytest.fixture
+def demo_env(tmp_path):
+    """Environment of the demo subprocess: its own var dir (SQLite file, broker folders, logs), or with
+    DATABASE_URL on PostgreSQL its own database, created here and dropped afterwards."""
     env = dict(os.environ, RIVET_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
     env.pop("RIVET_SQLITE_PATH", None)
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        yield env
+        return
+    import psycopg
+
+    parts = urlsplit(url)
+    name = f"rivet_demo_{os.getpid()}"
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+    try:
+        yield env
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_env):
+    env = demo_env
     migrated = _manage(["migrate", "-v0"], env, timeout=120)
     assert migrated.returncode == 0, migrated.stderr
     demo = _manage(

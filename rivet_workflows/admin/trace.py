@@ -57,6 +57,12 @@ class Row:
     details: list[Detail] = field(default_factory=list)
     children: list[Row] = field(default_factory=list)
     summary: str = ""
+    depth: int = 0
+
+    @property
+    def indent(self) -> int:
+        """Left padding of the label in pixels (nesting depth)."""
+        return 6 + 22 * self.depth
 
 
 def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
@@ -130,6 +136,7 @@ def _row(node: inspector.TraceNode) -> Row:
         details=details,
         children=[_row(child) for child in node.children],
         summary=summary,
+        depth=node.depth,
     )
 
 

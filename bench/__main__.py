@@ -18,9 +18,10 @@ from typing import Any
 
 from bench import pg, proc, report
 
-OURS_DB = "rivet_bench_ours"
-OURS_TEMPLATE = "rivet_bench_ours_template"
-DBOS_DB = "rivet_bench_dbos"
+PREFIX = os.environ.get("BENCH_DB_PREFIX", "rivet_bench")  # distinct prefixes let runs share a server
+OURS_DB = f"{PREFIX}_ours"
+OURS_TEMPLATE = f"{PREFIX}_ours_template"
+DBOS_DB = f"{PREFIX}_dbos"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 FULL: dict[str, dict[str, Any]] = {
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         pg.drop_database(OURS_DB)
     if "P1" in selected:
         try:
-            results["limit"] = pg.pgbench_commit_rate(sizes["pgbench"]["seconds"])
+            results["limit"] = pg.pgbench_commit_rate(sizes["pgbench"]["seconds"], dbname=f"{PREFIX}_pgbench")
         except Exception as exc:
             results["limit"] = {"status": "error", "detail": str(exc)}
     for bench in selected:

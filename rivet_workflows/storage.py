@@ -15,9 +15,10 @@ Invariants kept here (see the ports docstring for the full list):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Min, Q
 
 from . import models
+from .actor_locks import ActorLocks
 from .engine import errors, ports, serde
 
 _ENTRY_UPDATE_FIELDS = [
@@ -61,9 +63,39 @@ class DjangoStore:
     Thread-safe: every call uses the calling thread's connection.
     """
 
-    def __init__(self, using: str = "default", *, poll_interval: float = 0.02) -> None:
+    def __init__(
+        self, using: str = "default", *, poll_interval: float = 0.02, lock_timeout: float = 60.0
+    ) -> None:
         self.using = using
         self.poll_interval = poll_interval
+        self.lock_timeout = lock_timeout
+        self._locks: ActorLocks | None | bool = False  # False: not decided yet
+
+    def _actor_locks(self) -> ActorLocks | None:
+        """Per-actor file locks when the database is a SQLite file, else None (row locks do the job)."""
+        if self._locks is False:
+            connection = connections[self.using]
+            name = str(connection.settings_dict.get("NAME") or "")
+            if (
+                connection.vendor == "sqlite"
+                and name
+                and ":memory:" not in name
+                and "mode=memory" not in name
+            ):
+                self._locks = ActorLocks(f"{name}.locks")
+            else:
+                self._locks = None
+        return self._locks
+
+    @contextlib.contextmanager
+    def _serialised(self, actor_id: str, timeout: float | None = None) -> Iterator[None]:
+        """Hold the actor's lock on SQLite (see actor_locks); nothing to do on PostgreSQL."""
+        locks = self._actor_locks()
+        if locks is None:
+            yield
+            return
+        with locks.hold(actor_id, self.lock_timeout if timeout is None else timeout):
+            yield
 
     # ------------------------------------------------------------------ clock
 
@@ -168,6 +200,9 @@ class DjangoStore:
             deleted, _ = self._actors().filter(pk=actor_id).delete()
         if not deleted:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        locks = self._actor_locks()
+        if locks is not None:
+            locks.discard(actor_id)
 
     # ------------------------------------------------------------------ leases
 
@@ -282,8 +317,12 @@ class DjangoStore:
         Order inside the transaction: history upserts/deletes, message receipts/completions, actor
         columns, outbox deliveries (woken like ``send``), then on ``release`` the lease is freed and a
         pending message matching the new ``waiting_for`` makes the actor due now. Serialization errors
-        propagate and roll everything back.
+        propagate and roll everything back. On SQLite the actor's lock is held too (actor_locks).
         """
+        with self._serialised(actor_id):
+            return self._commit(actor_id, token, commit)
+
+    def _commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         with self._atomic():
             row = (
                 self._actors()
@@ -502,39 +541,52 @@ class DjangoStore:
     # ------------------------------------------------------------------ actions
 
     def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]:
-        """Run ``fn(state)`` under the actor's row lock once no live step lock is held; save the state.
+        """Run ``fn(state)`` once no live step lock is held, serialised with commits on the actor; save the state.
 
-        A step lock is live while ``step_lock_until`` and the lease are both in the future. Waits by
-        polling every ``poll_interval`` seconds outside the transaction; WorkflowInFlightError after
-        ``timeout`` seconds. Returns ``(result, state)`` with the state as stored (round-tripped).
+        PostgreSQL: under the actor's row lock. SQLite: under the actor's file lock with ``fn`` running
+        outside any transaction, so a slow action does not stall other actors. A step lock is live while
+        ``step_lock_until`` and the lease are both in the future; the wait polls every ``poll_interval``
+        seconds holding no lock. WorkflowInFlightError after ``timeout`` seconds, ActorNotFoundError.
+        An exception from ``fn`` propagates and the state is not saved. Returns ``(result, state)``.
         """
         deadline = time.monotonic() + timeout
         while True:
-            with self._atomic():
-                row = (
-                    self._actors()
-                    .select_for_update()
-                    .filter(pk=actor_id)
-                    .values("state", "step_lock_until", "lease_expires_at", "destroyed")
-                    .first()
-                )
-                if row is None or row["destroyed"]:
-                    raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-                now = self.now()
-                locked = (
-                    row["step_lock_until"] is not None
-                    and row["step_lock_until"] > now
-                    and row["lease_expires_at"] is not None
-                    and row["lease_expires_at"] > now
-                )
-                if not locked:
-                    state = serde.from_json(row["state"])
-                    result = fn(state)
-                    stored = serde.to_json(state, where="state")
-                    self._actors().filter(pk=actor_id).update(state=stored, updated_at=now)
-                    return result, serde.from_json(stored)
+            with self._serialised(actor_id, max(deadline - time.monotonic(), 0.0)):
+                if self._actor_locks() is None:
+                    with self._atomic():
+                        done, value = self._try_action(actor_id, fn, select_for_update=True)
+                else:
+                    done, value = self._try_action(actor_id, fn, select_for_update=False)
+                if done:
+                    return value
             if time.monotonic() >= deadline:
                 raise errors.WorkflowInFlightError(
                     f"actor {actor_id} is running a step; the action waited {timeout}s", actor_id=actor_id
                 )
             time.sleep(self.poll_interval)
+
+    def _try_action(
+        self, actor_id: str, fn: Callable[[Any], Any], *, select_for_update: bool
+    ) -> tuple[bool, tuple[Any, Any] | None]:
+        """One attempt of run_action: (False, None) while a live step lock is held."""
+        rows = self._actors().select_for_update() if select_for_update else self._actors()
+        row = (
+            rows.filter(pk=actor_id)
+            .values("state", "step_lock_until", "lease_expires_at", "destroyed")
+            .first()
+        )
+        if row is None or row["destroyed"]:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        now = self.now()
+        if (
+            row["step_lock_until"] is not None
+            and row["step_lock_until"] > now
+            and row["lease_expires_at"] is not None
+            and row["lease_expires_at"] > now
+        ):
+            return False, None
+        state = serde.from_json(row["state"])
+        result = fn(state)
+        stored = serde.to_json(state, where="state")
+        self._actors().filter(pk=actor_id).update(state=stored, updated_at=self.now())
+        return True, (result, serde.from_json(stored))

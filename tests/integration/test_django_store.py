@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from rivet_workflows import models
@@ -369,3 +370,34 @@ def test_concurrent_actions_lose_no_update(django_store):
 
     run_in_threads(bump, 4)
     assert django_store.get_actor(actor_id).state == {"count": 80}
+
+
+def test_a_slow_action_on_one_actor_does_not_block_writes_to_another(django_store):
+    slow = make_actor(django_store, key="slow")
+    other = make_actor(django_store, key="other")
+    entered, release = threading.Event(), threading.Event()
+
+    def wait_inside_action(state):
+        entered.set()
+        assert release.wait(30)
+        state["count"] += 1
+
+    def act():
+        try:
+            django_store.run_action(slow, wait_inside_action, timeout=30)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=act)
+    worker.start()
+    try:
+        assert entered.wait(30)
+        token = django_store.claim(other, "w", 30)
+        assert django_store.commit(other, token, ports.Commit(state={"count": 5}, upserts=[entry("a")])).ok
+        django_store.send(other, "jobs", 1)
+        assert not release.is_set()  # all of that happened while the action was still running
+    finally:
+        release.set()
+        worker.join(30)
+    assert django_store.get_actor(slow).state == {"count": 1}
+    assert django_store.get_actor(other).state == {"count": 5}

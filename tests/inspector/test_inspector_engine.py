@@ -217,3 +217,49 @@ def test_handle_recover_uses_the_inspector():
     assert handle.workflow_state() == "completed"
     assert handle.recover() is False  # not failed: nothing to do
     assert ports.COMPLETED == handle.workflow_state()
+
+
+def _join_workflow(flags):
+    def flaky(s):
+        if flags.get("broken"):
+            raise RuntimeError("sms gateway down")
+        return "sms"
+
+    async def run(ctx):
+        await ctx.step("start", lambda s: 1)
+        out = await ctx.join(
+            "notify",
+            {
+                "email": lambda b: b.step("send-email", lambda s: "mail"),
+                "sms": lambda b: b.step(name="send-sms", run=flaky, max_retries=0),
+            },
+        )
+        await ctx.step("done", lambda s: 2)
+        return out
+
+    return d.actor(run=d.workflow(run))
+
+
+@pytest.mark.parametrize("target", ["notify/sms/send-sms", None])
+def test_replay_of_a_failed_join_branch_step_completes_after_fix(target):
+    flags = {"broken": True}
+    runtime, client = build(flow=_join_workflow(flags))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "failed"
+    flags["broken"] = False
+    inspector.replay(runtime, handle.actor_id, target)
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed", handle.record().error
+    assert handle.record().output == {"email": "mail", "sms": "sms"}
+
+
+def test_recover_of_a_failed_join_branch_completes_after_fix():
+    flags = {"broken": True}
+    runtime, client = build(flow=_join_workflow(flags))
+    handle = client.flow.get_or_create("a")
+    drain(runtime, timeout=5)
+    flags["broken"] = False
+    inspector.recover(runtime, handle.actor_id)
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed", handle.record().error

@@ -68,6 +68,10 @@ TEMPLATES = [
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    # One test database per test process, so concurrent test runs against one server never collide.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("RIVET_TEST_DB") or f"test_{DATABASES['default']['NAME']}_{os.getpid()}"
+    }
 else:
     DATABASES = {
         "default": {

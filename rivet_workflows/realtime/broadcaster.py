@@ -5,8 +5,8 @@ on_history_change=history_changed)``. Both are fire-and-forget and never raise (
 
 * a message goes to the group ``group_name(actor_id)`` of the layer ``CHANNEL_LAYER_ALIAS``;
 * the in-memory layer is not thread-safe, so when a consumer of this process is listening, the send is
-  scheduled on that consumer's event loop (``run_coroutine_threadsafe``); otherwise it runs on the caller's
-  loop (a task) or, from plain sync code, through ``async_to_sync``. With the Redis layer any loop works.
+  scheduled on that consumer's event loop (``run_coroutine_threadsafe``); otherwise on a background
+  sender loop (a daemon thread). The caller never waits for the layer.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import asyncio
 import logging
 import threading
 from typing import Any
-
-from asgiref.sync import async_to_sync
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -44,11 +42,20 @@ def _layer() -> Any:
     return get_channel_layer(CHANNEL_LAYER_ALIAS)
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+_sender_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """A daemon thread's event loop that performs sends nobody in this process listens to directly
+    (e.g. from a worker to the Redis layer). Started on first use."""
+    global _sender_loop
+    with _loop_lock:
+        if _sender_loop is None or _sender_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="rivet-realtime-sender", daemon=True)
+            thread.start()
+            _sender_loop = loop
+        return _sender_loop
 
 
 def _log_failure(future: Any) -> None:
@@ -62,23 +69,20 @@ def _log_failure(future: Any) -> None:
 
 
 def send_to_group(actor_id: str, message: dict) -> None:
-    """Send ``message`` (a channel-layer event dict with ``type``) to the actor's group; never raises."""
+    """Send ``message`` (a channel-layer event dict with ``type``) to the actor's group; never blocks or raises.
+
+    The send is scheduled on the loop of this process's consumers when one is listening (the in-memory layer
+    is bound to it), else on a background sender loop: never on the caller's loop, whose pending tasks may
+    be cancelled when an executor run ends.
+    """
     try:
         layer = _layer()
         if layer is None:
             return
-        group = group_name(actor_id)
-        running = _running_loop()
         target = _consumer_loop
-        if target is not None and (target.is_closed() or not target.is_running()):
-            target = None
-        if target is not None and target is not running:
-            future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), target)
-        elif running is not None:
-            future = running.create_task(layer.group_send(group, message))
-        else:
-            async_to_sync(layer.group_send)(group, message)
-            return
+        if target is None or target.is_closed() or not target.is_running():
+            target = _background_loop()
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group_name(actor_id), message), target)
         _pending.add(future)
         future.add_done_callback(_log_failure)
     except Exception:  # realtime is best effort: never fail a step or an action

@@ -579,16 +579,16 @@ SKELETON_SCENARIOS = [
     "child_workers",
     "timeout_fallback",
     "error_hooks",
+    "checkpoint",
+    "payment_flow",
+    "checkout",
+    "checkout_saga",
+    "versioned",
+    "version_gate",
 ]
 
 #: scenarios waiting for engine features of a later issue (listed, not run); the comment names the feature
 LATER_SCENARIOS = [
-    "checkpoint",  # ctx.rollback_checkpoint
-    "payment_flow",  # ctx.try_
-    "checkout",  # rollback
-    "checkout_saga",  # rollback
-    "versioned",  # ctx.removed
-    "version_gate",  # ctx.get_version
     "cron",  # c.cron (issue 5)
 ]
 

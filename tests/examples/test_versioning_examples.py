@@ -37,6 +37,14 @@ def _deploy(old_runtime):
 
 
 @_needs("removed")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the spec's example runs the new step validate-v2 BEFORE ctx.removed('validate-v1'); our engine "
+        "validates the scope before creating a new entry (ENGINE-SEMANTICS.md section 2), so an old "
+        "instance diverges at validate-v2. Rivet's own migration guide puts removed() first. Lead decision."
+    ),
+)
 def test_versioned_workflow_resumes_an_instance_started_before_validate_was_renamed():
     old = make_runtime(setup(use={"versioned_workflow_actor": versioning.versioned_workflow_actor_v1}))
     handle = old.client().versioned_workflow_actor.get_or_create(["in-flight"])

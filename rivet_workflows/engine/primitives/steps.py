@@ -117,7 +117,7 @@ async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, option
                 "step_name": name,
                 "attempt": entry.attempts,
                 "max_retries": options.max_retries,
-                "remaining_retries": 0,
+                "remaining_retries": max(0, options.max_retries - entry.attempts + 1),
                 "will_retry": False,
                 "error": dict(entry.error),
             }
@@ -239,7 +239,7 @@ async def run_step(
             "step_name": name,
             "attempt": entry.attempts,
             "max_retries": options.max_retries,
-            "remaining_retries": max(0, options.max_retries - entry.attempts + 1) if will_retry else 0,
+            "remaining_retries": max(0, options.max_retries - entry.attempts + 1),
             "will_retry": will_retry,
             "error": {k: v for k, v in error.items() if v is not None},
         }

@@ -27,6 +27,7 @@ from django.db.models import F, Min, Q
 
 from . import models
 from .actor_locks import ActorLocks
+from .cron_storage import DjangoCronMixin
 from .engine import errors, ports, serde
 
 _ENTRY_UPDATE_FIELDS = [
@@ -56,7 +57,7 @@ def key_text(key: list) -> str:
     return json.dumps(serde.to_json(list(key), where="actor key"), separators=(",", ":"), sort_keys=True)
 
 
-class DjangoStore:
+class DjangoStore(DjangoCronMixin):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 
     ``poll_interval`` (seconds) paces ``run_action`` while a step holds the actor's step lock.
@@ -232,6 +233,15 @@ class DjangoStore:
                 return None
             return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
 
+    def due_queryset(self, now: datetime):
+        """Ids of the actors due at ``now``, earliest first (served by the partial index rivet_actor_due_idx)."""
+        return (
+            self._actors()
+            .filter(self._lease_free(now), wake_at__isnull=False, wake_at__lte=now, destroyed=False)
+            .order_by("wake_at", "created_at", "actor_id")
+            .values_list("pk", flat=True)
+        )
+
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
         """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired), earliest wake_at first.
 
@@ -241,13 +251,7 @@ class DjangoStore:
             return []
         with self._atomic():
             now = self.now()
-            ids = list(
-                self._actors()
-                .select_for_update(skip_locked=True)
-                .filter(self._lease_free(now), wake_at__isnull=False, wake_at__lte=now, destroyed=False)
-                .order_by("wake_at", "created_at", "actor_id")
-                .values_list("pk", flat=True)[:limit]
-            )
+            ids = list(self.due_queryset(now).select_for_update(skip_locked=True)[:limit])
             if not ids:
                 return []
             expires = now + timedelta(seconds=lease_seconds)

@@ -31,7 +31,8 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
 
 @shared_task(name="rivet_workflows.sweep", ignore_result=True)
 def sweep() -> int:
-    """Claim due actors (wake_at <= now, lease free or expired) and queue a run for each.
+    """Fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
+    queue a run for each.
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
     means two overlapping sweeps never queue the same actor twice, and an actor whose executor died is
@@ -39,8 +40,13 @@ def sweep() -> int:
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
+    from .engine import scheduling
 
     runtime = get_runtime()
+    try:  # due cron / scheduled actions first: their sends make actors due for the claim below
+        scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH)
+    except Exception:
+        logger.exception("firing due schedules failed; the next sweep retries")
     claimed = runtime.store.claim_due(
         runtime.owner, rivet_settings.SWEEP_BATCH, runtime.settings.lease_seconds
     )

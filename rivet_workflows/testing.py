@@ -20,6 +20,7 @@ from typing import Any
 
 from .engine import errors, ports, serde
 from .engine.definitions import Registry
+from .engine.memory_cron import MemoryCronMixin
 from .engine.runtime import Runtime, Settings
 
 __all__ = ["InlineDispatcher", "ManualClock", "MemoryStore", "drain", "make_runtime"]
@@ -83,7 +84,7 @@ def _matches(waiting_for: list[str], name: str) -> bool:
     return "*" in waiting_for or name in waiting_for
 
 
-class MemoryStore:
+class MemoryStore(MemoryCronMixin):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).

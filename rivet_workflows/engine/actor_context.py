@@ -166,6 +166,20 @@ class ActorContext:
             self._vars = value
             self.runtime.vars[self.actor_id] = value
 
+    @property
+    def cron(self) -> Any:
+        """``c.cron``: recurring actions (``every``, ``set``, ``remove``, ``list``); engine.scheduling."""
+        from .scheduling import CronApi
+
+        return CronApi(self)
+
+    @property
+    def schedule(self) -> Any:
+        """``c.schedule``: one-off scheduled actions (``after``, ``at``); engine.scheduling."""
+        from .scheduling import ScheduleApi
+
+        return ScheduleApi(self)
+
     def broadcast(self, name: str, *args: Any) -> None:
         """Send event ``name`` with ``args`` to the actor's WebSocket subscribers (DESIGN.md section 7).
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import errors, ports, rollback, serde
+from . import errors, ports, rollback, scheduling, serde
 from .context import WorkflowContext
 from .history import ROOT, History
 from .session import RollbackStop, RunSession, maybe_await, was_reported
@@ -259,6 +259,7 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
         remaining = end - time.monotonic()
         if remaining <= 0:
             break
+        fired = scheduling.sweep_schedules(runtime, limit)  # due cron/scheduled actions (issue 5)
         claimed = store.claim_due(owner, limit, settings.lease_seconds)
         for actor_id, token in claimed:
             remaining = max(0.0, end - time.monotonic())
@@ -266,9 +267,9 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
             result = run_actor(runtime, actor_id, owner=owner, token=token, live_until=live_until)
             summary.steps_executed += result.steps_executed
             seen[actor_id] = result.workflow_state
-        if claimed:
+        if claimed or fired:
             continue
-        deadline = store.next_deadline()
+        deadline = scheduling.next_deadline(store)
         if deadline is None:
             break
         wait = (deadline - store.now()).total_seconds()

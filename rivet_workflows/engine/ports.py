@@ -27,9 +27,10 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -208,3 +209,87 @@ class Dispatcher(Protocol):
     """Dispatch port: turns "actor X has work" into execution (a Celery task, or nothing under drain())."""
 
     def wake(self, actor_id: str) -> None: ...
+
+
+# --- cron and one-off schedules (DESIGN.md section 4, issue 5) ------------------------------------------
+
+#: kinds of a schedule entry
+CRON_INTERVAL = "interval"  # every interval_seconds
+CRON_EXPRESSION = "cron"  # a cron expression in a timezone
+CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
+
+
+@dataclass
+class CronRecord:
+    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
+
+    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
+    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
+    """
+
+    actor_id: str
+    name: str
+    action: str
+    args: list = field(default_factory=list)
+    interval_seconds: float | None = None
+    expression: str | None = None
+    timezone: str = "UTC"
+    next_fire_at: datetime | None = None
+    last_fired_at: datetime | None = None
+    max_history: int = 100
+    created_at: datetime | None = None
+    id: str = ""
+
+    @property
+    def kind(self) -> str:
+        if self.interval_seconds is not None:
+            return CRON_INTERVAL
+        if self.expression:
+            return CRON_EXPRESSION
+        return CRON_ONCE
+
+    def same_schedule(self, other: CronRecord) -> bool:
+        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
+        return (self.interval_seconds, self.expression, self.timezone) == (
+            other.interval_seconds,
+            other.expression,
+            other.timezone,
+        )
+
+
+@dataclass
+class CronFireRecord:
+    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
+
+    scheduled_at: datetime
+    fired_at: datetime
+    status: str = "ok"
+    result: Any = None
+    error: dict | None = None
+
+
+@runtime_checkable
+class CronStore(Protocol):
+    """The schedule part of the storage port (implemented by MemoryStore and DjangoStore).
+
+    Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that
+    saw the same due entry exactly one advances it, and only that one runs the action (at most one fire
+    per slot; a crash between the advance and the action loses that one fire).
+    """
+
+    def cron_upsert(self, record: CronRecord) -> CronRecord: ...
+    """Create or replace the entry ``(record.actor_id, record.name)``. A replacement on the same schedule
+    keeps the stored ``next_fire_at`` (registering again in ``on_create``/``on_wake`` never delays or
+    doubles a fire); another schedule takes ``record.next_fire_at``. ActorNotFoundError."""
+
+    def cron_list(self, actor_id: str | None = None) -> list[CronRecord]: ...
+    def cron_delete(self, actor_id: str, name: str) -> bool: ...
+    def cron_due(self, limit: int) -> list[CronRecord]: ...
+    """Entries with ``next_fire_at <= now`` (store clock) of live actors, earliest first."""
+    def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool: ...
+    """If the entry's ``next_fire_at`` still equals ``expected``, set it to ``next_fire_at`` and
+    ``last_fired_at = now`` (``next_fire_at=None``: a one-off that fired, kept for its log); True = won."""
+    def cron_record_fire(self, cron_id: str, fire: CronFireRecord, max_history: int) -> None: ...
+    """Append ``fire`` to the entry's fire log, keeping the newest ``max_history`` rows (no-op if gone)."""
+    def cron_fires(self, cron_id: str) -> list[CronFireRecord]: ...
+    def cron_next_deadline(self) -> datetime | None: ...

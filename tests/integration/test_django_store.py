@@ -401,3 +401,10 @@ def test_a_slow_action_on_one_actor_does_not_block_writes_to_another(django_stor
         worker.join(30)
     assert django_store.get_actor(slow).state == {"count": 1}
     assert django_store.get_actor(other).state == {"count": 5}
+
+
+def test_the_sweep_query_uses_the_due_index(django_store):
+    if connection.vendor != "sqlite":
+        pytest.skip("the PostgreSQL planner prefers a scan on tiny tables")
+    plan = django_store.due_queryset(django_store.now())[:100].explain()
+    assert "rivet_actor_due_idx" in plan

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.models import F, Min, Q
 
 from . import models
@@ -322,12 +322,41 @@ class DjangoStore(DjangoCronMixin):
         columns, outbox deliveries (woken like ``send``), then on ``release`` the lease is freed and a
         pending message matching the new ``waiting_for`` makes the actor due now. Serialization errors
         propagate and roll everything back. On SQLite the actor's lock is held too (actor_locks).
+        Every actor row the commit touches is locked up front in id order, so two actors messaging each
+        other cannot deadlock; a deadlock the database still reports is retried (nothing was written).
         """
         with self._serialised(actor_id):
-            return self._commit(actor_id, token, commit)
+            return self._retry_on_deadlock(lambda: self._commit(actor_id, token, commit))
+
+    def _retry_on_deadlock(self, fn: Callable[[], Any], attempts: int = 3) -> Any:
+        """Call ``fn`` (one whole transaction); retry when the database aborted it for a deadlock/lock timeout.
+
+        Only outside an enclosing atomic block: inside one, the outer transaction is broken and the
+        error must propagate.
+        """
+        for attempt in range(attempts):
+            if connections[self.using].in_atomic_block:
+                return fn()
+            try:
+                return fn()
+            except OperationalError as exc:
+                text = str(exc).lower()
+                if attempt == attempts - 1 or not ("deadlock" in text or "database is locked" in text):
+                    raise
+                time.sleep(self.poll_interval * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         with self._atomic():
+            targets = {target for target, _name, _body, _completable in commit.outbox}
+            if targets - {actor_id}:
+                list(
+                    self._actors()
+                    .select_for_update()
+                    .filter(pk__in=sorted(targets | {actor_id}))
+                    .order_by("pk")
+                    .values_list("pk", flat=True)
+                )
             row = (
                 self._actors()
                 .select_for_update()

@@ -408,3 +408,23 @@ def test_the_sweep_query_uses_the_due_index(django_store):
         pytest.skip("the PostgreSQL planner prefers a scan on tiny tables")
     plan = django_store.due_queryset(django_store.now())[:100].explain()
     assert "rivet_actor_due_idx" in plan
+
+
+def test_actors_messaging_each_other_concurrently_do_not_deadlock(django_store):
+    a, b = make_actor(django_store, key="a"), make_actor(django_store, key="b")
+    tokens = {a: django_store.claim(a, "w", 60), b: django_store.claim(b, "w", 60)}
+    pairs = [(a, b), (b, a)]
+
+    def ping(i):
+        me, other = pairs[i]
+        return [
+            django_store.commit(
+                me, tokens[me], ports.Commit(state={"n": n}, outbox=[(other, "ping", n, False)])
+            ).ok
+            for n in range(30)
+        ]
+
+    results = run_in_threads(ping, 2)
+    assert all(ok for batch in results for ok in batch)
+    assert models.QueueMessage.objects.filter(actor_id=a).count() == 30
+    assert models.QueueMessage.objects.filter(actor_id=b).count() == 30

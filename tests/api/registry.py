@@ -1,14 +1,25 @@
 """Actors used by the API, admin, realtime and browser tests of the inspector.
 
-``FLAGS`` is read by step bodies at run time: a test breaks a step (``FLAGS["broken"] = True``), lets the
-workflow fail, "fixes the cause" by flipping the flag back and replays.
+``is_broken()`` is read by the ``charge`` step at run time: a test breaks it (``FLAGS["broken"] = True``, or
+a marker file for a server in another process), lets the workflow fail, "fixes the cause" by flipping the
+flag back (removing the file) and replays.
 """
 
 from __future__ import annotations
 
+import os
+
 from rivet_workflows.engine import definitions as d
 
 FLAGS: dict = {"broken": False}
+#: env var naming a file whose existence also breaks ``charge`` (seen by forked server processes too)
+BROKEN_FILE_ENV = "RIVET_TEST_BROKEN_FILE"
+
+
+def is_broken() -> bool:
+    """True while the test has broken the payment step (FLAGS, or the marker file of BROKEN_FILE_ENV)."""
+    marker = os.environ.get(BROKEN_FILE_ENV)
+    return bool(FLAGS.get("broken")) or bool(marker and os.path.exists(marker))
 
 
 def _fetch(step):
@@ -16,7 +27,7 @@ def _fetch(step):
 
 
 def _charge(step):
-    if FLAGS.get("broken"):
+    if is_broken():
         raise RuntimeError("card declined: payment service misconfigured")
     step.state["charged"] = step.state.get("charged", 0) + 1
     step.broadcast("charged", step.state["charged"])

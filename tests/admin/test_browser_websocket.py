@@ -1,0 +1,109 @@
+"""The trace page under ASGI (daphne + Channels) updates over its WebSocket in a real browser.
+
+A daphne server runs in a forked process (channels' ``DaphneProcess``) together with a worker thread that
+drains due work (once the test opens its gate), so the executor, the in-memory channel layer and the consumer share one process. The test
+opens the trace of a failed workflow, removes the cause (a marker file the step checks), clicks "Replay
+from this step" and sees the page switch to completed and list the ``charged`` event pushed by the step,
+while its live mode says "websocket" (no polling). Skipped when chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from tests.admin.test_browser import CHROMIUM
+from tests.api import registry as test_registry
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed"),
+]
+
+
+GATE_ENV = "RIVET_TEST_WORKER_GATE"
+
+
+def _drain_forever() -> None:
+    from rivet_workflows.django_runtime import get_runtime
+    from rivet_workflows.engine import executor
+
+    gate = os.environ.get(GATE_ENV, "")
+    while True:
+        try:
+            if not gate or os.path.exists(gate):  # the test opens the gate once the page listens
+                executor.drain(get_runtime(), timeout=0.2)
+        except Exception:  # keep the stand-in worker alive; the test asserts the outcome
+            pass
+        time.sleep(0.05)
+
+
+def server_application():
+    """Runs in the daphne child process: the project's ASGI app (+ static files) and a worker thread."""
+    from channels.routing import get_default_application
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    threading.Thread(target=_drain_forever, name="stand-in-worker", daemon=True).start()
+    return ASGIStaticFilesHandler(get_default_application())
+
+
+def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_model, tmp_path, monkeypatch):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from daphne.testing import DaphneProcess
+
+    marker = tmp_path / "payment-service-broken"
+    marker.write_text("misconfigured")
+    monkeypatch.setenv(test_registry.BROKEN_FILE_ENV, str(marker))
+    gate = tmp_path / "worker-gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))
+    django_user_model.objects.create_superuser("admin", password="admin-pw")
+    handle = rivet.client.order.get_or_create("checkout-2002")
+    rivet.drain()
+    assert handle.workflow_state() == "failed"
+
+    server = DaphneProcess("localhost", server_application)
+    server.start()
+    try:
+        assert server.ready.wait(timeout=30), "daphne did not start"
+        base = f"http://localhost:{server.port.value}"
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(20_000)
+                page.goto(f"{base}/admin/login/?next=/admin/rivet_workflows/actor/{handle.actor_id}/change/")
+                page.fill("#id_username", "admin")
+                page.fill("#id_password", "admin-pw")
+                page.click("input[type=submit]")
+                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+                assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "failed"
+
+                marker.unlink()  # fix the cause
+                page.locator('li[data-key="charge"] button.rivet-replay-step').click()
+                page.wait_for_selector(".messagelist .success")
+                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+                assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "sleeping"
+                gate.write_text("go")  # the reloaded page listens again: let the worker run the workflow
+                page.wait_for_selector('#rivet-workflow-state[data-state="completed"]')
+                page.wait_for_selector('#rivet-events li:has-text("charged")')
+                assert "[1]" in page.locator("#rivet-events li").first.inner_text()
+                assert page.locator("#rivet-live-mode").inner_text() == "websocket"
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+    assert handle.workflow_state() == "completed"

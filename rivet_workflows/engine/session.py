@@ -93,6 +93,8 @@ class RunSession:
         self.destroy_requested = False
         #: replaying a workflow whose rollback was interrupted: no forward work may start
         self.rolling_back = actor.workflow_state == ports.ROLLING_BACK
+        #: a side-effect-free replay (``executor.check_actor``): nothing is written, no body runs
+        self.dry_run = False
         #: completed steps with a rollback handler, by entry key: (name, handler, options, output)
         self.rollbacks: dict[str, tuple[str, Any, Any, Any]] = {}
         self.steps_executed = 0
@@ -101,6 +103,11 @@ class RunSession:
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False
+
+    @property
+    def forward_blocked(self) -> bool:
+        """True when no new work may start: rolling back, or a dry-run replay (``RollbackStop`` then)."""
+        return self.rolling_back or self.dry_run
 
     # --- store access --------------------------------------------------------------------------------
 
@@ -119,6 +126,10 @@ class RunSession:
         running on the run's first commit. Raises ``EvictedSignal`` when the fence rejects the write; if the
         store raises, the pending writes are kept so the next flush retries them.
         """
+        if self.dry_run:  # a check replay writes nothing
+            self.history.take_changes()
+            self.receive, self.complete, self.outbox = [], [], []
+            return ports.CommitResult(ok=True)
         async with self._write_lock:
             if self.evicted:
                 raise errors.EvictedSignal()
@@ -233,6 +244,8 @@ class RunSession:
         Returns when the deadline passed or ``check()`` reported work; raises ``WaitSignal(deadline,
         queue_names)`` when the wait is too long for this run (ENGINE-SEMANTICS.md section 5).
         """
+        if self.dry_run:
+            raise RollbackStop()
         now = await self.now()
         if not self.can_wait_live(now, deadline):
             raise errors.WaitSignal(deadline, queue_names)
@@ -262,7 +275,7 @@ class RunSession:
         """Call the workflow's ``on_error(c, event)``; its exceptions are logged and swallowed (section 8)."""
         handler = self.definition.run
         hook = getattr(handler, "on_error", None)
-        if hook is None:
+        if hook is None or self.dry_run:
             return
         try:
             c = self.actor_context()

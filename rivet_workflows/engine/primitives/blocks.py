@@ -147,7 +147,7 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     history = session.history
     entry = history.visit(key, "rollback_checkpoint", name)
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         history.new(

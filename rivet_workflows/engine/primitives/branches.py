@@ -105,7 +105,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "join", name)
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         entry = history.new(
@@ -176,7 +176,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "race", name)
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         entry = history.new(

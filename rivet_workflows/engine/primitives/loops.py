@@ -56,7 +56,7 @@ async def run_loop(
     size = interval if history_size is None else history_size
     entry = history.visit(key, "loop", name)
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         initial = (
@@ -75,7 +75,7 @@ async def run_loop(
         result = await maybe_await(fn(body_ctx, current) if stateful else fn(body_ctx))
         history.check_scope(scope)
         if isinstance(result, LoopBreak):
-            if session.rolling_back:
+            if session.forward_blocked:
                 raise RollbackStop()
             value = serde.roundtrip(result.value, where=f"loop {name!r} output", max_bytes=max_bytes)
             entry.data = {"state": current, "iteration": iteration, "output": value}
@@ -102,7 +102,7 @@ async def run_loop(
             )
         if stateful:
             current = serde.roundtrip(next_state, where=f"loop {name!r} state", max_bytes=max_bytes)
-        if session.rolling_back:  # loop progress is never written while rolling back
+        if session.forward_blocked:  # loop progress is never written while rolling back
             raise RollbackStop()
         iteration += 1
         entry.data = {"state": current, "iteration": iteration}

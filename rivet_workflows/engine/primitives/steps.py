@@ -149,7 +149,7 @@ async def run_step(
     entry = history.visit(key, "step", name)
     now = None
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         now = await session.now()
@@ -173,7 +173,7 @@ async def run_step(
                 await session.wait(retry_at)
 
     while True:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         now = now or await session.now()
         entry.status = RUNNING

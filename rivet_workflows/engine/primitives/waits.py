@@ -44,7 +44,7 @@ async def run_sleep(
     entry = history.visit(key, "sleep", name)
     now = await session.now()
     if entry is None:
-        if session.rolling_back:
+        if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         if until is not None:
@@ -57,7 +57,7 @@ async def run_sleep(
         return None
     else:
         deadline = entry.data["deadline"]
-    if session.rolling_back:
+    if session.forward_blocked:
         raise RollbackStop()
     if deadline > now:
         await session.wait(deadline)
@@ -179,7 +179,7 @@ async def run_next_batch(
             received.append(QueueMessage(session, entry))
         return received
 
-    if session.rolling_back:
+    if session.forward_blocked:
         raise RollbackStop()
     history.check_scope(ctx._scope)
     now = await session.now()

@@ -61,3 +61,10 @@ def test_no_channel_layer_warns(settings):
     settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
     settings.CHANNEL_LAYERS = {}
     assert "rivet_workflows.W002" in ids(check_settings())
+
+
+def test_a_declared_step_timeout_longer_than_the_lease_warns(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.slow_registry", "LEASE_SECONDS": 30}
+    assert ids(check_settings()) == ["rivet_workflows.W003"]
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.slow_registry", "LEASE_SECONDS": 120}
+    assert ids(check_settings()) == []

@@ -20,3 +20,6 @@ async def nap_run(ctx):
 
 
 registry = setup(use={"approval": workflow(run=approval_run), "napper": workflow(run=nap_run)})
+
+#: an actor declaring a default step timeout of 60 s (for the W003 system check)
+slow_registry = setup(use={"slow": workflow(run=nap_run, options={"step_timeout": 60})})

@@ -8,12 +8,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...engine import errors
+from .. import ops_commands
 
 
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: drain, demo."
+    help = "rivet_workflows operations: drain, check, gates, recover, prune, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]`` and ``demo [args...]``."""
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         drain.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
         demo = subs.add_parser("demo", help="Run the example workflows end to end (project.examples.demo).")
         demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments passed to the demo")
+        ops_commands.add_parsers(subs)  # check, gates, recover, prune (I5)
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Dispatch to the chosen subcommand."""
@@ -33,6 +35,8 @@ class Command(BaseCommand):
                 self._drain(options["timeout"])
             elif sub == "demo":
                 self._demo(options.get("demo_args") or [])
+            elif sub in ops_commands.HANDLED:
+                ops_commands.handle(self, sub, options)
         except errors.RivetWorkflowsError as exc:
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 

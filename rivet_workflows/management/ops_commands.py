@@ -1,0 +1,89 @@
+"""The ``check``, ``gates``, ``recover`` and ``prune`` subcommands of ``manage.py rivet`` (thin: parse, call
+``rivet_workflows.ops``, print). Registered by ``commands/rivet.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError
+
+
+def add_parsers(subs: Any) -> None:
+    """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
+    check = subs.add_parser(
+        "check",
+        help="Replay every in-flight history against the current code (no step runs); exit 1 on divergence.",
+    )
+    check.add_argument("--name", action="append", help="only this actor type (repeatable)")
+    gates = subs.add_parser(
+        "gates", help="Version gates and removed entries with the in-flight instances pinned to each."
+    )
+    gates.add_argument("--name", action="append", help="only this actor type (repeatable)")
+    recover = subs.add_parser(
+        "recover", help="Wake actors with an expired lease and restart failed workflows."
+    )
+    recover.add_argument("--name", action="append", help="only this actor type (repeatable)")
+    recover.add_argument("--actor", action="append", help="only this actor id (repeatable)")
+    recover.add_argument("--leases-only", action="store_true", help="do not restart failed workflows")
+    recover.add_argument("--failed-only", action="store_true", help="do not touch expired leases")
+    recover.add_argument("--dry-run", action="store_true", help="list what would be done")
+    prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
+    prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
+    prune.add_argument("--dry-run", action="store_true", help="count without deleting")
+
+
+HANDLED = frozenset({"check", "gates", "recover", "prune"})
+
+
+def handle(command: Any, sub: str, options: dict) -> None:
+    """Run subcommand ``sub`` for the management ``command`` (its stdout/style are used)."""
+    from .. import django_runtime, ops
+
+    out = command.stdout
+    if sub == "check":
+        results = ops.check(django_runtime.get_runtime(), options.get("name"))
+        bad = [r for r in results if r.outcome != "ok"]
+        for r in results:
+            line = f"{r.outcome:8} {r.name}{r.key} {r.actor_id} [{r.workflow_state}]"
+            if r.location:
+                line += f" at {r.location}"
+            if r.outcome != "ok":
+                out.write(command.style.ERROR(line) + f"\n    {r.message}")
+            else:
+                out.write(line)
+        out.write(f"checked {len(results)} in-flight workflow(s): {len(bad)} problem(s)")
+        if bad:
+            raise CommandError(f"{len(bad)} in-flight workflow(s) do not replay on the current code")
+    elif sub == "gates":
+        report = ops.gates(options.get("name"))
+        for name, count in sorted(report.in_flight.items()):
+            out.write(f"{name}: {count} in flight")
+        if not report.rows:
+            out.write("no version gates or removed entries recorded by in-flight actors")
+        for row in report.rows:
+            what = f"version {row.version}" if row.kind == "version_check" else "removed marker"
+            out.write(f"  {row.actor} {row.location} ({row.kind}): {what}, {row.in_flight} in flight")
+    elif sub == "recover":
+        report = ops.recover(
+            django_runtime.get_runtime(),
+            names=options.get("name"),
+            actor_ids=options.get("actor"),
+            leases=not options.get("failed_only"),
+            failed=not options.get("leases_only"),
+            dry=options.get("dry_run", False),
+        )
+        dry = bool(options.get("dry_run"))
+        leases, failed = ("to wake", "to recover") if dry else ("woken", "recovered")
+        out.write(f"expired leases {leases}: {len(report.expired_leases)} {' '.join(report.expired_leases)}")
+        out.write(f"failed workflows {failed}: {len(report.recovered)} {' '.join(report.recovered)}")
+        for actor_id, why in report.skipped:
+            out.write(f"  skipped {actor_id}: {why}")
+    elif sub == "prune":
+        try:
+            count = ops.prune(
+                django_runtime.get_runtime(), options["older_than"], dry=options.get("dry_run", False)
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        verb = "would delete" if options.get("dry_run") else "deleted"
+        out.write(f"{verb} {count} finished actor(s) older than {options['older_than']:g} day(s)")

@@ -1,0 +1,152 @@
+"""Operations behind ``manage.py rivet check|gates|recover|prune`` (DESIGN.md section 8, issue 5).
+
+Each function takes the Django runtime (``django_runtime.get_runtime()``) or works on the models directly
+and returns plain data; the management command only formats it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Q
+
+from . import models
+from .engine import dry_run, errors, ports, serde
+
+
+def _in_flight_rows(names: list[str] | None = None) -> Any:
+    rows = models.Actor.objects.exclude(workflow_state__in=list(ports.FINISHED_STATES)).filter(
+        destroyed=False
+    )
+    if names:
+        rows = rows.filter(name__in=names)
+    return rows.order_by("name", "created_at")
+
+
+def check(runtime: Any, names: list[str] | None = None) -> list[dry_run.CheckResult]:
+    """Dry-run replay of every in-flight actor (of the types ``names``, or all) against the current code.
+
+    Nothing is written and no step, hook or rollback runs (engine.dry_run). Returns one CheckResult per
+    in-flight workflow actor; ``outcome`` is ok, diverged (with ``location``) or error.
+    """
+    actors = [runtime.store.get_actor(pk) for pk in _in_flight_rows(names).values_list("pk", flat=True)]
+    return dry_run.check_all(runtime, actors)
+
+
+@dataclass
+class GateRow:
+    """One version gate or removal marker: actor type, history location, kind (version_check | removed),
+    the version recorded (None for removals) and how many in-flight instances hold it."""
+
+    actor: str
+    location: str
+    kind: str
+    version: int | None
+    in_flight: int
+
+
+@dataclass
+class GatesReport:
+    """``rows`` (GateRow list) and ``in_flight`` (in-flight instances per actor type)."""
+
+    rows: list[GateRow] = field(default_factory=list)
+    in_flight: dict[str, int] = field(default_factory=dict)
+
+
+def gates(names: list[str] | None = None) -> GatesReport:
+    """Version gates (``ctx.get_version``) and removal markers (``ctx.removed``) recorded by in-flight actors.
+
+    A gate can be retired (replaced by ``removed(name, "version_check")``) once no in-flight instance is
+    pinned to an old version; a ``removed`` call can go once no in-flight instance holds its marker or the
+    original entry. Counts come from the stored histories (no replay).
+    """
+    flight = _in_flight_rows(names)
+    report = GatesReport(in_flight=dict(Counter(flight.values_list("name", flat=True))))
+    entries = models.HistoryEntry.objects.filter(
+        actor__in=flight, kind__in=["version_check", "removed"]
+    ).values_list("actor__name", "key", "kind", "data")
+    counts: Counter = Counter()
+    for name, key, kind, data in entries:
+        version = None
+        if kind == "version_check":
+            decoded = serde.from_json(data) or {}
+            version = decoded.get("resolved")
+        counts[(name, key, kind, version)] += 1
+    report.rows = [
+        GateRow(name, key, kind, version, n)
+        for (name, key, kind, version), n in sorted(counts.items(), key=lambda kv: tuple(map(str, kv[0])))
+    ]
+    return report
+
+
+@dataclass
+class RecoverReport:
+    """What ``recover`` did: actors with an expired lease woken, failed workflows restarted, and errors."""
+
+    expired_leases: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def recover(
+    runtime: Any,
+    *,
+    names: list[str] | None = None,
+    actor_ids: list[str] | None = None,
+    leases: bool = True,
+    failed: bool = True,
+    dry: bool = False,
+) -> RecoverReport:
+    """Wake actors whose lease expired (their executor died; any worker takes them over) and restart failed
+    workflows (``handle.recover()``: failed/exhausted steps back to pending). ``dry`` lists without acting.
+    Filters: actor type ``names``, ``actor_ids``. Returns a RecoverReport.
+    """
+    report = RecoverReport()
+    now = runtime.store.now()
+    rows = models.Actor.objects.filter(destroyed=False)
+    if names:
+        rows = rows.filter(name__in=names)
+    if actor_ids:
+        rows = rows.filter(pk__in=actor_ids)
+    if leases:
+        expired = rows.filter(lease_owner__isnull=False, lease_expires_at__lt=now).exclude(
+            workflow_state__in=list(ports.FINISHED_STATES)
+        )
+        for actor_id in expired.values_list("pk", flat=True):
+            report.expired_leases.append(actor_id)
+            if not dry:
+                # due now (it keeps its place if already due); the sweep or this hint runs it
+                models.Actor.objects.filter(pk=actor_id).filter(
+                    Q(wake_at__isnull=True) | Q(wake_at__gt=now)
+                ).update(wake_at=now)
+                runtime.wake(actor_id)
+    if failed:
+        for actor_id, name in rows.filter(workflow_state=ports.FAILED).values_list("pk", "name"):
+            if dry:
+                report.recovered.append(actor_id)
+                continue
+            try:
+                handle = runtime.client()[name].get_for_id(actor_id)
+                if handle.recover():
+                    report.recovered.append(actor_id)
+            except errors.RivetWorkflowsError as exc:
+                report.skipped.append((actor_id, f"{type(exc).__name__}: {exc}"))
+    return report
+
+
+def prune(runtime: Any, older_than_days: float, *, dry: bool = False) -> int:
+    """Delete finished actors (completed, failed, cancelled) not updated for ``older_than_days`` days, with
+    their history, messages and schedules. Returns how many actors were (or, with ``dry``, would be) deleted.
+    Raises ValueError for a negative age.
+    """
+    if older_than_days < 0:
+        raise ValueError("--older-than must be >= 0 days")
+    cutoff = runtime.store.now() - timedelta(days=older_than_days)
+    rows = models.Actor.objects.filter(workflow_state__in=list(ports.FINISHED_STATES), updated_at__lt=cutoff)
+    count = rows.count()
+    if not dry and count:
+        rows.delete()
+    return count

@@ -1,0 +1,120 @@
+"""``manage.py rivet check|gates|recover|prune`` on the Django store (issue 5)."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from rivet_workflows import django_runtime, models
+from rivet_workflows.engine import ports
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def deploy(settings):
+    """``deploy("v2")`` switches the registry to tests.ops.registries.<version> (like a new deploy)."""
+
+    def switch(version: str):
+        settings.RIVET_WORKFLOWS = {
+            "REGISTRY": f"tests.ops.registries.{version}",
+            "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+            "LIVE_WAIT_THRESHOLD": 0.0,
+            "POLL_INTERVAL": 0.01,
+        }
+        django_runtime.reset_runtime()
+        return django_runtime.get_runtime()
+
+    yield switch
+    django_runtime.reset_runtime()
+
+
+def rivet(*args: str) -> str:
+    out = io.StringIO()
+    call_command("rivet", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_check_catches_a_renamed_step_and_passes_after_removed(deploy) -> None:
+    deploy("v1")
+    handle = django_runtime.client().flow.get_or_create("order-1")
+    django_runtime.drain(timeout=2)
+    assert handle.workflow_state() == ports.SLEEPING
+    history_before = [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")]
+    assert "ok" in rivet("check")
+
+    deploy("v2")
+    with pytest.raises(CommandError, match="do not replay"):
+        out = io.StringIO()
+        try:
+            call_command("rivet", "check", stdout=out)
+        finally:
+            report = out.getvalue()
+    assert "diverged" in report and "validate" in report and handle.actor_id in report
+    # nothing was written and no step ran
+    assert [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")] == history_before
+    assert handle.state() == {"validated": True}
+
+    deploy("v3")
+    assert "0 problem(s)" in rivet("check")
+    handle = django_runtime.client().flow.get_for_id(handle.actor_id)
+    handle.send("go", 1)
+    django_runtime.drain(timeout=2)
+    assert handle.workflow_state() == ports.COMPLETED
+    assert handle.state() == {"validated": True, "finished": True}
+
+
+def test_gates_counts_in_flight_instances_per_version(deploy) -> None:
+    deploy("v1")
+    for key in ("a", "b", "c"):
+        django_runtime.client().gated.get_or_create(key)
+    django_runtime.drain(timeout=2)
+    done = django_runtime.client().gated.get("c")
+    done.send("go", 1)
+    django_runtime.drain(timeout=2)
+    assert done.workflow_state() == ports.COMPLETED
+    out = rivet("gates")
+    assert "gated: 2 in flight" in out
+    assert "shipping (version_check): version 2, 2 in flight" in out
+
+
+def test_recover_wakes_expired_leases_and_restarts_failed_workflows(deploy) -> None:
+    runtime = deploy("v1")
+    handle = django_runtime.client().flow.get_or_create("x")
+    django_runtime.drain(timeout=2)
+    past = runtime.store.now() - timedelta(seconds=5)
+    models.Actor.objects.filter(pk=handle.actor_id).update(
+        lease_owner="dead-worker", lease_expires_at=past, wake_at=None
+    )
+    failed = django_runtime.client().flow.get_or_create("y")
+    models.Actor.objects.filter(pk=failed.actor_id).update(
+        workflow_state=ports.FAILED, wake_at=None, error={"name": "X", "message": "boom"}
+    )
+    out = rivet("recover", "--dry-run")
+    assert f"expired leases to wake: 1 {handle.actor_id}" in out
+    assert f"failed workflows to recover: 1 {failed.actor_id}" in out
+    assert models.Actor.objects.get(pk=handle.actor_id).wake_at is None  # a dry run changes nothing
+    out = rivet("recover")
+    assert f"expired leases woken: 1 {handle.actor_id}" in out
+    assert f"failed workflows recovered: 1 {failed.actor_id}" in out
+    assert models.Actor.objects.get(pk=handle.actor_id).wake_at is not None
+    assert failed.workflow_state() != ports.FAILED
+
+
+def test_prune_deletes_only_old_finished_actors(deploy) -> None:
+    runtime = deploy("v1")
+    old = django_runtime.client().flow.get_or_create("old")
+    young = django_runtime.client().flow.get_or_create("young")
+    running = django_runtime.client().flow.get_or_create("running")
+    long_ago = runtime.store.now() - timedelta(days=40)
+    models.Actor.objects.filter(pk=old.actor_id).update(workflow_state=ports.COMPLETED, updated_at=long_ago)
+    models.Actor.objects.filter(pk=young.actor_id).update(workflow_state=ports.COMPLETED)
+    models.Actor.objects.filter(pk=running.actor_id).update(updated_at=long_ago)
+    assert "would delete 1" in rivet("prune", "--older-than", "30", "--dry-run")
+    assert "deleted 1" in rivet("prune", "--older-than", "30")
+    assert set(models.Actor.objects.values_list("pk", flat=True)) == {young.actor_id, running.actor_id}
+    with pytest.raises(CommandError):
+        rivet("prune", "--older-than", "-1")

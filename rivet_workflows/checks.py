@@ -16,6 +16,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     W001: SQLite with a non-embedded broker (real workers on several machines need PostgreSQL).
     W002: no channel layer (broadcasts and live history go nowhere).
     W003: a step timeout longer than LEASE_SECONDS (another worker would take over a live step).
+    W004: the in-memory channel layer with a network broker (workers' broadcasts stay in the worker).
+    W005: SWEEP_INTERVAL >= LEASE_SECONDS (late timers, slow takeover of a dead worker's actors).
     """
     from django.utils.module_loading import import_string
 
@@ -73,6 +75,27 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
 
+    layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+    backend = str(layers.get("default", {}).get("BACKEND", ""))
+    network_broker = broker and not broker.startswith(("filesystem://", "memory://"))
+    if backend.endswith("InMemoryChannelLayer") and network_broker:
+        errors.append(
+            checks.Warning(
+                "The in-memory channel layer reaches only its own process: broadcasts made by Celery worker "
+                "processes never reach WebSocket clients of the web process.",
+                hint="Use channels_redis (set REDIS_URL) when workers run as separate processes.",
+                id="rivet_workflows.W004",
+            )
+        )
+    if conf.SWEEP_INTERVAL >= conf.LEASE_SECONDS:
+        errors.append(
+            checks.Warning(
+                f"SWEEP_INTERVAL ({conf.SWEEP_INTERVAL:g}s) is not shorter than LEASE_SECONDS "
+                f"({conf.LEASE_SECONDS:g}s): timers fire late and a dead worker's actors wait a full sweep.",
+                hint="Keep SWEEP_INTERVAL well below LEASE_SECONDS (defaults: 1 s and 30 s).",
+                id="rivet_workflows.W005",
+            )
+        )
     errors.extend(_check_step_timeouts(registry, conf.LEASE_SECONDS))
     return errors
 

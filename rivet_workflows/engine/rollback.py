@@ -83,7 +83,7 @@ async def run(session: RunSession, error: dict) -> None:
                     "rollback handler of step %r (actor %s) failed: %s", name, session.actor_id, failure
                 )
             else:
-                entry.rollback_completed_at = await session.now()
+                entry.rollback_completed_at = session.stamp()
             history.put(entry)
             await session.release_lock()
             await session.flush()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import errors, ports
@@ -100,6 +101,7 @@ class RunSession:
         self.steps_executed = 0
         self.commits = 0
         self._write_lock = asyncio.Lock()
+        self._anchor: tuple[datetime, float] | None = None
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False
@@ -116,8 +118,20 @@ class RunSession:
         return await self.runtime.call(fn, *args)
 
     async def now(self) -> datetime:
-        """The store's clock."""
-        return await self.call(self.store.now)
+        """The store's clock (a store call); also re-anchors ``stamp``."""
+        value = await self.call(self.store.now)
+        self._anchor = (value, time.monotonic())
+        return value
+
+    def stamp(self) -> datetime:
+        """A store-clock timestamp without a store call: the last ``now()`` plus the monotonic time since.
+
+        For record-keeping fields (created_at, completed_at); deadlines use ``now()``.
+        """
+        if self._anchor is None:
+            return datetime.now(UTC)
+        value, mono = self._anchor
+        return value + timedelta(seconds=time.monotonic() - mono)
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
         """Commit every pending write plus ``fields`` (Commit attributes) in one fenced transaction.

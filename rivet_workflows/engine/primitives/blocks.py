@@ -121,7 +121,7 @@ async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: 
             key,
             "removed",
             {"original_type": original_type, "original_name": name},
-            now=await session.now(),
+            now=session.stamp(),
         ).status = ports.ENTRY_COMPLETED
 
 
@@ -134,9 +134,7 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
     if entry is not None:
         return int(entry.data["resolved"])
     resolved = 1 if history.has_unvisited(ctx._scope) else latest
-    entry = history.new(
-        key, "version_check", {"resolved": resolved, "latest": latest}, now=await session.now()
-    )
+    entry = history.new(key, "version_check", {"resolved": resolved, "latest": latest}, now=session.stamp())
     entry.status = ports.ENTRY_COMPLETED
     return resolved
 
@@ -151,6 +149,6 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
             raise RollbackStop()
         history.check_scope(ctx._scope)
         history.new(
-            key, "rollback_checkpoint", {"name": name}, now=await session.now()
+            key, "rollback_checkpoint", {"name": name}, now=session.stamp()
         ).status = ports.ENTRY_COMPLETED
     ctx._checkpoint = True

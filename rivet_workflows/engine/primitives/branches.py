@@ -109,7 +109,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             raise RollbackStop()
         history.check_scope(ctx._scope)
         entry = history.new(
-            key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=await session.now()
+            key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=session.stamp()
         )
         entry.status = ports.ENTRY_RUNNING
     recorded: dict[str, dict] = {b: dict(v) for b, v in (entry.data.get("branches") or {}).items()}
@@ -152,7 +152,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     entry.data = {**entry.data, "branches": recorded}
     if not waits:
         entry.status = ports.ENTRY_FAILED if failures else ports.ENTRY_COMPLETED
-        entry.completed_at = await session.now()
+        entry.completed_at = session.stamp()
     history.put(entry)
     if waits:
         raise _merge_waits(waits)
@@ -183,7 +183,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             key,
             "race",
             {"winner": None, "branches": {b: {"status": "pending"} for b, _ in spec}},
-            now=await session.now(),
+            now=session.stamp(),
         )
         entry.status = ports.ENTRY_RUNNING
     elif entry.data.get("winner") is not None:
@@ -224,7 +224,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             "branches": {b: {"status": "completed" if b == winner else "cancelled"} for b, _ in spec},
         }
         entry.status = ports.ENTRY_COMPLETED
-        entry.completed_at = await session.now()
+        entry.completed_at = session.stamp()
         history.put(entry)
         await session.flush()
         return RaceResult(winner, value)

@@ -62,7 +62,7 @@ async def run_loop(
         initial = (
             serde.roundtrip(state, where=f"loop {name!r} state", max_bytes=max_bytes) if stateful else None
         )
-        entry = history.new(key, "loop", {"state": initial, "iteration": 0}, now=await session.now())
+        entry = history.new(key, "loop", {"state": initial, "iteration": 0}, now=session.stamp())
         entry.status = ports.ENTRY_RUNNING
     elif entry.status == ports.ENTRY_COMPLETED:
         return entry.data.get("output")
@@ -80,7 +80,7 @@ async def run_loop(
             value = serde.roundtrip(result.value, where=f"loop {name!r} output", max_bytes=max_bytes)
             entry.data = {"state": current, "iteration": iteration, "output": value}
             entry.status = ports.ENTRY_COMPLETED
-            entry.completed_at = await session.now()
+            entry.completed_at = session.stamp()
             history.put(entry)
             prune(history, key, iteration + 1 - size)
             return value

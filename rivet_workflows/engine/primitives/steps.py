@@ -210,7 +210,7 @@ async def run_step(
             entry.status = ports.ENTRY_COMPLETED
             entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
             entry.data["output"] = output
-            entry.completed_at = await session.now()
+            entry.completed_at = session.stamp()
             history.put(entry)
             if rollback is not None:
                 session.rollbacks[key] = (name, rollback, options, output)

@@ -63,7 +63,7 @@ async def run_sleep(
         await session.wait(deadline)
     entry.data = {**entry.data, "state": SLEEP_COMPLETED}
     entry.status = ports.ENTRY_COMPLETED
-    entry.completed_at = await session.now()
+    entry.completed_at = session.stamp()
     history.put(entry)
     return None
 

@@ -148,3 +148,24 @@ def test_trace_json_for_live_updates(admin_client_, rivet):
     assert (
         admin_client_.get(reverse("admin:rivet_workflows_actor_trace_json", args=["nope"])).status_code == 404
     )
+
+
+def test_trace_page_lists_cron_entries_and_their_fires(admin_client_, rivet):
+    from django.utils import timezone
+
+    handle = rivet.client.counter.get_or_create("c")
+    now = timezone.now()
+    entry = models.CronEntry.objects.create(
+        actor_id=handle.actor_id,
+        name="nightly-report",
+        expression="0 3 * * *",
+        timezone="Europe/Paris",
+        action="increment",
+        next_fire_at=now,
+        created_at=now,
+    )
+    models.CronFire.objects.create(cron=entry, scheduled_at=now, fired_at=now, status="ok")
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-cron"' in html
+    assert "nightly-report" in html and "0 3 * * * (Europe/Paris)" in html and "increment" in html
+    assert "This actor has no workflow." in html

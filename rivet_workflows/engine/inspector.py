@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EntryNotFoundError",
     "InvalidReplayTargetError",
+    "RepairResult",
     "TraceNode",
+    "WorkflowNotEnabledError",
+    "WorkflowNotFailedError",
     "build_trace",
     "entry_view",
     "in_flight",

@@ -110,6 +110,9 @@ class MemoryStore(MemoryCronMixin):
     * ``get_message`` of an unknown id raises ``LookupError``.
     """
 
+    #: every method is quick and thread-safe: the executor calls it without a thread hop
+    inline_calls = True
+
     def __init__(self, clock: Callable[[], datetime] | None = None, poll_interval: float = 0.02) -> None:
         self._clock = clock or _utcnow
         self.poll_interval = poll_interval

@@ -73,6 +73,7 @@ class _Run:
         history = History(await runtime.call(store.load_history, actor.actor_id))
         session = RunSession(runtime, actor, definition, self.token, history, live_until=self.live_until)
         self.session = session
+        await session.now()  # anchors session.stamp() to the store clock
         c = session.actor_context()
         session.vars = definition.initial_vars(c)
         if definition.on_wake is not None:

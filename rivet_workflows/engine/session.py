@@ -102,6 +102,7 @@ class RunSession:
         self.commits = 0
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
+        self._inline = bool(getattr(self.store, "inline_calls", False))
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False
@@ -114,7 +115,13 @@ class RunSession:
     # --- store access --------------------------------------------------------------------------------
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a sync store function on the thread owning the DB connection."""
+        """Run a sync store function on the thread owning the DB connection.
+
+        A store whose methods are quick and safe from any thread (``inline_calls = True``, e.g. the
+        in-memory store) is called directly: a thread hop costs more than the call.
+        """
+        if self._inline:
+            return fn(*args)
         return await self.runtime.call(fn, *args)
 
     async def now(self) -> datetime:

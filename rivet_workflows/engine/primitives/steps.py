@@ -152,7 +152,7 @@ async def run_step(
         if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope)
-        now = await session.now()
+        now = session.stamp()
         entry = history.new(key, "step", now=now)
         if rollback is not None:
             entry.data["has_rollback"] = True
@@ -175,7 +175,7 @@ async def run_step(
     while True:
         if session.forward_blocked:
             raise RollbackStop()
-        now = now or await session.now()
+        now = now or session.stamp()
         entry.status = RUNNING
         entry.attempts += 1
         entry.last_attempt_at = now

@@ -57,7 +57,7 @@ def runtime() -> Any:
 def _decode(value: Any, where: str) -> Any:
     try:
         return serde.from_json(value)
-    except errors.RivetWorkflowsError as exc:
+    except Exception as exc:  # a malformed tagged value (e.g. {"__rw__": "datetime", "v": 5})
         raise InvalidValueError(f"{where}: {exc}", where=where) from exc
 
 

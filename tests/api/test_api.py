@@ -62,6 +62,16 @@ def test_malformed_json_is_400_and_changes_nothing(api):
     assert models.Actor.objects.count() == 0
 
 
+def test_malformed_tagged_values_are_422(api):
+    from rivet_workflows import models
+
+    for bad in ({"__rw__": "datetime", "v": 5}, {"__rw__": "tuple", "v": 5}, {"__rw__": "no-such-tag"}):
+        assert_error(
+            post(api, "/actors", {"name": "counter", "key": "a", "input": bad}), 422, "invalid_value"
+        )
+    assert models.Actor.objects.count() == 0
+
+
 def test_body_over_the_size_limit_is_413(api, rivet):
     rivet.configure(MAX_BODY_BYTES=200)
     big = {"name": "counter", "key": "a", "input": "x" * 500}

@@ -97,8 +97,8 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         ratio = _get(ours, "large_over_small")
         msgs = _get(ours, "messages_large")
         return [
-            _row(f"sweep ms, {_fmt(_get(ours, 'sleepers_small'))} sleepers", _get(ours, "sweep_ms_small")),
-            _row(f"sweep ms, {_fmt(_get(ours, 'sleepers_large'))} sleepers", _get(ours, "sweep_ms_large"), None,
+            _row(f"sweep ms (median), {_fmt(_get(ours, 'sleepers_small'))} sleepers", _get(ours, "sweep_ms_small")),
+            _row(f"sweep ms (median), {_fmt(_get(ours, 'sleepers_large'))} sleepers", _get(ours, "sweep_ms_large"), None,
                  None, ratio, "large/small <= 1.5", _cmp(ratio, "<=", 1.5)),
             _row("broker messages by sweeps", msgs, None, 0, None, "= 0", None if msgs is None else msgs == 0),
         ]

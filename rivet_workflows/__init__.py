@@ -1,5 +1,110 @@
 """rivet_workflows: durable, replayable workflows on actors for Django (public API)."""
 
-# NOTE: importing this package must not import Django (tests assert that `import rivet_workflows.engine`
-# loads no Django). Django-bound helpers (client(), drain()) import lazily. Re-exports of the engine's
-# public names are added here as the engine modules land.
+# Importing this package never imports Django: the engine is pure Python (a test asserts that
+# `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine.client import ActorHandle, Client, SendResult
+from .engine.context import RaceResult, StepContext, StepResult, TryResult, WorkflowContext
+from .engine.definitions import (
+    ActorDefinition,
+    Loop,
+    Registry,
+    actor,
+    event,
+    queue,
+    setup,
+    workflow,
+)
+from .engine.errors import (
+    ActionNotFoundError,
+    ActorAlreadyExistsError,
+    ActorNotFoundError,
+    CriticalError,
+    EntryInProgressError,
+    HistoryDivergedError,
+    JoinError,
+    MessageAlreadyCompletedError,
+    PayloadTooLargeError,
+    QueueNotFoundError,
+    QueueWaitTimeoutError,
+    RaceError,
+    RivetWorkflowsError,
+    RollbackCheckpointError,
+    RollbackError,
+    SerializationError,
+    StepExhaustedError,
+    StepOnlyError,
+    WorkflowInFlightError,
+)
+from .engine.primitives.waits import QueueMessage
+from .engine.scheduling import ScheduledFireInfo
+from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
+
+
+def client() -> Client:
+    """The client of the registry named by ``RIVET_WORKFLOWS["REGISTRY"]``, bound to the Django store.
+
+    Returns a ``Client``: ``client().payment_actor.get_or_create(["order-1"])`` (DESIGN.md section 2).
+    Raises ``django.core.exceptions.ImproperlyConfigured`` when the registry cannot be imported.
+    """
+    from .django_runtime import client as _client
+
+    return _client()
+
+
+def drain(timeout: float = 10.0) -> Any:
+    """Run, in this process, every actor with work due now, and keep going while a deadline falls within
+    ``timeout`` seconds; never blocks past ``timeout``. Returns a summary (actors run, steps executed,
+    still waiting). Same executor and leases as the Celery worker (DESIGN.md section 9)."""
+    from .django_runtime import drain as _drain
+
+    return _drain(timeout)
+
+
+__all__ = [
+    "ActionNotFoundError",
+    "ActorAlreadyExistsError",
+    "ActorDefinition",
+    "ActorHandle",
+    "ActorNotFoundError",
+    "Client",
+    "CriticalError",
+    "EntryInProgressError",
+    "HistoryDivergedError",
+    "JoinError",
+    "Loop",
+    "MessageAlreadyCompletedError",
+    "PayloadTooLargeError",
+    "QueueMessage",
+    "QueueNotFoundError",
+    "QueueWaitTimeoutError",
+    "RaceError",
+    "RaceResult",
+    "Registry",
+    "RivetWorkflowsError",
+    "RollbackCheckpointError",
+    "RollbackError",
+    "ScheduledFireInfo",
+    "SendResult",
+    "SerializationError",
+    "StepContext",
+    "StepExhaustedError",
+    "StepOnlyError",
+    "StepResult",
+    "TryResult",
+    "WorkflowContext",
+    "WorkflowErrorEvent",
+    "WorkflowInFlightError",
+    "WorkflowStepContextOf",
+    "actor",
+    "client",
+    "drain",
+    "event",
+    "queue",
+    "setup",
+    "workflow",
+]

@@ -20,12 +20,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("rivet_workflows")
 
 
-class ActorAlreadyExistsError(errors.RivetWorkflowsError):
-    """An actor with this name and key already exists."""
-
-    group = "actor"
-    code = "actor_already_exists"
-    http_status = 409
+ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,14 @@ class ActorNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class ActorAlreadyExistsError(RivetWorkflowsError):
+    """An actor with this name and key already exists."""
+
+    group = "actor"
+    code = "actor_already_exists"
+    http_status = 409
+
+
 class ActionNotFoundError(RivetWorkflowsError):
     """The actor has no such action."""
 

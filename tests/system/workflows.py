@@ -1,0 +1,228 @@
+"""Workflows of the system tests, run by real Celery worker subprocesses (RIVET_REGISTRY points here).
+
+Side effects are appended as lines to ``$RIVET_FAULT_DIR/effects.log`` (``O_APPEND`` writes of one line are
+atomic between processes): ``<actor_id> <what> <detail>``. Faults are armed by flag files in
+``$RIVET_FAULT_DIR``: the first process that renames ``kill-<point>`` to ``kill-<point>.taken`` SIGKILLs its
+whole process group (the worker). ``always-kill-<point>`` kills every time. Points:
+
+* ``body-<step>``: inside the step body, after its "start" effect and before its "done" effect;
+* ``before-commit-<step>``: the step body returned, the commit carrying its outcome is about to be written;
+* ``after-commit-<step>``: that commit was written;
+* ``rollback-<step>``: inside the step's rollback handler.
+
+The commit hooks wrap ``DjangoStore.commit`` when this module is imported by a process that has
+``RIVET_FAULT_DIR`` set (the workers); the test process leaves the store alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from rivet_workflows.engine import errors
+from rivet_workflows.engine.definitions import queue, setup, workflow
+
+FAULT_DIR = os.environ.get("RIVET_FAULT_DIR", "")
+
+
+def effect(actor_id: str, what: str, detail: Any = "") -> None:
+    """Append one effect line (no-op without RIVET_FAULT_DIR)."""
+    if not FAULT_DIR:
+        return
+    line = f"{actor_id} {what} {detail}\n".encode()
+    fd = os.open(Path(FAULT_DIR) / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def maybe_kill(point: str) -> None:
+    """SIGKILL this worker (its whole process group) if the fault ``point`` is armed."""
+    if not FAULT_DIR:
+        return
+    base = Path(FAULT_DIR)
+    if (base / f"always-kill-{point}").exists():
+        _die(point)
+    flag = base / f"kill-{point}"
+    try:
+        os.rename(flag, base / f"kill-{point}.taken")
+    except FileNotFoundError:
+        return
+    _die(point)
+
+
+def _die(point: str) -> None:
+    effect("-", "killed", point)
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- steps shared by the workflows --------------------------------------------------------------------
+
+
+def _work(name: str, seconds_key: str | None = None):
+    def body(step: Any) -> str:
+        effect(step.actor_id, f"start-{name}", step.idempotency_key)
+        maybe_kill(f"body-{name}")
+        if seconds_key:
+            time.sleep(float(step.state.get(seconds_key, 0) or 0))
+        effect(step.actor_id, f"done-{name}", step.idempotency_key)
+        step.state.setdefault("done", []).append(name)
+        return name
+
+    body.__name__ = f"work_{name}"
+    return body
+
+
+async def run_steps(ctx: Any) -> list:
+    """Three steps; the first sleeps ``state["sleep"]`` seconds (input ``{"sleep": s}``)."""
+    out = [await ctx.step("one", _work("one", "sleep"))]
+    out.append(await ctx.step("two", _work("two")))
+    out.append(await ctx.step("three", _work("three")))
+    return out
+
+
+steps_actor = workflow(
+    run=run_steps,
+    create_state=lambda input: {"sleep": (input or {}).get("sleep", 0), "done": []},
+)
+
+
+# --- rollback ---------------------------------------------------------------------------------------
+
+
+def _undo(name: str):
+    def undo(step: Any, output: Any) -> None:
+        effect(step.actor_id, f"undo-start-{name}")
+        maybe_kill(f"rollback-{name}")
+        effect(step.actor_id, f"undo-done-{name}")
+
+    return undo
+
+
+def _fail(step: Any) -> None:
+    raise RuntimeError("card declined")
+
+
+async def run_saga(ctx: Any) -> None:
+    """Checkpoint, two steps with rollback handlers, then a failing step: the handlers run in reverse."""
+    await ctx.rollback_checkpoint("start")
+    await ctx.step(name="reserve", run=_work("reserve"), rollback=_undo("reserve"))
+    await ctx.step(name="charge", run=_work("charge"), rollback=_undo("charge"))
+    await ctx.step(name="ship", run=_fail, max_retries=0)
+
+
+saga_actor = workflow(run=run_saga, state={})
+
+
+# --- queue wait with a timeout ----------------------------------------------------------------------
+
+
+async def run_waiter(ctx: Any) -> str:
+    """Wait up to ``state["timeout"]`` seconds for an ``approval``; a step records which branch ran."""
+    timeout = float(await ctx.step("read-timeout", lambda step: step.state["timeout"]))
+    batch = await ctx.queue.next_batch("wait-approval", names=["approval"], count=1, timeout=timeout)
+    outcome = "approved" if batch else "timed-out"
+
+    def record(step: Any) -> str:
+        effect(step.actor_id, f"outcome-{outcome}")
+        step.state["outcome"] = outcome
+        return outcome
+
+    return await ctx.step("record", record)
+
+
+waiter_actor = workflow(
+    run=run_waiter,
+    queues={"approval": queue()},
+    create_state=lambda input: {"timeout": (input or {}).get("timeout", 3), "outcome": None},
+)
+
+
+# --- a step that kills its worker every attempt -------------------------------------------------------
+
+
+def _doom(step: Any) -> None:
+    effect(step.actor_id, "start-doom", step.attempt)
+    maybe_kill("body-doom")
+    effect(step.actor_id, "done-doom", step.attempt)
+
+
+async def run_doomed(ctx: Any) -> None:
+    await ctx.step(name="doom", run=_doom, max_retries=2, retry_backoff_base=0.1, retry_backoff_max=0.5)
+
+
+def _on_error(c: Any, event: dict) -> None:
+    kind = next(iter(event))
+    effect(c.actor_id, f"on_error-{kind}", event[kind].get("step_name", ""))
+
+
+doomed_actor = workflow(run=run_doomed, on_error=_on_error, state={})
+
+
+# --- timers -------------------------------------------------------------------------------------------
+
+
+async def run_sleeper(ctx: Any) -> float:
+    """Sleep until ``state["at"]`` (epoch seconds) and record the lateness of the wake-up."""
+    at = await ctx.step("read-at", lambda step: step.state["at"])
+    from datetime import UTC, datetime
+
+    await ctx.sleep_until("nap", datetime.fromtimestamp(at, UTC))
+
+    def woke(step: Any) -> float:
+        lateness = time.time() - at
+        effect(step.actor_id, "woke", f"{lateness:.4f}")
+        return lateness
+
+    return await ctx.step("woke", woke)
+
+
+sleeper_actor = workflow(run=run_sleeper, create_state=lambda input: {"at": (input or {})["at"]})
+
+
+registry = setup(
+    use={
+        "steps": steps_actor,
+        "saga": saga_actor,
+        "waiter": waiter_actor,
+        "doomed": doomed_actor,
+        "sleeper": sleeper_actor,
+    }
+)
+
+
+# --- commit fault hooks (workers only) ----------------------------------------------------------------
+
+
+def _install_commit_hooks() -> None:
+    from rivet_workflows.storage import DjangoStore
+
+    if getattr(DjangoStore.commit, "_rivet_fault_hook", False):
+        return
+    original = DjangoStore.commit
+
+    def commit(self: Any, actor_id: str, token: int, c: Any) -> Any:
+        finished = [e.key for e in c.upserts if e.status == "completed" and e.kind == "step"]
+        for key in finished:
+            maybe_kill(f"before-commit-{key}")
+        result = original(self, actor_id, token, c)
+        if result.ok:
+            for key in finished:
+                maybe_kill(f"after-commit-{key}")
+        return result
+
+    commit._rivet_fault_hook = True  # type: ignore[attr-defined]
+    DjangoStore.commit = commit  # type: ignore[method-assign]
+
+
+if FAULT_DIR:
+    _install_commit_hooks()
+
+__all__ = ["errors", "registry"]

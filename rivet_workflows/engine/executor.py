@@ -236,9 +236,6 @@ def run_actor(
         again = actor_id in result.woken or (
             run.final_state == ports.SLEEPING and result.wake_at is not None and result.wake_at <= store.now()
         )
-        for other in result.woken:
-            if other != actor_id:
-                runtime.wake(other)
         if not again:
             return summary
         token = None

@@ -3,7 +3,8 @@
 It logs in, finds the failed actor in the list, opens its run trace, reads the step's error, "fixes the
 cause" (flips the flag the step reads), clicks "Replay from this step" and watches the trace update live
 (polling fallback: the live server speaks WSGI only) until the workflow is completed. The final page is
-saved as docs/inspector-trace.png. Skipped when chromium or Playwright is missing.
+saved as a screenshot (docs/inspector-trace.png when it is missing or with RIVET_UPDATE_SCREENSHOTS=1, so
+ordinary runs leave the tree clean). Skipped when chromium or Playwright is missing.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Worker(threading.Thread):
             connections.close_all()
 
 
-def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user_model):
+def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user_model, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     django_user_model.objects.create_superuser("admin", password="admin-pw")
 
@@ -100,8 +101,10 @@ def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user
             assert page.locator('li[data-key="fetch-order"]').get_attribute("data-status") == "completed"
             assert page.locator('li[data-key="charge"]').get_attribute("data-status") == "completed"
             assert page.locator('li[data-key="pack-items/~1/pack"]').count() == 1
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            page.screenshot(path=str(tmp_path / "inspector-trace.png"), full_page=True)
+            if os.environ.get("RIVET_UPDATE_SCREENSHOTS") == "1" or not SCREENSHOT.exists():
+                SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SCREENSHOT), full_page=True)
         except BaseException:
             page.screenshot(path="/tmp/rivet-browser-failure.png", full_page=True)
             raise

@@ -280,6 +280,22 @@ class DjangoStore(DjangoCronMixin):
                 == 1
             )
 
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        """Take over the lease held with ``token`` (a sweep's claim handed to a run task): one conditional
+        UPDATE bumping the token, so a duplicate delivery of the same hand-over gets None (I5)."""
+        with self._atomic():
+            now = self.now()
+            won = (
+                self._actors()
+                .filter(pk=actor_id, lease_token=token, destroyed=False, lease_owner__isnull=False)
+                .update(
+                    lease_owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    lease_token=F("lease_token") + 1,
+                )
+            )
+            return token + 1 if won == 1 else None
+
     def next_deadline(self) -> datetime | None:
         """Earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
         return (

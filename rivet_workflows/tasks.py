@@ -14,14 +14,21 @@ logger = logging.getLogger("rivet_workflows")
 def run_actor(actor_id: str, token: int | None = None) -> None:
     """Run ``actor_id`` until it completes, fails or waits (engine.executor.run_actor, DESIGN.md section 5).
 
-    With ``token`` (handed over by the sweep, which claimed the lease) the executor uses that lease;
-    without it, it claims the lease itself and returns at once if another executor holds it. Duplicate
-    or stale hints are harmless: a stale token's writes are fenced off.
+    With ``token`` (handed over by the sweep, which claimed the lease) the task takes that lease over
+    with ``store.handoff`` (so a redelivered copy of the task does nothing); without it, it claims the
+    lease itself and returns at once if another executor holds it. Duplicate or stale hints are
+    harmless: a stale token's writes are fenced off.
     """
     from .django_runtime import get_runtime
     from .engine import executor
 
     runtime = get_runtime()
+    if token is not None:
+        # Take the sweep's claim over with one conditional UPDATE: a redelivered copy of this task (broker
+        # visibility timeout, at-least-once delivery) then finds the token moved on and does nothing.
+        token = runtime.store.handoff(actor_id, token, runtime.owner, runtime.settings.lease_seconds)
+        if token is None:
+            return
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
     # a retry backoff) finish in memory instead of a round trip through the sweep.
     budget = max(runtime.settings.live_wait_threshold, runtime.settings.lease_seconds / 3)

@@ -287,6 +287,17 @@ class MemoryStore(MemoryCronMixin):
             row.lease_expires_at = self.now() + timedelta(seconds=lease_seconds)
             return True
 
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        """Take over the lease held with ``token``; bumps the token (a second hand-over gets None)."""
+        with self._lock:
+            row = self._actors.get(actor_id)
+            if row is None or row.lease_token != token or row.lease_owner is None:
+                return None
+            row.lease_token += 1
+            row.lease_owner = owner
+            row.lease_expires_at = self.now() + timedelta(seconds=lease_seconds)
+            return row.lease_token
+
     def next_deadline(self) -> datetime | None:
         """The earliest ``wake_at`` of any unfinished actor, or None."""
         with self._lock:

@@ -70,3 +70,19 @@ def make_django_runtime(django_store):
         return Runtime(django_store, LocalDispatcher(), registry, settings=Settings(**options))
 
     return make
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the per-actor lock files (rivet_workflows.actor_locks) of this process's SQLite test database."""
+    import shutil
+
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    database = settings.DATABASES.get("default", {})
+    if "sqlite3" not in database.get("ENGINE", ""):
+        return
+    for name in {str(database.get("NAME") or ""), str(database.get("TEST", {}).get("NAME") or "")}:
+        if name and "test" in os.path.basename(name):
+            shutil.rmtree(f"{name}.locks", ignore_errors=True)

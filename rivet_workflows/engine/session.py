@@ -102,7 +102,7 @@ class RunSession:
         self.commits = 0
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
-        self._inline = bool(getattr(self.store, "inline_calls", False))
+        self._inline = getattr(self.store, "inline_calls", False) is True
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False

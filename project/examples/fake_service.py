@@ -65,7 +65,10 @@ def request(method: str, path: str, body: Any = None, *, timeout: float = CLIENT
     """
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
-        service_url() + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        service_url() + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", "X-Caller": f"{os.getpid()}:{threading.get_ident()}"},
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -99,6 +102,10 @@ class FakeService:
         self.host = host
         self.port = port
         self.calls: list[tuple[str, str, Any]] = []
+        #: wall-clock time (``time.time()``) and caller (``pid:thread`` of the client) of each call,
+        #: parallel to ``calls``
+        self.call_times: list[float] = []
+        self.callers: list[str] = []
         self._counts: Counter[tuple[str, str]] = Counter()
         self._delays: dict[str, list[tuple[float, dict | None]]] = {}
         self._failures: dict[str, list[int]] = {}
@@ -180,13 +187,17 @@ class FakeService:
         """Forget the journal, delays and failures."""
         with self._lock:
             self.calls.clear()
+            self.call_times.clear()
+            self.callers.clear()
             self._counts.clear()
             self._delays.clear()
             self._failures.clear()
 
-    def _record(self, method: str, path: str, body: Any) -> tuple[float, int | None, int]:
+    def _record(self, method: str, path: str, body: Any, caller: str = "") -> tuple[float, int | None, int]:
         with self._lock:
             self.calls.append((method, path, body))
+            self.call_times.append(time.time())
+            self.callers.append(caller)
             self._counts[(method, path)] += 1
             delay = 0.0
             delays = self._delays.get(path) or []
@@ -223,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         path = self.path.split("?", 1)[0]
-        delay, forced, count = self.owner._record(method, path, body)
+        delay, forced, count = self.owner._record(method, path, body, self.headers.get("X-Caller", ""))
         if delay:
             time.sleep(delay)
         if forced is not None:

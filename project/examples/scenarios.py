@@ -24,7 +24,7 @@ from . import crash_demo, fake_service, timeout
 
 class ScenarioRun:
     """One run of a scenario: the client, the store (to read actor records), the fake service and the
-    actor handles by label. ``suffix`` makes actor keys unique per run (``<label>-<suffix>``)."""
+    actor handles by label. ``suffix`` makes actor keys unique per run (see ``key``)."""
 
     def __init__(
         self, scenario: Scenario, client: Any, store: Any, service: fake_service.FakeService, suffix: str
@@ -39,8 +39,8 @@ class ScenarioRun:
         self.threads: list[threading.Thread] = []
 
     def key(self, label: str) -> str:
-        """The actor key (first element) used for ``label``."""
-        return f"{label}-{self.suffix}"
+        """A name unique to this scenario run (actor keys, order ids): ``<scenario>-<label>-<suffix>``."""
+        return f"{self.scenario.name}-{label}-{self.suffix}"
 
     def actor(self, label: str, type_name: str, input: Any = None) -> Any:
         """Get or create the actor ``type_name`` keyed ``[key(label)]``; remembered under ``label``."""
@@ -159,7 +159,7 @@ class Expect:
 
 def _start_payment(run: ScenarioRun) -> None:
     run.actor("paid", "payment_actor", input={"order_id": "order-123"})
-    run.actor("review", "payment_actor", input={"order_id": f"declined-{run.suffix}"})
+    run.actor("review", "payment_actor", input={"order_id": "declined-" + run.key("order")})
 
 
 def _check_payment(run: ScenarioRun) -> list[str]:
@@ -428,13 +428,19 @@ def _check_error_hooks(run: ScenarioRun) -> list[str]:
 
 def _start_checkout(run: ScenarioRun) -> None:
     run.actor("checkout_ok", "checkout_actor").send("orders", {"order_id": run.key("order")})
-    run.actor("checkout_declined", "checkout_actor").send("orders", {"order_id": f"declined-{run.suffix}"})
+    run.actor("checkout_declined", "checkout_actor").send(
+        "orders", {"order_id": "declined-" + run.key("order")}
+    )
 
 
 def _check_checkout(run: ScenarioRun) -> list[str]:
     e = Expect().eq("confirmed order", run.state("checkout_ok")["status"], "confirmed")
     e.workflow(run, "checkout_declined", ports.FAILED)
-    e.eq("reservation released once", run.service.count(f"/inventory/res-declined-{run.suffix}/release"), 1)
+    e.eq(
+        "reservation released once",
+        run.service.count(f"/inventory/res-declined-{run.key('order')}/release"),
+        1,
+    )
     e.eq("nothing refunded", run.service.count("/v1/refunds"), 0)
     return e.problems
 

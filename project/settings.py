@@ -110,6 +110,7 @@ else:
     for _sub in ("out", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "rivet_workflows.fs_broker:Transport"  # atomic message files
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),

@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = time.monotonic() - started
     with open(os.path.join(args.out, f"summary{'-smoke' if args.smoke else ''}.json"), "w") as fh:
         json.dump(results, fh, indent=2, default=str)
+    suffix = "-smoke" if args.smoke else ""
+    with open(os.path.join(args.out, f"table{suffix}.md"), "w") as fh:
+        fh.write(report.markdown(results) + "\n")
     print(f"\nbench finished in {results['seconds']:.1f} s; JSON in {args.out}")
     errors = [
         f"{b}/{s}" for b in selected for s, r in results[b].items()

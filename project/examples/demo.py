@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import fake_service, scenarios
+from . import before_deploy, fake_service, scenarios
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 POLL = 0.25
@@ -154,8 +154,10 @@ class Demo:
     def log(self, msg: str) -> None:
         _say(f"[{self.elapsed():6.1f}s] {msg}")
 
-    def start_worker(self) -> Worker:
+    def start_worker(self, registry: str | None = None) -> Worker:
         env = dict(os.environ)
+        if registry:
+            env["RIVET_REGISTRY"] = registry
         env["RIVET_LEASE_SECONDS"] = str(self.args.lease_seconds)
         env.setdefault("RIVET_LOG_LEVEL", "WARNING")
         env["PYTHONUNBUFFERED"] = "1"
@@ -163,7 +165,8 @@ class Demo:
         log_dir.mkdir(parents=True, exist_ok=True)
         worker = Worker(len(self.workers) + 1, env, log_dir)
         self.workers.append(worker)
-        self.log(f"started Celery worker #{worker.number} (pid {worker.pid}, log {worker.log_path})")
+        code = " with the code before the deploy" if registry else ""
+        self.log(f"started Celery worker #{worker.number}{code} (pid {worker.pid}, log {worker.log_path})")
         return worker
 
     def start_scenario(self, scenario: scenarios.Scenario) -> None:
@@ -228,13 +231,16 @@ class Demo:
 
     def _run(self) -> int:
         deadline = self.t0 + self.args.timeout
-        self.start_worker()
         crash = next((s for s in self.chosen if s.crash_point is not None), None)
-        rest = [s for s in self.chosen if s is not crash]
-        if crash is not None:
-            self.start_scenario(crash)
-            if not self.args.no_crash and crash.name not in self.failed:
-                self._crash_phase(crash, deadline)
+        deploys = [s for s in self.chosen if s.deploy_point is not None]
+        first = ([crash] if crash else []) + deploys
+        rest = [s for s in self.chosen if s not in first]
+        # the first worker runs the code "before the deploy" when a deploy scenario is chosen
+        self.start_worker(registry=before_deploy.REGISTRY_PATH if deploys else None)
+        for scenario in first:
+            self.start_scenario(scenario)
+        if first:
+            self._restart_phase(crash, deploys, deadline)
         for scenario in rest:
             self.start_scenario(scenario)
         last_report = 0.0
@@ -260,29 +266,51 @@ class Demo:
             _say(f"worker log: {self.workers[-1].log_path}\n{self.workers[-1].tail()}")
         return 0 if ok else 1
 
-    def _crash_phase(self, crash: scenarios.Scenario, deadline: float) -> None:
-        run = self.runs[crash.name]
-        assert crash.crash_point is not None
+    def _restart_phase(
+        self, crash: scenarios.Scenario | None, deploys: list[scenarios.Scenario], deadline: float
+    ) -> None:
+        """Wait until the crash scenario is inside its slow step and every deploy scenario reached its
+        deploy point, then replace the worker: SIGKILL (a crash), or SIGTERM when crashing is off."""
+        kill = crash is not None and not self.args.no_crash
+        if not kill and not deploys:
+            return
+        waiting = ([crash] if kill else []) + deploys
         limit = min(deadline, time.monotonic() + 60)
         while time.monotonic() < limit:
-            if crash.crash_point(run):
-                worker = self.workers[-1]
-                worker.kill()
-                msg = f"SIGKILLed worker #{worker.number} (pid {worker.pid}) while {crash.name!r} was inside its slow step"
-                self.crashes.append(msg)
-                self.log(msg)
-                self.start_worker()
-                self.log(
-                    f"the new worker takes the run over once the dead worker's lease ({self.args.lease_seconds:g}s) expires"
-                )
-                return
+            reached = [s for s in waiting if s.name not in self.failed and self._at_point(s)]
+            if len(reached) == len([s for s in waiting if s.name not in self.failed]):
+                break
             if not self.workers[-1].alive():
                 self.log(
                     "the worker exited before the crash point; its log ends with:\n" + self.workers[-1].tail()
                 )
-                return
+                break
             time.sleep(0.05)
-        self.log(f"{crash.name!r} never reached its crash point; continuing without a crash")
+        else:
+            self.log("the crash/deploy point was not reached in time; replacing the worker anyway")
+        worker = self.workers[-1]
+        if kill:
+            worker.kill()
+            msg = f"SIGKILLed worker #{worker.number} (pid {worker.pid}) while {crash.name!r} was inside its slow step"
+            self.crashes.append(msg)
+            self.log(msg)
+        else:
+            worker.stop()
+            self.log(f"stopped worker #{worker.number}")
+        self.start_worker()
+        if deploys:
+            self.log("the new worker runs the current code: this restart is also a deploy")
+        if kill:
+            self.log(
+                f"it takes the crashed run over once the dead worker's lease ({self.args.lease_seconds:g}s) expires"
+            )
+
+    def _at_point(self, scenario: scenarios.Scenario) -> bool:
+        point = scenario.crash_point or scenario.deploy_point
+        try:
+            return bool(point and point(self.runs[scenario.name]))
+        except Exception:  # not readable yet
+            return False
 
     # --- output -------------------------------------------------------------------------------------
 
@@ -353,14 +381,18 @@ def format_trace(entries: list[Any], limit: int = 16) -> list[str]:
     """
     entries = sorted(entries, key=lambda e: e.seq)
     rows = [
-        f"{e.key:<44.44} {e.kind:<8} {_status(e):<10} {_attempts(e):>3}  {_duration(e):>8}  {_detail(e)}"
+        f"{e.key:<44.44} {_KINDS.get(e.kind, e.kind):<10.10} {_status(e):<10} {_attempts(e):>3}  "
+        f"{_duration(e):>8}  {_detail(e)}"
         for e in entries
     ]
-    header = [f"{'entry':<44} {'kind':<8} {'status':<10} {'att':>3}  {'took':>8}  detail"]
+    header = [f"{'entry':<44} {'kind':<10} {'status':<10} {'att':>3}  {'took':>8}  detail"]
     if len(rows) > limit:
         head, tail = rows[:4], rows[-(limit - 5) :]
         rows = [*head, f"... {len(entries) - len(head) - len(tail)} more entries ...", *tail]
     return header + [row.rstrip() for row in rows]
+
+
+_KINDS = {"rollback_checkpoint": "checkpoint", "version_check": "version"}
 
 
 def _status(entry: Any) -> str:
@@ -376,6 +408,15 @@ def _attempts(entry: Any) -> str:
 
 
 def _detail(entry: Any) -> str:
+    text = _data_detail(entry)
+    if entry.rollback_completed_at is not None:
+        text += "  [compensated]"
+    if entry.rollback_error:
+        text += "  [compensation failed: " + _short(entry.rollback_error.get("message"), 40) + "]"
+    return text
+
+
+def _data_detail(entry: Any) -> str:
     data = entry.data or {}
     if entry.error:
         return "error: " + _short(entry.error.get("message"), 50)
@@ -383,6 +424,8 @@ def _detail(entry: Any) -> str:
         return "-> " + _short(data.get("output"), 50) if "output" in data else ""
     if entry.kind == "loop":
         return f"iteration {data.get('iteration')}"
+    if entry.kind == "version_check":
+        return f"v{data.get('resolved')} (latest {data.get('latest')})"
     if entry.kind == "sleep" and data.get("state") == "pending" and data.get("deadline"):
         return f"until {data['deadline']:%H:%M:%S}"
     if entry.kind == "message":

@@ -126,6 +126,9 @@ class Scenario:
     timeout: float = 30.0
     #: the demo SIGKILLs the worker the first time this returns True (None: never)
     crash_point: Callable[[ScenarioRun], bool] | None = None
+    #: demo only: the scenario starts under the old code (first worker) and must reach this point before
+    #: the worker is replaced by one running the current code (None: not a deploy scenario)
+    deploy_point: Callable[[ScenarioRun], bool] | None = None
     #: True when an actor of the scenario is expected to end failed (otherwise a failed workflow ends the
     #: scenario at once instead of waiting for its timeout)
     may_fail: bool = False
@@ -493,6 +496,21 @@ def _check_cron(run: ScenarioRun) -> list[str]:
     return e.true("it recorded the scheduled instant", state["last_run_at"] is not None).problems
 
 
+def _start_version_gate_deploy(run: ScenarioRun) -> None:
+    run.actor("gate", "version_gate_actor")
+
+
+def _version_gate_deploy_point(run: ScenarioRun) -> bool:
+    return run.state("gate")["processed"] >= 1  # iteration 0 ran process-v1 and sleeps in "idle"
+
+
+def _check_version_gate_deploy(run: ScenarioRun) -> list[str]:
+    versions = run.state("gate")["versions"]
+    e = Expect().true("processed under both versions", len(versions) >= 3, versions)
+    e.eq("the iteration in flight at the deploy stayed on v1", versions[:1], [1])
+    return e.true("every iteration after the deploy took v2", set(versions[1:]) == {2}, versions).problems
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -561,6 +579,13 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("versioned", "versioned workflow (removed)", _start_versioned, _check_versioned),
         Scenario("version_gate", "version gate (get_version)", _start_version_gate, _check_version_gate),
         Scenario(
+            "version_gate_deploy",
+            "version gate across a deploy (old instance in flight)",
+            _start_version_gate_deploy,
+            _check_version_gate_deploy,
+            deploy_point=_version_gate_deploy_point,
+        ),
+        Scenario(
             "cron", "cron every 5 s bridging to the workflow queue", _start_cron, _check_cron, timeout=30
         ),
     ]
@@ -591,6 +616,7 @@ SKELETON_SCENARIOS = [
     "checkout_saga",
     "versioned",
     "version_gate",
+    "version_gate_deploy",
 ]
 
 #: scenarios waiting for engine features of a later issue (listed, not run); the comment names the feature

@@ -57,14 +57,14 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
     migrated = _manage(["migrate", "-v0"], env, timeout=120)
     assert migrated.returncode == 0, migrated.stderr
     demo = _manage(
-        ["rivet", "demo", "--", "--only", "crash,queue_worker,approval_gate,rpc", "--timeout", "120"],
+        ["rivet", "demo", "--", "--only", "crash,version_gate_deploy,queue_worker,approval_gate,rpc", "--timeout", "120"],
         env,
         timeout=180,
     )
     out = demo.stdout
     assert demo.returncode == 0, out[-3000:] + demo.stderr[-2000:]
     assert "SIGKILLed worker #1" in out
-    assert "4/4 scenarios ok" in out
+    assert "5/5 scenarios ok" in out
     # the fake service counted the side effects: the step completed before the crash ran once, the
     # interrupted one ran again, the one after it once
     assert "prepare ran 1x" in out

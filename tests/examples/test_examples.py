@@ -16,6 +16,8 @@ def _param(name: str):
     marks = []
     if name in scenarios.LATER_SCENARIOS:
         marks.append(pytest.mark.skip(reason="needs an engine feature of a later issue"))
+    if scenarios.SCENARIOS[name].deploy_point is not None:
+        marks.append(pytest.mark.skip(reason="swaps code between workers: run by the demo (test_demo.py)"))
     return pytest.param(name, marks=marks, id=name)
 
 

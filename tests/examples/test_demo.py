@@ -57,7 +57,15 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
     migrated = _manage(["migrate", "-v0"], env, timeout=120)
     assert migrated.returncode == 0, migrated.stderr
     demo = _manage(
-        ["rivet", "demo", "--", "--only", "crash,version_gate_deploy,queue_worker,approval_gate,rpc", "--timeout", "120"],
+        [
+            "rivet",
+            "demo",
+            "--",
+            "--only",
+            "crash,version_gate_deploy,queue_worker,approval_gate,rpc",
+            "--timeout",
+            "120",
+        ],
         env,
         timeout=180,
     )

@@ -38,7 +38,7 @@ SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
     "P1": {"ours": {"workflows": 5, "warmup": 1, "idle_window": 0},
            "dbos": {"workflows": 5, "warmup": 1, "idle_window": 0}},
-    "P2": {"ours": {"messages": 5}, "dbos": {"messages": 5}},
+    "P2": {"ours": {"messages": 5, "idle_window": 0}, "dbos": {"messages": 5, "idle_window": 0}},
     "P3": {"ours": {"iterations": 60, "cap_seconds": 20.0}},
     "P4": {"ours": {"small": 3, "large": 20, "rounds": 5}},
     "P5": {"ours": {"sleepers": 4, "seconds": 1.0, "workers": 2, "cap_seconds": 15.0},

@@ -102,10 +102,11 @@ def p1_sequential(workflows: int = 200, steps: int = 10, warmup: int = 10, idle_
         "commits_per_step": commits / (workflows * steps),
         "commits_per_workflow": commits / workflows,
         "idle_commits_per_s": meter.idle_rate,
+        "connections_opened": meter.connections,
     }
 
 
-def p2_wake_latency(messages: int = 200) -> dict[str, Any]:
+def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, Any]:
     """One waiting workflow; send ``messages`` one at a time, each after the previous was received.
 
     Latency is from just before ``DBOS.send`` to the start of the step that follows ``DBOS.recv``.
@@ -117,13 +118,20 @@ def p2_wake_latency(messages: int = 200) -> dict[str, Any]:
     for _ in range(5):  # warm-up
         DBOS.send(wf_id, time.time(), "wake")
         _latencies.get(timeout=30)
+    meter = pg.CommitMeter(DBNAME)
+    meter.measure_idle(idle_window)
+    meter.start()
     samples = []
     for _ in range(messages):
         DBOS.send(wf_id, time.time(), "wake")
         samples.append(_latencies.get(timeout=30))
+    commits = meter.stop()
     handle.get_result()
     DBOS.destroy()
-    return stats.latency_summary(samples)
+    result = stats.latency_summary(samples)
+    result.update(commits_per_message=commits / messages, connections_opened=meter.connections,
+                  idle_commits_per_s=meter.idle_rate)
+    return result
 
 
 def p5_timers(sleepers: int = 1000, seconds: float = 1.0) -> dict[str, Any]:

@@ -182,27 +182,40 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
         "commits_per_step": commits / (workflows * steps),
         "commits_per_workflow": commits / workflows,
         "idle_commits_per_s": meter.idle_rate,
+        "connections_opened": meter.connections,
         "drain": repr(summary),
     }
 
 
-def p2_wake_latency(messages: int = 200) -> dict[str, Any]:
-    """A Celery worker runs an actor waiting on a queue; latency from ``handle.send`` to the next step."""
+def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, Any]:
+    """A Celery worker runs an actor waiting on a queue; latency from ``handle.send`` to the next step.
+
+    Also counts transactions per message (sender and worker together, the sweep's idle rate
+    subtracted) and connections opened while measuring.
+    """
     rw = _django()
     _flush_redis()
     sock = _listener()
     port = sock.getsockname()[1]
+    meter = pg.CommitMeter(DBNAME)
     with celery_workers(1):
         handle = rw.client().bench_waiter.create("p2")
         samples = []
         for seq in range(messages + 5):
+            if seq == 5:  # the first messages warm the worker up
+                meter.measure_idle(idle_window)
+                meter.start()
             handle.send("wake", {"sent_at": time.time(), "seq": seq, "port": port})
             got = _receive(sock, 1, 30.0)
             if not got:
                 raise RuntimeError(f"no wake report for message {seq} within 30 s")
-            if seq >= 5:  # the first messages warm the worker up
+            if seq >= 5:
                 samples.append(got[0]["latency"])
-    return stats.latency_summary(samples)
+        commits = meter.stop()
+    result = stats.latency_summary(samples)
+    result.update(commits_per_message=commits / messages, connections_opened=meter.connections,
+                  idle_commits_per_s=meter.idle_rate)
+    return result
 
 
 def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, Any]:

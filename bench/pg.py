@@ -69,6 +69,14 @@ def xact_commit(dbname: str) -> int:
     return int(row[0]) if row else 0
 
 
+def sessions(dbname: str) -> int:
+    """``pg_stat_database.sessions`` for ``dbname``: connections established so far (PostgreSQL 14+)."""
+    with admin_connect() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (dbname,)).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
 def flushed_commits(dbname: str, *, flush_wait: float = 1.1) -> tuple[int, float]:
     """``(xact_commit, monotonic read time)`` for ``dbname`` after waiting ``flush_wait`` seconds.
 
@@ -90,7 +98,9 @@ class CommitMeter:
     def __init__(self, dbname: str) -> None:
         self.dbname = dbname
         self.idle_rate = 0.0
+        self.connections = 0  # connections opened to the database between start() and stop()
         self._start: tuple[int, float] | None = None
+        self._sessions = 0
 
     def measure_idle(self, window: float = 2.0) -> float:
         """Measure and remember the background commit rate (commits/s) over ``window`` seconds (0 = skip)."""
@@ -105,12 +115,14 @@ class CommitMeter:
     def start(self) -> None:
         """Take the opening reading (waits for pending statistics to flush)."""
         self._start = flushed_commits(self.dbname)
+        self._sessions = sessions(self.dbname)
 
     def stop(self) -> float:
         """Commits since ``start`` minus the idle rate times the window; never negative."""
         assert self._start is not None, "start() first"
         c1, t1 = flushed_commits(self.dbname)
         c0, t0 = self._start
+        self.connections = sessions(self.dbname) - self._sessions
         return max(0.0, (c1 - c0) - self.idle_rate * (t1 - t0))
 
 

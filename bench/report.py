@@ -59,6 +59,7 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                  ">= 0.5 of limit", _cmp(vs_limit, ">=", 0.5)),
             _row("transactions per step", o_cps, _get(dbos, "commits_per_step"), 1.0, o_cps, "<= 1",
                  _cmp(o_cps, "<=", 1.0)),
+            _row("connections opened", _get(ours, "connections_opened"), _get(dbos, "connections_opened")),
         ]
     if bench in ("P2", "P5"):
         o50, d50 = _get(ours, "p50_ms"), _get(dbos, "p50_ms")
@@ -68,6 +69,8 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             return [
                 _row("wake latency p50 ms", o50, d50, None, r50, "ours/DBOS <= 1.0", _cmp(r50, "<=", 1.0)),
                 _row("wake latency p99 ms", o99, d99, None, _div(o99, d99)),
+                _row("transactions per message", _get(ours, "commits_per_message"),
+                     _get(dbos, "commits_per_message")),
             ]
         bound = (_get(ours, "sweep_interval_ms") or 1000.0) + 50.0
         received = _get(ours, "n")

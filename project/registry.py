@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows import setup
 
 from .examples import (
     approval_gate,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import queue, workflow
+from rivet_workflows import queue, workflow
 
 from . import fake_service
 

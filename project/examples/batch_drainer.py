@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import WorkflowStepContextOf, workflow
 
 BATCH_SIZE = 5
 
 
-def flush_batch(step: Any) -> None:
+def flush_batch(step: WorkflowStepContextOf[Any]) -> None:
     """Sum the buffered values into ``last_batch_total``, count the batch and empty the buffer."""
     step.state["last_batch_total"] = sum(step.state["pending"])
     step.state["flushed_batches"] += 1

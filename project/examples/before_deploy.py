@@ -7,7 +7,7 @@ old code is resumed by the new one (spec: "Version gates with getVersion").
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows import setup
 
 from ..registry import ACTORS
 from . import versioning

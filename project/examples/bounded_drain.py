@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import WorkflowStepContextOf, workflow
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ async def run_with_limit(limit: int, items: list[T], fn: Callable[[T], Awaitable
     await asyncio.gather(*(worker() for _ in range(limit)))
 
 
-async def process_window(step: Any, window: list[dict]) -> None:
+async def process_window(step: WorkflowStepContextOf[Any], window: list[dict]) -> None:
     """Process one window under the concurrency cap and record its size and total in state."""
     total = 0.0
 

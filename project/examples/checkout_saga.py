@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows import WorkflowStepContextOf, actor, workflow
 
 from . import fake_service
 
@@ -38,7 +38,7 @@ inventory_actor = actor(actions={"reserve": reserve, "release": release})
 billing_actor = actor(actions={"charge": charge, "refund": refund})
 
 
-def reserve_inventory_for_checkout(step: Any, order_id: str) -> str:
+def reserve_inventory_for_checkout(step: WorkflowStepContextOf[Any], order_id: str) -> str:
     """Reserve through the inventory actor."""
     return step.client().inventory_actor.get_or_create(["main"]).reserve(order_id)
 
@@ -48,7 +48,7 @@ def release_inventory_for_checkout(reservation_id: str) -> None:
     fake_service.post("/inventory/release", {"reservationId": reservation_id})
 
 
-def charge_checkout(step: Any, amount: float) -> str:
+def charge_checkout(step: WorkflowStepContextOf[Any], amount: float) -> str:
     """Charge through the billing actor."""
     return step.client().billing_actor.get_or_create(["main"]).charge(amount)
 
@@ -58,7 +58,7 @@ def refund_checkout(charge_id: str) -> None:
     fake_service.post("/billing/refund", {"chargeId": charge_id})
 
 
-def mark_order_complete(step: Any) -> None:
+def mark_order_complete(step: WorkflowStepContextOf[Any]) -> None:
     """Count the completed order."""
     step.state["completed_orders"] += 1
 

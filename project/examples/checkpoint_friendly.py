@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import workflow
 
 
 def build_payment_plan(payment: dict) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows import WorkflowStepContextOf, actor, workflow
 
 CHILDREN = ("child-a", "child-b", "child-c")
 
@@ -18,14 +18,14 @@ def process(_c: Any, payload: float) -> float:
 child_worker_actor = actor(actions={"process": process})
 
 
-def start_children(step: Any) -> None:
+def start_children(step: WorkflowStepContextOf[Any]) -> None:
     """Create every child (an action call creates the actor)."""
     client = step.client()
     for child in CHILDREN:
         client.child_worker_actor.get_or_create([child]).process(0)
 
 
-def run_child_worker(step: Any, worker_id: str, payload: float) -> float:
+def run_child_worker(step: WorkflowStepContextOf[Any], worker_id: str, payload: float) -> float:
     """Run one child on the payload."""
     return step.client().child_worker_actor.get_or_create([worker_id]).process(payload)
 

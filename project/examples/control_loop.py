@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import WorkflowStepContextOf, workflow
 
 MODES = {"pause": "paused", "resume": "running", "stop": "stopped"}
 
 
-def apply_control_signal(step: Any, kind: str) -> None:
+def apply_control_signal(step: WorkflowStepContextOf[Any], kind: str) -> None:
     """Count the signal and switch ``mode`` for ``pause``, ``resume`` and ``stop``."""
     step.state["handled_signals"] += 1
     if kind in MODES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows import WorkflowStepContextOf, actor, workflow
 
 
 def run_task(_c: Any, value: float) -> float:
@@ -16,7 +16,7 @@ def run_task(_c: Any, value: float) -> float:
 worker_actor = actor(actions={"run_task": run_task})
 
 
-def dispatch_task(step: Any, task: dict) -> float:
+def dispatch_task(step: WorkflowStepContextOf[Any], task: dict) -> float:
     """Call the worker actor of the task (sync: the client runs in a worker thread)."""
     worker = step.client().worker_actor.get_or_create([task["worker_id"]])
     return worker.run_task(task["value"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import queue, workflow
+from rivet_workflows import ScheduledFireInfo, queue, workflow
 
 #: the spec's interval (60000 ms)
 TICK_INTERVAL = 60.0
@@ -24,7 +24,7 @@ def on_create(c: Any, input: Any = None) -> None:
     )
 
 
-def enqueue_cron_tick(c: Any, fire: Any) -> None:
+def enqueue_cron_tick(c: Any, fire: ScheduledFireInfo) -> None:
     """The scheduled action: ``fire`` is a ``ScheduledFireInfo``; enqueue a tick carrying its instant."""
     c.queue.send("cron-tick", {"scheduled_at": fire.scheduled_at})
 

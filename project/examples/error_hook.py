@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, event, workflow
+from rivet_workflows import WorkflowErrorEvent, actor, event, workflow
 
 
 async def run(ctx: Any) -> None:
@@ -26,7 +26,7 @@ async def run(ctx: Any) -> None:
     )
 
 
-def on_error(c: Any, error_event: dict) -> None:
+def on_error(c: Any, error_event: WorkflowErrorEvent) -> None:
     """The hook: remember the event (a ``WorkflowErrorEvent`` dict) and broadcast it."""
     c.state["last_error"] = error_event
     c.state["error_events"] = c.state.get("error_events", 0) + 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import workflow
 
 
 async def poll_external(attempt: int) -> bool:

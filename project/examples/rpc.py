@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rivet_workflows.engine.definitions import queue, workflow
+from rivet_workflows import queue, workflow
 
 OPS = {
     "add": lambda args: sum(args),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows import WorkflowStepContextOf, actor, workflow
 
 
 def compute(_c: Any, value: float) -> float:
@@ -16,7 +16,7 @@ def compute(_c: Any, value: float) -> float:
 shard_actor = actor(actions={"compute": compute})
 
 
-def call_shard(step: Any, shard_id: str, value: float) -> float:
+def call_shard(step: WorkflowStepContextOf[Any], shard_id: str, value: float) -> float:
     """Call ``compute`` on the shard actor keyed ``shard_id`` (sync: the client runs in a worker thread)."""
     handle = step.client().shard_actor.get_or_create([shard_id])
     return handle.compute(value)

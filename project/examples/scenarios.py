@@ -617,12 +617,11 @@ SKELETON_SCENARIOS = [
     "versioned",
     "version_gate",
     "version_gate_deploy",
+    "cron",
 ]
 
 #: scenarios waiting for engine features of a later issue (listed, not run); the comment names the feature
-LATER_SCENARIOS = [
-    "cron",  # c.cron (issue 5)
-]
+LATER_SCENARIOS: list[str] = []
 
 
 def enabled() -> list[Scenario]:

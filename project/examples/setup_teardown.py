@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import workflow
 
 #: opens and closes of the resource in this process (``{"open": n, "close": n}``)
 RESOURCE_EVENTS: Counter[str] = Counter()

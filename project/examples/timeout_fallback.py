@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows import WorkflowStepContextOf, actor, workflow
 
 #: how long the primary service takes (the spec: 500 ms) and how long the workflow waits (200 ms)
 PRIMARY_DELAY = 0.5
@@ -28,12 +28,12 @@ primary_service_actor = actor(actions={"fetch_value": fetch_primary_value})
 fallback_service_actor = actor(actions={"fetch_value": fetch_fallback_value})
 
 
-def call_primary_value(step: Any) -> str:
+def call_primary_value(step: WorkflowStepContextOf[Any]) -> str:
     """Ask the primary service (sync: the client runs in a worker thread)."""
     return step.client().primary_service_actor.get_or_create(["main"]).fetch_value()
 
 
-def call_fallback_value(step: Any) -> str:
+def call_fallback_value(step: WorkflowStepContextOf[Any]) -> str:
     """Ask the fallback service."""
     return step.client().fallback_service_actor.get_or_create(["main"]).fetch_value()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows import workflow
 
 
 async def _count_run(step: Any) -> None:

@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from . import errors, ports, rollback, scheduling, serde
 from .context import WorkflowContext
 from .history import ROOT, History
+from .runtime import StoreUnavailable, StoreUnavailableError
 from .session import RollbackStop, RunSession, maybe_await, was_reported
 
 if TYPE_CHECKING:
@@ -156,10 +157,18 @@ class _Run:
                         }
                     }
                 )
-            if not isinstance(exc, rollback.NO_ROLLBACK) and (
-                session.rolling_back or rollback.pending_handlers(session)
-            ):
-                await rollback.run(session, error)
+            if not isinstance(exc, rollback.NO_ROLLBACK):
+                if not session.rolling_back and rollback.uncollected(session):
+                    # Some handlers belong to steps this run did not replay: record rolling_back and run
+                    # again at once; that replay (rollback mode) collects every handler, then runs them.
+                    return {
+                        "workflow_state": ports.ROLLING_BACK,
+                        "error": error,
+                        "wake_at": await session.now(),
+                        "waiting_for": [],
+                    }
+                if session.rolling_back or rollback.pending_handlers(session):
+                    await rollback.run(session, error)
             return {**failed, "error": error}
         if session.rolling_back:
             error = session.actor.error or {"name": "RollbackError", "message": "rolling back"}
@@ -223,7 +232,13 @@ def run_actor(
             summary.workflow_state = actor.workflow_state
             return summary
         run = _Run(runtime, actor, token, live_until)
-        async_to_sync(run.execute)()
+        try:
+            async_to_sync(run.execute)()
+        except StoreUnavailable as exc:  # the database went away mid-run: nothing more was written
+            raise StoreUnavailableError(
+                f"store unavailable while running actor {actor_id}; its lease expires and the sweep "
+                "resumes it"
+            ) from exc.__cause__
         summary.ran = True
         summary.runs += 1
         if run.session is not None:
@@ -234,7 +249,9 @@ def run_actor(
         summary.workflow_state = run.final_state
         summary.wake_at = result.wake_at
         again = actor_id in result.woken or (
-            run.final_state == ports.SLEEPING and result.wake_at is not None and result.wake_at <= store.now()
+            run.final_state in (ports.SLEEPING, ports.ROLLING_BACK)
+            and result.wake_at is not None
+            and result.wake_at <= store.now()
         )
         if not again:
             return summary

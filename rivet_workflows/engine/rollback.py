@@ -29,6 +29,23 @@ def pending_handlers(session: RunSession) -> list[str]:
     return sorted(keys, key=lambda k: history.get(k).seq, reverse=True)
 
 
+def uncollected(session: RunSession) -> bool:
+    """True when history holds a completed step with a rollback handler whose handler neither ran nor was
+    collected by this run (e.g. a step of a join branch or race winner that finished in an earlier run and
+    was not replayed): the rollback must then start with a replay in rollback mode."""
+    for entry in session.history.entries.values():
+        if (
+            entry.kind == "step"
+            and entry.status == ports.ENTRY_COMPLETED
+            and entry.data.get("has_rollback")
+            and entry.rollback_completed_at is None
+            and entry.rollback_error is None
+            and entry.key not in session.rollbacks
+        ):
+            return True
+    return False
+
+
 async def run(session: RunSession, error: dict) -> None:
     """Enter ``rolling_back`` (recording ``error``) and run every pending handler, latest step first.
 

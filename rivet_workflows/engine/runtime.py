@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import ports
+from . import errors, ports
 
 if TYPE_CHECKING:
     from .client import Client
@@ -38,6 +38,22 @@ def to_seconds(value: float | int | timedelta | None) -> float | None:
     if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
         raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
     return seconds
+
+
+class StoreUnavailable(errors.WorkflowSignal):
+    """A store call inside a workflow run failed for a reason outside the engine (the database connection
+    dropped, a server restart...). A signal, so workflow code and the run's failure handling cannot take
+    it for a workflow error: the run stops without further writes, the executor raises
+    ``StoreUnavailableError`` and the lease expires, after which any worker resumes the actor (I5)."""
+
+
+class StoreUnavailableError(RuntimeError):
+    """Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the
+    store's exception). The workflow is untouched; it resumes once its lease expires."""
+
+
+#: exceptions a store raises on purpose (engine errors, unknown ids, bad values): passed through as is
+_STORE_DOMAIN_ERRORS = (errors.RivetWorkflowsError, LookupError, TypeError, ValueError)
 
 
 @dataclass
@@ -118,8 +134,17 @@ class Runtime:
             logger.exception("dispatcher failed to wake actor %s; the periodic sweep will", actor_id)
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a sync store function from async code on the thread that owns the DB connection."""
-        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        """Call a sync store function from async code on the thread that owns the DB connection.
+
+        An exception that is not a domain error of the store (see ``_STORE_DOMAIN_ERRORS``), e.g. a dropped
+        database connection, is raised as the ``StoreUnavailable`` signal (cause: the original).
+        """
+        try:
+            return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        except _STORE_DOMAIN_ERRORS:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     def client(self) -> Client:
         """A ``Client`` on this runtime."""

@@ -298,6 +298,12 @@ class RunSession:
         hook = getattr(handler, "on_error", None)
         if hook is None or self.dry_run:
             return
+        # The hook may change state: it runs under the step lock like a step (serialised with actions, on
+        # the fresh state), and its changes ride on the next commit. Step and rollback events come with
+        # the lock held already; a workflow event takes it here.
+        take = not self._held
+        if take:
+            await self.acquire_lock()
         try:
             c = self.actor_context()
             if inspect.iscoroutinefunction(hook):
@@ -306,7 +312,8 @@ class RunSession:
                 from asgiref.sync import sync_to_async
 
                 await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
-            if not self._held:  # the hook may have changed state: the next commit writes it
-                self.state_dirty = True
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)
+        finally:
+            if take:
+                await self.release_lock()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rivet_workflows.engine import ports
 from rivet_workflows.engine.definitions import Loop, workflow
 from rivet_workflows.engine.errors import CriticalError, RollbackError
@@ -173,15 +175,12 @@ def test_interrupted_rollback_resumes_and_skips_finished_handlers(h):
         await ctx.step("second", lambda s: 2, rollback=undo_second)
         await ctx.step("third", _raise(CriticalError("boom")))
 
-    h.setup(wf=workflow(run=run), manual_clock=True)
+    h.setup(wf=workflow(run=run))
     aid = h.start()
-    try:
+    with pytest.raises(KeyboardInterrupt):
         h.run(aid)
-    except KeyboardInterrupt:
-        pass
     assert h.actor(aid).workflow_state == ports.ROLLING_BACK
-    h.clock.advance(h.runtime.settings.lease_seconds + 1)
-    h.run(aid)
+    h.restart(aid)
     assert undone == ["second", "first"]
     actor = h.actor(aid)
     assert actor.workflow_state == ports.FAILED and actor.error["message"] == "boom"
@@ -236,22 +235,22 @@ def test_fresh_instance_gets_latest_version_and_stays_pinned(h):
 def test_old_instance_resolves_version_one(h):
     async def v1(ctx):
         await ctx.step("work", lambda s: "did-work")
-        await ctx.sleep("wait", 60)
+        await ctx.queue.next("wait", "go")
 
     async def v2(ctx):
         version = await ctx.get_version("gate", 2)
         if version == 1:
             out = await ctx.step("work", lambda s: "did-work")
-            await ctx.sleep("wait", 60)
+            await ctx.queue.next("wait", "go")
             return f"old:{out}"
         return "new"
 
-    h.setup(wf=workflow(run=v1), manual_clock=True)
+    h.setup(wf=workflow(run=v1))
     aid = h.start()
     h.run(aid)
     h.runtime.registry.get("wf").run = workflow(v2)
-    h.clock.advance(61)
-    h.run(aid)
+    h.send(aid, "go", None)
+    h.drain()
     assert h.actor(aid).output == "old:did-work"
 
 
@@ -276,7 +275,7 @@ def test_removed_entries_of_every_kind_replay(h):
         await ctx.join("j", {"a": lambda c: c.step("x", lambda s: 1)})
         await ctx.race("r", [("a", lambda c: c.step("x", lambda s: 1))])
         await ctx.queue.next_batch("q", timeout=0)
-        await ctx.sleep("wait", 60)
+        await ctx.queue.next("wait", "go")
 
     async def v2(ctx):
         for name, kind in [
@@ -290,15 +289,15 @@ def test_removed_entries_of_every_kind_replay(h):
             ("q", "message"),
         ]:
             await ctx.removed(name, kind)
-        await ctx.sleep("wait", 60)
+        await ctx.queue.next("wait", "go")
         return "cleaned"
 
-    h.setup(wf=workflow(run=v1), manual_clock=True)
+    h.setup(wf=workflow(run=v1))
     aid = h.start()
     h.run(aid)
     h.runtime.registry.get("wf").run = workflow(v2)
-    h.clock.advance(61)
-    h.run(aid)
+    h.send(aid, "go", None)
+    h.drain()
     assert h.actor(aid).output == "cleaned"
 
 
@@ -345,3 +344,172 @@ def test_version_cutover_per_loop_iteration(h):
     h.drain()
     assert h.actor(aid).output == 1
     assert versions == [(0, 1), (1, 2)]
+
+
+def test_saga_compensation_failing_twice_resumes_after_a_crash_without_rerunning_finished_ones(h):
+    order = []
+    events = []
+    failures = {"c2": 2}
+    crash = [True]
+
+    def comp(name):
+        def undo(step, out):
+            if name == "c1" and crash[0]:
+                crash[0] = False
+                raise KeyboardInterrupt  # the worker dies when c1 starts
+            order.append(name)
+            if failures.get(name):
+                failures[name] -= 1
+                raise RuntimeError(f"{name} failed")
+
+        return undo
+
+    async def run(ctx):
+        await ctx.rollback_checkpoint("cp")
+        for i in (1, 2, 3):
+            await ctx.step(f"s{i}", lambda s: None, rollback=comp(f"c{i}"), retry_backoff_base=0.001)
+        raise RuntimeError("saga failed")
+
+    h.setup(wf=workflow(run=run, on_error=lambda c, e: events.append(e)))
+    aid = h.start()
+    with pytest.raises(KeyboardInterrupt):
+        h.run(aid)
+    assert h.actor(aid).workflow_state == ports.ROLLING_BACK
+    h.restart(aid)
+    h.drain()
+    assert order == ["c3", "c2", "c2", "c2", "c1"]  # c3 and c2 finished before the crash: not run again
+    assert [next(iter(e)) for e in events] == ["workflow", "rollback", "rollback"]
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["message"] == "saga failed"
+    assert all(h.history(aid)[f"s{i}"].rollback_completed_at is not None for i in (1, 2, 3))
+
+
+def test_handlers_of_join_branches_and_race_winners_finished_in_earlier_runs_roll_back(h):
+    undone = []
+
+    def branch(label):
+        async def run_branch(c):
+            await c.rollback_checkpoint("cp")
+            return await c.step("book", lambda s: label, rollback=lambda s, out: undone.append(out))
+
+        return run_branch
+
+    async def run(ctx):
+        await ctx.rollback_checkpoint("cp")
+        await ctx.step("first", lambda s: "first", rollback=lambda s, out: undone.append(out))
+        await ctx.join("j", {"hotel": branch("hotel"), "car": branch("car")})
+        await ctx.race("r", [("flight", branch("flight"))])
+        await ctx.queue.next("wait", "go")  # a later run fails: the branches are not re-run then
+        await ctx.step("pay", _raise(CriticalError("declined")))
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.SLEEPING
+    h.send(aid, "go", None)
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["message"] == "declined"
+    assert undone[0] == "flight" and sorted(undone[1:3]) == ["car", "hotel"] and undone[3] == "first"
+    assert len(undone) == 4
+
+
+def test_async_rollback_handler_gets_a_context_and_the_output(h):
+    async def release(rb, out):
+        rb.state["released"] = [*rb.state.get("released", []), out]
+
+    async def run(ctx):
+        await ctx.rollback_checkpoint("cp")
+        await ctx.step("reserve", lambda s: {"seat": "12A"}, rollback=release)
+        await ctx.step("pay", _raise(RollbackError("refused")))
+
+    h.setup(wf=workflow(run=run, state={}))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "RollbackError"
+    assert actor.state == {"released": [{"seat": "12A"}]}
+
+
+def test_resumed_rollback_starts_no_forward_step(h):
+    runs = []
+    ran = []
+    crash = [True]
+
+    def undo(step, out):
+        if crash[0]:
+            crash[0] = False
+            raise KeyboardInterrupt
+        ran.append("undo")
+
+    async def run(ctx):
+        runs.append(1)
+        await ctx.rollback_checkpoint("cp")
+        await ctx.step("a", lambda s: 1, rollback=undo)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+        await ctx.step("later", lambda s: ran.append("later"))  # reached only by the rollback replay
+        return "done"
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    with pytest.raises(KeyboardInterrupt):
+        h.run(aid)
+    h.restart(aid)
+    actor = h.actor(aid)
+    assert ran == ["undo"]
+    assert "later" not in h.history(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["message"] == "first run fails"
+
+
+def test_removed_with_the_wrong_kind_diverges(h):
+    async def v1(ctx):
+        await ctx.step("s", lambda s: 1)
+        await ctx.queue.next("wait", "go")
+
+    async def v2(ctx):
+        await ctx.removed("s", "loop")
+        await ctx.queue.next("wait", "go")
+
+    h.setup(wf=workflow(run=v1))
+    aid = h.start()
+    h.run(aid)
+    h.runtime.registry.get("wf").run = workflow(v2)
+    h.send(aid, "go", None)
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.error["name"] == "HistoryDivergedError" and "found step" in actor.error["message"]
+
+
+def test_removed_message_wait_covers_its_received_messages(h):
+    async def v1(ctx):
+        msg = await ctx.queue.next("first", "in")
+        await ctx.queue.next("wait", "go")
+        return msg.body
+
+    async def v2(ctx):
+        await ctx.removed("first", "message")
+        await ctx.queue.next("wait", "go")
+        return "migrated"
+
+    h.setup(wf=workflow(run=v1))
+    aid = h.start()
+    h.send(aid, "in", "hello")
+    h.drain()
+    assert {"first:count", "first:0"} <= set(h.history(aid))
+    h.runtime.registry.get("wf").run = workflow(v2)
+    h.send(aid, "go", None)
+    h.drain()
+    assert h.actor(aid).output == "migrated"
+
+
+@pytest.mark.parametrize("latest", [0, -1, True, "2", 1.5])
+def test_get_version_needs_an_int_at_least_one(h, latest):
+    async def run(ctx):
+        await ctx.get_version("gate", latest)
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "ValueError"

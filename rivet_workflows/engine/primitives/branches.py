@@ -115,12 +115,18 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     recorded: dict[str, dict] = {b: dict(v) for b, v in (entry.data.get("branches") or {}).items()}
     results: dict[str, Any] = {}
     tasks: dict[str, asyncio.Future] = {}
+    replayed: set[str] = set()
     for branch, fn in spec:
         if recorded.get(branch, {}).get("status") == "completed":
             results[branch] = recorded[branch].get("output")
+            if not session.rolling_back:
+                continue
+            # Rolling back: replay the finished branch (its steps return recorded outputs) so the rollback
+            # handlers of its steps are collected; its recorded outcome stays as it is.
+            replayed.add(branch)
         else:
             recorded[branch] = {"status": "running"}
-            tasks[branch] = asyncio.ensure_future(_run_branch(ctx.child(child_key(key, branch)), fn))
+        tasks[branch] = asyncio.ensure_future(_run_branch(ctx.child(child_key(key, branch)), fn))
     try:
         if tasks:
             await asyncio.wait(list(tasks.values()))
@@ -136,6 +142,8 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             raise value
         if kind == "fatal":
             raise value
+        if branch in replayed:
+            continue
         if kind == "ok":
             value = serde.roundtrip(
                 value, where=f"join {name!r} branch {branch!r}", max_bytes=session.settings.max_payload_bytes
@@ -187,7 +195,14 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
         )
         entry.status = ports.ENTRY_RUNNING
     elif entry.data.get("winner") is not None:
-        return RaceResult(entry.data["winner"], entry.data.get("output"))
+        winner = entry.data["winner"]
+        fn = dict(spec).get(winner)
+        if session.rolling_back and fn is not None:
+            # replay the winning branch so the rollback handlers of its steps are collected
+            kind, value = await _run_branch(ctx.child(child_key(key, winner)), fn)
+            if kind in ("evicted", "fatal"):
+                raise value
+        return RaceResult(winner, entry.data.get("output"))
 
     tasks = {b: asyncio.ensure_future(_run_branch(ctx.child(child_key(key, b)), fn)) for b, fn in spec}
     outcomes: dict[str, tuple[str, Any]] = {}

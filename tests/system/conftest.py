@@ -200,11 +200,30 @@ class Cluster:
             if value:
                 return value
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what or predicate}\n{self.logs()}")
+                pytest.fail(f"timed out waiting for {what or predicate}\n{self.logs()}\n{_unfinished()}")
             if keep_workers:
                 for _ in range(keep_workers - len(self.live_workers())):
                     self.start_worker()
             time.sleep(0.1)
+
+
+def _unfinished(limit: int = 8) -> str:
+    """A dump of unfinished actors (state, wake-up, lease, history) for failure messages."""
+    from django.db import close_old_connections
+
+    from rivet_workflows import models
+
+    close_old_connections()
+    lines = []
+    rows = models.Actor.objects.exclude(workflow_state__in=["completed", "failed", "cancelled"])[:limit]
+    for row in rows:
+        entries = ", ".join(f"{e.key}={e.status}/{e.attempts}" for e in row.history.order_by("id"))
+        lines.append(
+            f"{row.actor_id} {row.name}{row.key} {row.workflow_state} wake_at={row.wake_at} "
+            f"lease={row.lease_owner}@{row.lease_expires_at} token={row.lease_token} "
+            f"lock={row.step_lock_until} [{entries}]"
+        )
+    return "unfinished actors:\n" + "\n".join(lines)
 
 
 def _db_env() -> dict[str, str]:

@@ -103,3 +103,39 @@ def test_a_step_longer_than_the_lease_survives_thanks_to_the_heartbeat(cluster, 
     from .conftest import history
 
     assert history(handle.actor_id)["one"][:2] == ("completed", 1)
+
+
+def test_a_store_outage_mid_run_stops_the_run_without_failing_the_workflow(
+    make_django_runtime, django_store
+) -> None:
+    """A database error inside a run (not a workflow error) must not mark the workflow failed: the run
+    stops with StoreUnavailableError and the actor resumes after its lease expires."""
+    from rivet_workflows.engine.runtime import StoreUnavailableError
+
+    calls = {"n": 0}
+
+    async def run(ctx):
+        await ctx.step("a", lambda step: "a")
+        await ctx.step("b", lambda step: "b")
+        return "done"
+
+    runtime = make_django_runtime(setup(use={"wf": workflow(run=run, state={})}), lease_seconds=1)
+    handle = runtime.client().wf.create("outage")
+    real_commit = django_store.commit
+
+    def flaky_commit(actor_id, token, commit):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            from django.db import OperationalError
+
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_commit(actor_id, token, commit)
+
+    django_store.commit = flaky_commit
+    with pytest.raises(StoreUnavailableError):
+        executor.run_actor(runtime, handle.actor_id)
+    assert django_store.get_actor(handle.actor_id).workflow_state != ports.FAILED
+    del django_store.commit  # the connection is back
+    summary = executor.drain(runtime, timeout=10)
+    assert handle.workflow_state() == ports.COMPLETED, summary
+    assert django_store.get_actor(handle.actor_id).output == "done"

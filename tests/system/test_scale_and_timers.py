@@ -186,3 +186,18 @@ def test_the_sweep_uses_the_due_index_on_postgresql(django_store) -> None:
     plan = django_store.due_queryset(now)[:100].explain()
     print(f"\nsweep plan with 18000 sleeping + 2000 finished actors:\n{plan}")
     assert "rivet_actor_due_idx" in plan and "Seq Scan" not in plan
+
+
+def test_the_spec_cron_example_ticks_on_real_workers(cluster, rt) -> None:
+    from rivet_workflows import models
+
+    handle = rt.client().cron_actor.create("tick", input={"interval": 5})
+    cluster.start_worker()
+    cluster.start_worker()
+    cluster.wait_for(lambda: handle.state()["runs"] >= 2, 60, what="two cron ticks")
+    fires = list(models.CronFire.objects.filter(cron__actor_id=handle.actor_id).order_by("id"))
+    assert len(fires) >= 2 and all(f.status == "ok" for f in fires)
+    slots = [f.scheduled_at for f in fires]
+    assert len(set(slots)) == len(slots)  # one fire per slot (sweeps run on either worker)
+    assert (slots[1] - slots[0]).total_seconds() == 5.0
+    assert handle.state()["last_run_at"] is not None

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from project.examples.cron import cron_actor
 from rivet_workflows.engine import errors
 from rivet_workflows.engine.definitions import queue, setup, workflow
 
@@ -194,6 +195,7 @@ registry = setup(
         "waiter": waiter_actor,
         "doomed": doomed_actor,
         "sleeper": sleeper_actor,
+        "cron_actor": cron_actor,
     }
 )
 

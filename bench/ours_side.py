@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,8 +84,9 @@ def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None 
     Yields the monotonic time at which every worker reported ready; stops them on exit.
     Raises ``RuntimeError`` when a worker is not ready within 60 s.
     """
-    logdir = Path(os.environ.get("BENCH_LOG_DIR", "/tmp"))
+    logdir = Path(os.environ.get("BENCH_LOG_DIR") or tempfile.mkdtemp(prefix="rivet-bench-"))
     procs: list[tuple[subprocess.Popen, Path]] = []
+    failed = True  # the worker logs stay in ``logdir`` for the post-mortem unless all went well
     full_env = {**os.environ, **(env or {})}
     try:
         for i in range(count):
@@ -111,6 +114,7 @@ def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None 
                     pending.remove(item)
             time.sleep(0.05)
         yield time.monotonic()
+        failed = False
     finally:
         # The figures are taken and the database is dropped next, so nothing needs a clean shutdown:
         # kill each worker's own process group (the worker and its embedded beat).
@@ -121,6 +125,8 @@ def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None 
                 pass
         for p, _ in procs:
             p.wait()
+        if not failed and "BENCH_LOG_DIR" not in os.environ:
+            shutil.rmtree(logdir, ignore_errors=True)
 
 
 def _sql_profile(rw: Any, create: Any) -> dict[str, int]:

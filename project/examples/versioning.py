@@ -36,6 +36,21 @@ async def run(ctx: Any) -> None:
     await _main_loop(ctx)
 
 
+async def run_migrated(ctx: Any) -> None:
+    """The same deploy written for instances in flight across it.
+
+    The spec's ``run`` creates ``validate-v2`` ahead of the recorded ``validate-v1`` and ``main-loop-v2``;
+    our engine checks the scope before creating an entry (ENGINE-SEMANTICS.md section 2), so an old
+    instance stops there with a divergence. Gating the new step keeps both kinds of instance working: a
+    fresh one resolves the gate to 2 and runs ``validate-v2``; an old one resolves it to 1, skips the new
+    step, retires ``validate-v1`` and resumes its loop.
+    """
+    if await ctx.get_version("validate", 2) >= 2:
+        await ctx.step("validate-v2", _count_run)
+    await ctx.removed("validate-v1", "step")
+    await _main_loop(ctx)
+
+
 versioned_workflow_actor = workflow(
     state={"runs": 0},
     run=run,
@@ -46,6 +61,14 @@ versioned_workflow_actor = workflow(
 versioned_workflow_actor_v1 = workflow(
     state={"runs": 0},
     run=run_v1,
+    actions={"get_state": lambda c: c.state},
+)
+
+
+#: the deploy for a fleet with instances in flight (``run_migrated``), under the same actor name
+versioned_workflow_actor_migrated = workflow(
+    state={"runs": 0},
+    run=run_migrated,
     actions={"get_state": lambda c: c.state},
 )
 

@@ -147,14 +147,22 @@ class History:
             self._mark(key)
         return keys
 
-    def check_scope(self, scope: str) -> None:
+    def check_scope(self, scope: str, before: str | None = None) -> None:
         """Raise ``HistoryDivergedError`` if a recorded direct child of ``scope`` was not visited this run.
 
-        Called when a scope finishes and before a new entry is created in it, so a renamed step fails before
-        it runs (ENGINE-SEMANTICS.md section 2).
+        Called when a scope finishes and, with ``before`` (the key about to be created), before a new entry
+        is created in it, so a renamed step fails before it runs (ENGINE-SEMANTICS.md section 2).
         """
         if not self._unvisited.get(scope):
             return
+        hint = ""
+        if before is not None:
+            hint = (
+                f" (raised before creating the new entry {before!r}: a new entry may not be added ahead of "
+                "recorded entries an in-flight instance has not replayed yet; gate the new code with "
+                "ctx.get_version(name, latest), which resolves to 1 for instances that already ran this "
+                "scope, and retire old entries with ctx.removed() before any new entry)"
+            )
         for key in self.children.get(scope, ()):
             if key in self.visited or key not in self._loaded:
                 continue
@@ -162,7 +170,7 @@ class History:
                 raise errors.HistoryDivergedError(
                     f"history diverged: recorded block {key!r} was not reached by the workflow code; if it "
                     f"was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, 'try') where it "
-                    "used to be",
+                    "used to be" + hint,
                     location=key,
                     kind="try",
                 )
@@ -170,7 +178,7 @@ class History:
             raise errors.HistoryDivergedError(
                 f"history diverged: recorded {entry.kind} {key!r} was not reached by the workflow code; "
                 f"if it was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, "
-                f"{entry.kind!r}) where it used to be",
+                f"{entry.kind!r}) where it used to be{hint}",
                 location=key,
                 kind=entry.kind,
             )

@@ -147,7 +147,7 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope)
+        history.check_scope(ctx._scope, before=key)
         history.new(
             key, "rollback_checkpoint", {"name": name}, now=session.stamp()
         ).status = ports.ENTRY_COMPLETED

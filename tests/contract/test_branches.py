@@ -492,3 +492,37 @@ def test_message_arriving_after_a_race_stays_for_the_next_wait(h):
     h.send(aid, "inbox", "kept")
     h.drain()
     assert h.actor(aid).output == ["fast", "kept"]
+
+
+def test_recover_after_a_join_failure_reruns_only_the_failed_branch(h):
+    calls = {"ok": 0, "flaky": 0}
+    broken = [True]
+
+    def ok(step):
+        calls["ok"] += 1
+        return 1
+
+    def flaky(step):
+        calls["flaky"] += 1
+        if broken[0]:
+            raise CriticalError("service down")
+        return 2
+
+    async def run(ctx):
+        out = await ctx.join(
+            "fan", {"ok": lambda c: c.step("ok", ok), "flaky": lambda c: c.step("flaky", flaky)}
+        )
+        return out["ok"] + out["flaky"]
+
+    h.setup(wf=workflow(run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    h.drain()
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "JoinError"
+    broken[0] = False
+    assert handle.recover() is True
+    h.drain()
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.COMPLETED and actor.output == 3
+    assert calls == {"ok": 1, "flaky": 2}
+    assert h.history(handle.actor_id)["fan/flaky/flaky"].attempts == 1  # recover reset the attempts

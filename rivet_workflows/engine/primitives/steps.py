@@ -163,6 +163,10 @@ async def run_step(
     elif entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
     else:
+        if (
+            session.forward_blocked
+        ):  # rolling back: an unfinished step neither retries nor waits out its backoff
+            raise RollbackStop()
         if entry.status == RUNNING and entry.attempts > 0:
             # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
             if await _worker_lost(session, entry, name, options):

@@ -16,6 +16,7 @@ def _connection(folder) -> Connection:
         transport_options={
             "data_folder_in": str(folder),
             "data_folder_out": str(folder),
+            "control_folder": str(folder / "control"),  # kombu's default is ./control in the cwd
             "store_processed": False,
             "polling_interval": 0.001,
         },

@@ -106,6 +106,8 @@ def check_actor(runtime: Runtime, actor: ports.ActorRecord) -> CheckResult:
     dry.vars = {}
     history = History(runtime.store.load_history(actor.actor_id))
     session = _DrySession(dry, actor, definition, actor.lease_token, history, live_until=None)
+    # Not ``session.dry_run = True``: that makes new work raise RollbackStop before ``check_scope`` runs,
+    # which would hide a renamed step; here the stop comes at the first write, after the scope check.
     try:
         async_to_sync(_replay)(session)
     except errors.HistoryDivergedError as exc:

@@ -513,3 +513,52 @@ def test_get_version_needs_an_int_at_least_one(h, latest):
     h.drain()
     actor = h.actor(aid)
     assert actor.workflow_state == ports.FAILED and actor.error["name"] == "ValueError"
+
+
+def test_try_step_timeout_kind_and_what_try_never_catches(h):
+    import asyncio
+
+    seen = []
+
+    async def slow(step):
+        await asyncio.sleep(0.5)
+
+    async def sleeping_block(b):
+        await b.sleep("nap", 60)  # a durable wait inside a try block is not a failure
+
+    async def run(ctx):
+        timed_out = await ctx.try_step("slow", slow, timeout=0.01)
+        seen.append(timed_out.failure)
+        unchecked = await ctx.try_(
+            "unchecked", lambda b: b.step("s", lambda s: 1, rollback=lambda s, o: None)
+        )
+        return [timed_out.failure, unchecked.ok]
+
+    async def waits(ctx):
+        await ctx.try_("block", sleeping_block)
+
+    h.setup(wf=workflow(run=run), sleeper=workflow(run=waits))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED
+    assert actor.error["name"] == "RollbackCheckpointError"  # checkpoint errors are never caught
+    assert seen[0]["kind"] == "timeout" and seen[0]["step_name"] == "slow" and seen[0]["attempts"] == 1
+    assert seen[0]["error"]["name"] == "TimeoutError"
+
+    sleeper = h.start("sleeper")
+    h.run(sleeper)
+    assert h.actor(sleeper).workflow_state == ports.SLEEPING
+    assert "block/nap" in h.history(sleeper)
+
+
+def test_try_block_does_not_catch_a_queue_timeout_or_plain_errors_by_default(h):
+    async def run(ctx):
+        plain = await ctx.try_("plain", lambda b: b.queue.next("wait", "never", timeout=0))
+        return plain.ok
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED and actor.error["name"] == "QueueWaitTimeoutError"

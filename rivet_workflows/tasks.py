@@ -50,8 +50,12 @@ def sweep() -> int:
     from .engine import scheduling
 
     runtime = get_runtime()
-    try:  # due cron / scheduled actions first: their sends make actors due for the claim below
-        scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH)
+
+    def queue_fire(record, fire) -> None:
+        fire_schedule.delay(scheduling.fire_to_dict(record, fire))
+
+    try:  # due cron / scheduled actions: claimed here, run by fire_schedule tasks
+        scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
     claimed = runtime.store.claim_due(
@@ -62,3 +66,20 @@ def sweep() -> int:
     if claimed:
         logger.debug("sweep queued %d actors", len(claimed))
     return len(claimed)
+
+
+@shared_task(name="rivet_workflows.fire_schedule", ignore_result=True)
+def fire_schedule(data: dict) -> None:
+    """Run one cron/scheduled action fire claimed by the sweep (``engine.scheduling.fire_to_dict`` data).
+
+    Runs the action as ``action(c, ScheduledFireInfo, *args)`` (serialised with steps) and logs the fire;
+    a vanished entry or actor is ignored. The slot was claimed before this task was queued, so a lost
+    task loses that one fire (at most once per slot).
+    """
+    from .django_runtime import get_runtime
+    from .engine import scheduling
+
+    runtime = get_runtime()
+    found = scheduling.fire_from_dict(runtime, data)
+    if found is not None:
+        scheduling.run_fire(runtime, *found)

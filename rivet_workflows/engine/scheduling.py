@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -300,12 +301,36 @@ def run_scheduled_action(runtime: Runtime, record: ports.CronRecord, fire: Sched
     return serde.from_json(encoded)
 
 
-def fire_due(runtime: Runtime, limit: int = 100) -> int:
-    """Fire every due schedule entry once (the sweep and ``drain()`` call this). Returns the fires run.
+def run_fire(runtime: Runtime, record: ports.CronRecord, fire: ScheduledFireInfo) -> bool:
+    """Run one claimed fire of ``record`` and log it (status ok or error; an action error is logged, never
+    raised). Returns False when the actor is gone."""
+    log = ports.CronFireRecord(scheduled_at=fire.scheduled_at, fired_at=fire.fired_at)
+    try:
+        log.result = run_scheduled_action(runtime, record, fire)
+    except errors.ActorNotFoundError:
+        return False
+    except Exception as exc:  # an action error must not stop the sweep
+        logger.exception("scheduled action %s of actor %s raised", record.action, record.actor_id)
+        log.status, log.error = "error", serde.error_to_dict(exc)
+    try:
+        runtime.store.cron_record_fire(record.id, log, record.max_history)
+    except Exception:
+        logger.exception("could not log the fire of schedule %s", record.name)
+    return True
+
+
+def fire_due(
+    runtime: Runtime,
+    limit: int = 100,
+    runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
+) -> int:
+    """Claim and fire every due schedule entry once (the sweep and ``drain()`` call this). Returns the
+    number of fires claimed.
 
     Each due entry is claimed with ``cron_advance`` (compare-and-set on ``next_fire_at``), so concurrent
-    sweeps never fire a slot twice; the action then runs and the fire is logged (status ok or error; an
-    action error is logged, never raised).
+    sweeps never fire a slot twice. ``runner(record, fire)`` runs the claimed fire; the default runs it here
+    (``run_fire``); the Celery sweep passes one that queues a task, so an action waiting for a busy actor's
+    step lock never holds up the sweep.
     """
     store = runtime.store
     fired = 0
@@ -322,19 +347,12 @@ def fire_due(runtime: Runtime, limit: int = 100) -> int:
         if not store.cron_advance(record.id, record.next_fire_at, upcoming):  # type: ignore[arg-type]
             continue  # another sweep fired this slot
         fire = ScheduledFireInfo(record.name, scheduled, now, record.kind, missed)
-        log = ports.CronFireRecord(scheduled_at=scheduled, fired_at=now)
-        try:
-            log.result = run_scheduled_action(runtime, record, fire)
-        except errors.ActorNotFoundError:
-            continue
-        except Exception as exc:  # an action error must not stop the sweep
-            logger.exception("scheduled action %s of actor %s raised", record.action, record.actor_id)
-            log.status, log.error = "error", serde.error_to_dict(exc)
-        fired += 1
-        try:
-            store.cron_record_fire(record.id, log, record.max_history)
-        except Exception:
-            logger.exception("could not log the fire of schedule %s", record.name)
+        if runner is None:
+            if run_fire(runtime, record, fire):
+                fired += 1
+        else:
+            runner(record, fire)
+            fired += 1
     return fired
 
 
@@ -347,8 +365,40 @@ def next_deadline(store: Any) -> datetime | None:
     return min(present) if present else None
 
 
-def sweep_schedules(runtime: Runtime, limit: int = 100) -> int:
+def sweep_schedules(
+    runtime: Runtime,
+    limit: int = 100,
+    runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
+) -> int:
     """``fire_due`` for stores that implement the schedule port (0 for those that do not)."""
     if not hasattr(runtime.store, "cron_due"):
         return 0
-    return fire_due(runtime, limit)
+    return fire_due(runtime, limit, runner)
+
+
+def fire_to_dict(record: ports.CronRecord, fire: ScheduledFireInfo) -> dict:
+    """A JSON-safe description of a claimed fire (for a task message); ``fire_from_dict`` reverses it."""
+    return {
+        "cron_id": record.id,
+        "actor_id": record.actor_id,
+        "name": fire.name,
+        "scheduled_at": fire.scheduled_at.isoformat(),
+        "fired_at": fire.fired_at.isoformat(),
+        "kind": fire.kind,
+        "missed": fire.missed,
+    }
+
+
+def fire_from_dict(runtime: Runtime, data: dict) -> tuple[ports.CronRecord, ScheduledFireInfo] | None:
+    """The entry and fire of ``fire_to_dict`` output (None when the entry is gone)."""
+    record = next((r for r in runtime.store.cron_list(data["actor_id"]) if r.id == data["cron_id"]), None)
+    if record is None:
+        return None
+    fire = ScheduledFireInfo(
+        data["name"],
+        datetime.fromisoformat(data["scheduled_at"]),
+        datetime.fromisoformat(data["fired_at"]),
+        data["kind"],
+        int(data["missed"]),
+    )
+    return record, fire

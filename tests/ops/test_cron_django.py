@@ -101,3 +101,27 @@ def test_destroying_the_actor_removes_its_schedules(make_django_runtime) -> None
     c.cron.set(name="daily", expression="0 9 * * *", timezone="Europe/Amsterdam", action="tick")
     runtime.client().ticker.get_for_id(c.actor_id).destroy()
     assert runtime.store.cron_list() == []
+
+
+def test_the_celery_sweep_claims_fires_and_a_task_runs_them(settings) -> None:
+    from project.celery import app
+    from rivet_workflows import django_runtime, tasks
+
+    settings.RIVET_WORKFLOWS = {
+        "REGISTRY": "tests.system.workflows.registry",
+        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+    }
+    django_runtime.reset_runtime()
+    app.conf.task_always_eager = True
+    try:
+        runtime = django_runtime.get_runtime()
+        handle = runtime.client().cron_actor.create("celery", input={"interval": 5})
+        _make_due(handle.actor_id)
+        tasks.sweep()  # claims the slot and runs fire_schedule (eagerly here)
+        tasks.sweep()  # the slot is taken: no second fire
+        fires = list(models.CronFire.objects.filter(cron__actor_id=handle.actor_id))
+        assert [f.status for f in fires] == ["ok"]
+        assert models.QueueMessage.objects.filter(actor_id=handle.actor_id, name="cron-tick").count() == 1
+    finally:
+        app.conf.task_always_eager = False
+        django_runtime.reset_runtime()

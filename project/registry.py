@@ -60,6 +60,7 @@ ACTORS = {
     "billing_actor": checkout_saga.billing_actor,
     "versioned_workflow_actor": versioning.versioned_workflow_actor,
     "version_gate_actor": versioning.version_gate_actor,
+    "versioned_deploy_actor": versioning.versioned_workflow_actor_migrated,
     "cron_actor": cron.cron_actor,
     "setup_run_teardown_actor": setup_teardown.setup_run_teardown_actor,
     "crash_demo_actor": crash_demo.crash_demo_actor,

@@ -15,4 +15,10 @@ from . import versioning
 #: dotted path of the registry below (for RIVET_REGISTRY)
 REGISTRY_PATH = "project.examples.before_deploy.registry"
 
-registry = setup(use={**ACTORS, "version_gate_actor": versioning.version_gate_actor_v1})
+registry = setup(
+    use={
+        **ACTORS,
+        "version_gate_actor": versioning.version_gate_actor_v1,
+        "versioned_deploy_actor": versioning.versioned_workflow_actor_v1,
+    }
+)

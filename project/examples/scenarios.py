@@ -486,6 +486,20 @@ def _check_version_gate(run: ScenarioRun) -> list[str]:
     ).problems
 
 
+def _start_versioned_deploy(run: ScenarioRun) -> None:
+    run.actor("versioned", "versioned_deploy_actor")
+
+
+def _versioned_deploy_point(run: ScenarioRun) -> bool:
+    return run.state("versioned")["runs"] >= 2  # validate-v1 and one heartbeat ran under the old code
+
+
+def _check_versioned_deploy(run: ScenarioRun) -> list[str]:
+    runs = run.state("versioned")["runs"]
+    e = Expect().workflow(run, "versioned", ports.SLEEPING)
+    return e.true("the old instance kept looping under the new code", runs >= 4, runs).problems
+
+
 def _start_cron(run: ScenarioRun) -> None:
     run.actor("cron", "cron_actor", input={"interval": 5})
 
@@ -586,6 +600,13 @@ SCENARIOS: dict[str, Scenario] = {
             deploy_point=_version_gate_deploy_point,
         ),
         Scenario(
+            "versioned_deploy",
+            "versioned workflow across a deploy (validate-v1 renamed, old instance in flight)",
+            _start_versioned_deploy,
+            _check_versioned_deploy,
+            deploy_point=_versioned_deploy_point,
+        ),
+        Scenario(
             "cron", "cron every 5 s bridging to the workflow queue", _start_cron, _check_cron, timeout=30
         ),
     ]
@@ -617,6 +638,7 @@ SKELETON_SCENARIOS = [
     "versioned",
     "version_gate",
     "version_gate_deploy",
+    "versioned_deploy",
     "cron",
 ]
 

@@ -62,7 +62,7 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
             "demo",
             "--",
             "--only",
-            "crash,version_gate_deploy,queue_worker,approval_gate,rpc",
+            "crash,version_gate_deploy,versioned_deploy,queue_worker,approval_gate,rpc",
             "--timeout",
             "120",
         ],
@@ -72,7 +72,7 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
     out = demo.stdout
     assert demo.returncode == 0, out[-3000:] + demo.stderr[-2000:]
     assert "SIGKILLed worker #1" in out
-    assert "5/5 scenarios ok" in out
+    assert "6/6 scenarios ok" in out
     # the fake service counted the side effects: the step completed before the crash ran once, the
     # interrupted one ran again, the one after it once
     assert "prepare ran 1x" in out

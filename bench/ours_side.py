@@ -227,38 +227,58 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
 def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, Any]:
     """One actor loops ``iterations`` times (one step each) under an in-process drain.
 
-    Reports the time per iteration over the last tenth against the first tenth (after 50 warm-up
-    iterations) and the history rows left at the end (the loop prunes every 20 iterations). The loop
-    also stops after ``cap_seconds`` so a slow build still finishes; ``iterations_done`` says how far it got.
+    Compares the last tenth of the iterations with the first tenth (after 50 warm-up iterations):
+    median wall time, mean process CPU time (less sensitive to other load on the machine) and SQL
+    statements per iteration; counts the history rows left at the end (the loop prunes every 20
+    iterations). The loop stops after ``cap_seconds`` so a slow build still finishes
+    (``iterations_done`` says how far it got).
     """
     os.environ["BENCH_ITERATIONS"] = str(iterations)
     os.environ["BENCH_DEADLINE"] = str(time.time() + cap_seconds)
     rw = _django()
+    from django.db import connection
+
     from bench import ours_registry
     from rivet_workflows.models import HistoryEntry
 
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        ours_registry.SQL_COUNT[0] += 1
+        return execute(sql, params, many, context)
+
     handle = rw.client().bench_looper.create("p3")
     t0 = time.perf_counter()
-    _drain_all(rw, 900)
+    with connection.execute_wrapper(count):
+        _drain_all(rw, 900)
     elapsed = time.perf_counter() - t0
-    times = ours_registry.ITER_TIMES
-    if len(times) < 20:
-        raise RuntimeError(f"loop ran only {len(times)} of {iterations} iterations")
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    marks = ours_registry.ITER_TIMES
+    if len(marks) < 20:
+        raise RuntimeError(f"loop ran only {len(marks)} of {iterations} iterations")
+    gaps = [tuple(b[i] - a[i] for i in range(3)) for a, b in zip(marks, marks[1:], strict=False)]
     warm = min(50, len(gaps) // 10)
     tenth = max(1, (len(gaps) - warm) // 10)
-    start = gaps[warm:warm + tenth]
-    end = gaps[-tenth:]
-    start_ms = 1000 * sum(start) / len(start)
-    end_ms = 1000 * sum(end) / len(end)
+    start, end = gaps[warm:warm + tenth], gaps[-tenth:]
+
+    def summary(part: list[tuple[float, ...]]) -> tuple[float, float, float]:
+        return (
+            1000 * stats.percentile([g[0] for g in part], 50),
+            1000 * sum(g[1] for g in part) / len(part),
+            sum(g[2] for g in part) / len(part),
+        )
+
+    (wall_s, cpu_s, sql_s), (wall_e, cpu_e, sql_e) = summary(start), summary(end)
     rows = HistoryEntry.objects.filter(actor_id=handle.actor_id).count()
     return {
         "iterations": iterations,
-        "iterations_done": len(times),
+        "iterations_done": len(marks),
         "seconds": elapsed,
-        "iteration_ms_start": start_ms,
-        "iteration_ms_end": end_ms,
-        "end_over_start": end_ms / start_ms,
+        "iteration_ms_start": wall_s,
+        "iteration_ms_end": wall_e,
+        "end_over_start": wall_e / wall_s,
+        "cpu_ms_start": cpu_s,
+        "cpu_ms_end": cpu_e,
+        "cpu_end_over_start": cpu_e / cpu_s if cpu_s else None,
+        "sql_per_iteration_start": sql_s,
+        "sql_per_iteration_end": sql_e,
         "history_rows": rows,
         "prune_interval": ours_registry.PRUNE_INTERVAL,
     }

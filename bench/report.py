@@ -91,9 +91,14 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         bound = 2 * prune + 1
         return [
             _row("iterations run", _get(ours, "iterations_done"), None, _get(ours, "iterations")),
-            _row("iteration ms at start", _get(ours, "iteration_ms_start")),
-            _row("iteration ms at end", _get(ours, "iteration_ms_end"), None, None, ratio, "end/start <= 1.2",
-                 _cmp(ratio, "<=", 1.2)),
+            _row("iteration ms (median) at start", _get(ours, "iteration_ms_start")),
+            _row("iteration ms (median) at end", _get(ours, "iteration_ms_end"), None, None, ratio,
+                 "end/start <= 1.2", _cmp(ratio, "<=", 1.2)),
+            _row("iteration CPU ms at start", _get(ours, "cpu_ms_start")),
+            _row("iteration CPU ms at end", _get(ours, "cpu_ms_end"), None, None, _get(ours, "cpu_end_over_start"),
+                 "end/start <= 1.2", _cmp(_get(ours, "cpu_end_over_start"), "<=", 1.2)),
+            _row("SQL statements per iteration at start", _get(ours, "sql_per_iteration_start")),
+            _row("SQL statements per iteration at end", _get(ours, "sql_per_iteration_end")),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
     if bench == "P4":

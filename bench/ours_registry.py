@@ -23,9 +23,10 @@ ITERATIONS = int(os.environ.get("BENCH_ITERATIONS", "10000"))
 PRUNE_INTERVAL = 20
 TIMER_SECONDS = float(os.environ.get("BENCH_TIMER_SECONDS", "1.0"))
 REPORT_PORT = int(os.environ.get("BENCH_REPORT_PORT", "0"))
-# P3 (in-process drain): (perf_counter, process CPU time, SQL statements so far) at each iteration.
-ITER_TIMES: list[tuple[float, float, int]] = []
-SQL_COUNT = [0]  # incremented by the harness's execute_wrapper
+# P3 (in-process drain): (perf_counter, process CPU time, SQL statements so far, seconds spent in SQL
+# so far) at each iteration.
+ITER_TIMES: list[tuple[float, float, float, float]] = []
+SQL_COUNT = [0, 0.0]  # statements and their seconds, kept by the harness's execute_wrapper
 
 _sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
@@ -67,7 +68,7 @@ async def waiter_run(ctx: Any) -> None:
 async def looper_run(ctx: Any) -> int:
     async def tick(step: Any) -> float:
         now = time.perf_counter()
-        ITER_TIMES.append((now, time.process_time(), SQL_COUNT[0]))
+        ITER_TIMES.append((now, time.process_time(), SQL_COUNT[0], SQL_COUNT[1]))
         return now
 
     async def body(lctx: Any, n: int) -> Any:

@@ -242,8 +242,12 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
     from rivet_workflows.models import HistoryEntry
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        ours_registry.SQL_COUNT[0] += 1
-        return execute(sql, params, many, context)
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            ours_registry.SQL_COUNT[0] += 1
+            ours_registry.SQL_COUNT[1] += time.perf_counter() - started
 
     handle = rw.client().bench_looper.create("p3")
     t0 = time.perf_counter()
@@ -253,19 +257,26 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
     marks = ours_registry.ITER_TIMES
     if len(marks) < 20:
         raise RuntimeError(f"loop ran only {len(marks)} of {iterations} iterations")
-    gaps = [tuple(b[i] - a[i] for i in range(3)) for a, b in zip(marks, marks[1:], strict=False)]
+    gaps = [tuple(b[i] - a[i] for i in range(4)) for a, b in zip(marks, marks[1:], strict=False)]
     warm = min(50, len(gaps) // 10)
     tenth = max(1, (len(gaps) - warm) // 10)
     start, end = gaps[warm:warm + tenth], gaps[-tenth:]
 
-    def summary(part: list[tuple[float, ...]]) -> tuple[float, float, float]:
+    def summary(part: list[tuple[float, ...]]) -> tuple[float, float, float, float]:
         return (
             1000 * stats.percentile([g[0] for g in part], 50),
             1000 * sum(g[1] for g in part) / len(part),
             sum(g[2] for g in part) / len(part),
+            1000 * sum(g[3] for g in part) / len(part),
         )
 
-    (wall_s, cpu_s, sql_s), (wall_e, cpu_e, sql_e) = summary(start), summary(end)
+    (wall_s, cpu_s, sql_s, db_s), (wall_e, cpu_e, sql_e, db_e) = summary(start), summary(end)
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT relname, n_live_tup, n_dead_tup FROM pg_stat_user_tables WHERE relname IN (%s, %s)",
+            ["rivet_workflows_actor", "rivet_workflows_historyentry"],
+        )
+        tuples = {name: {"live": live, "dead": dead} for name, live, dead in cur.fetchall()}
     rows = HistoryEntry.objects.filter(actor_id=handle.actor_id).count()
     return {
         "iterations": iterations,
@@ -279,6 +290,10 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
         "cpu_end_over_start": cpu_e / cpu_s if cpu_s else None,
         "sql_per_iteration_start": sql_s,
         "sql_per_iteration_end": sql_e,
+        "sql_ms_start": db_s,
+        "sql_ms_end": db_e,
+        "sql_end_over_start": db_e / db_s if db_s else None,
+        "tuples_at_end": tuples,
         "history_rows": rows,
         "prune_interval": ours_registry.PRUNE_INTERVAL,
     }

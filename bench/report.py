@@ -99,6 +99,9 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                  "end/start <= 1.2", _cmp(_get(ours, "cpu_end_over_start"), "<=", 1.2)),
             _row("SQL statements per iteration at start", _get(ours, "sql_per_iteration_start")),
             _row("SQL statements per iteration at end", _get(ours, "sql_per_iteration_end")),
+            _row("ms in SQL per iteration at start", _get(ours, "sql_ms_start")),
+            _row("ms in SQL per iteration at end", _get(ours, "sql_ms_end"), None, None,
+                 _get(ours, "sql_end_over_start")),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
     if bench == "P4":

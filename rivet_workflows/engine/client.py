@@ -345,8 +345,19 @@ class ActorHandle:
             return False
         return True
 
+    def cancel(self) -> bool:
+        """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
+
+        A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
+        already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
+        """
+        from .cancel import cancel
+
+        return cancel(self.runtime, self.actor_id)
+
     adestroy = _twin(destroy)
     arecover = _twin(recover)
+    acancel = _twin(cancel)
 
     # --- reads --------------------------------------------------------------------------------------
 

@@ -114,3 +114,50 @@ def test_on_error_hook_may_change_state_and_its_exceptions_are_swallowed(h):
     row = h.actor(aid)
     assert row.workflow_state == ports.FAILED and row.error["name"] == "StepExhaustedError"
     assert row.state == {"errors": 1}
+
+
+def test_cancel_stops_a_sleeping_workflow_for_good(h):
+    ran = []
+
+    async def run(ctx):
+        await ctx.queue.next("wait", "go")
+        await ctx.step("after", lambda s: ran.append(1))
+
+    h.setup(wf=workflow(run=run, actions={"ping": lambda c: "pong"}))
+    handle = h.runtime.client().wf.get_or_create("k")
+    h.drain()
+    assert handle.cancel() is True
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None and actor.lease_owner is None
+    handle.send("go", None)
+    assert h.run(handle.actor_id).ran is False  # later runs refuse
+    h.drain()
+    assert ran == [] and h.actor(handle.actor_id).workflow_state == ports.CANCELLED
+    assert handle.ping() == "pong"  # the actor lives on
+    assert handle.cancel() is False  # already finished
+
+
+def test_cancel_fences_out_a_run_in_progress(h):
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def slow(step):
+        started.set()
+        release.wait(5)
+        return "slow"
+
+    async def run(ctx):
+        await ctx.step("slow", slow)
+        await ctx.step("after", lambda s: ran.append("after"))
+
+    h.setup(wf=workflow(run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    worker = threading.Thread(target=h.run, args=(handle.actor_id,))
+    worker.start()
+    assert started.wait(5)
+    assert handle.cancel() is True
+    release.set()
+    worker.join(10)
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None
+    assert ran == []  # the fenced run wrote nothing more and started no further step
+    assert h.history(handle.actor_id)["slow"].status != ports.ENTRY_COMPLETED  # its outcome was refused

@@ -1,0 +1,49 @@
+"""Cancelling a workflow (ENGINE-SCENARIOS.md "Lifecycle" 1): state cancelled, wake-up cleared, no run again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import ports
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+#: how many times ``cancel`` retries when the lease changes hands under it
+_ATTEMPTS = 20
+
+
+def cancel(runtime: Runtime, actor_id: str) -> bool:
+    """Cancel the workflow of ``actor_id``: ``workflow_state`` becomes ``cancelled``, ``wake_at`` and
+    ``waiting_for`` are cleared, and no executor runs it again. Rollback handlers do not run.
+
+    A run in progress is fenced out: the lease is taken over (``store.handoff`` bumps the fencing token), so
+    that run's next write is rejected and it stops (a step body already running finishes, but its outcome
+    is not recorded). Returns False when the workflow had already finished (completed, failed or
+    cancelled). Raises ``ActorNotFoundError`` for a destroyed actor. Sync.
+    """
+    store, settings = runtime.store, runtime.settings
+    owner = f"{runtime.owner}:cancel"
+    for _ in range(_ATTEMPTS):
+        record = store.get_actor(actor_id)
+        if record.workflow_state in ports.FINISHED_STATES:
+            return False
+        token = store.claim(actor_id, owner, settings.lease_seconds)
+        if token is None:  # an executor holds the lease: take it over
+            token = store.handoff(actor_id, record.lease_token, owner, settings.lease_seconds)
+        if token is None:  # the lease changed hands meanwhile: look again
+            continue
+        result = store.commit(
+            actor_id,
+            token,
+            ports.Commit(
+                workflow_state=ports.CANCELLED,
+                wake_at=None,
+                waiting_for=[],
+                step_lock_until=None,
+                release=True,
+            ),
+        )
+        if result.ok:
+            return True
+    raise RuntimeError(f"could not cancel actor {actor_id}: its lease kept changing hands")

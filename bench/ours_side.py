@@ -224,6 +224,29 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
     return result
 
 
+def _engine_only_loop(registry_module: Any) -> dict[str, Any]:
+    """The P3 loop, all ``BENCH_ITERATIONS`` of it, on the in-memory store (``rivet_workflows.testing``):
+    the engine's own CPU per iteration at the start and the end, free of database and machine noise."""
+    from rivet_workflows import testing
+
+    runtime = testing.make_runtime(registry_module.registry)
+    runtime.registry.client().bench_looper.create("p3-memory")
+    t0 = time.perf_counter()
+    testing.drain(runtime, timeout=600)
+    seconds = time.perf_counter() - t0
+    marks = list(registry_module.ITER_TIMES)
+    registry_module.ITER_TIMES.clear()
+    from rivet_workflows import django_runtime
+
+    django_runtime.reset_runtime()  # make_runtime bound the registry to the memory store; rebind to Django
+    cpu = [b[1] - a[1] for a, b in zip(marks, marks[1:], strict=False)]
+    tenth = max(1, len(cpu) // 10)
+    start = 1000 * sum(cpu[:tenth]) / tenth
+    end = 1000 * sum(cpu[-tenth:]) / tenth
+    return {"memory_iterations": len(marks), "memory_seconds": seconds, "memory_cpu_ms_start": start,
+            "memory_cpu_ms_end": end, "memory_end_over_start": end / start if start else None}
+
+
 def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, Any]:
     """One actor loops ``iterations`` times (one step each) under an in-process drain.
 
@@ -249,6 +272,7 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
             ours_registry.SQL_COUNT[0] += 1
             ours_registry.SQL_COUNT[1] += time.perf_counter() - started
 
+    engine_only = _engine_only_loop(ours_registry)
     handle = rw.client().bench_looper.create("p3")
     t0 = time.perf_counter()
     with connection.execute_wrapper(count):
@@ -294,6 +318,7 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
         "sql_ms_end": db_e,
         "sql_end_over_start": db_e / db_s if db_s else None,
         "tuples_at_end": tuples,
+        **engine_only,
         "history_rows": rows,
         "prune_interval": ours_registry.PRUNE_INTERVAL,
     }

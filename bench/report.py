@@ -102,6 +102,10 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             _row("ms in SQL per iteration at start", _get(ours, "sql_ms_start")),
             _row("ms in SQL per iteration at end", _get(ours, "sql_ms_end"), None, None,
                  _get(ours, "sql_end_over_start")),
+            _row("engine-only CPU ms/iteration (memory store), start", _get(ours, "memory_cpu_ms_start")),
+            _row("engine-only CPU ms/iteration (memory store), end", _get(ours, "memory_cpu_ms_end"), None, None,
+                 _get(ours, "memory_end_over_start"), "end/start <= 1.2",
+                 _cmp(_get(ours, "memory_end_over_start"), "<=", 1.2)),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
     if bench == "P4":

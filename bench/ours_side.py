@@ -153,6 +153,22 @@ def _sql_profile(rw: Any, create: Any) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _engine_only_sequential(workflows: int) -> dict[str, float]:
+    """P1 on the in-memory store: the engine's own workflows/s, without the database."""
+    from bench import ours_registry
+    from rivet_workflows import django_runtime, testing
+
+    runtime = testing.make_runtime(ours_registry.registry)
+    client = runtime.registry.client()
+    t0 = time.perf_counter()
+    for i in range(workflows):
+        client.bench_sequential.create(f"p1-memory-{i}")
+    testing.drain(runtime, timeout=600)
+    seconds = time.perf_counter() - t0
+    django_runtime.reset_runtime()  # make_runtime bound the registry to the memory store
+    return {"memory_workflows_per_s": workflows / seconds}
+
+
 def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.0) -> dict[str, Any]:
     """Create ``workflows`` ten-step actors and run them with one in-process drain; workflows/s, commits/step."""
     rw = _django()
@@ -176,7 +192,9 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
     connection.close()
     commits = meter.stop()
     sql = _sql_profile(rw, lambda: client.bench_sequential.create("p1-profiled"))
+    memory = _engine_only_sequential(workflows)
     return {
+        **memory,
         "sql_per_workflow": sql,
         "workflows": workflows,
         "steps_per_workflow": steps,

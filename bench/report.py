@@ -60,6 +60,7 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             _row("transactions per step", o_cps, _get(dbos, "commits_per_step"), 1.0, o_cps, "<= 1",
                  _cmp(o_cps, "<=", 1.0)),
             _row("connections opened", _get(ours, "connections_opened"), _get(dbos, "connections_opened")),
+            _row("engine-only workflows/s (memory store)", _get(ours, "memory_workflows_per_s")),
         ]
     if bench in ("P2", "P5"):
         o50, d50 = _get(ours, "p50_ms"), _get(dbos, "p50_ms")

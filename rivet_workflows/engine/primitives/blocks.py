@@ -116,7 +116,7 @@ async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: 
         history.visit(key, entry.kind, name)
         return
     history.visit(key, "removed", name)
-    if not found:
+    if not found and not session.rolling_back:  # nothing new is written while rolling back
         history.new(
             key,
             "removed",
@@ -133,6 +133,8 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
     entry = history.visit(key, "version_check", name)
     if entry is not None:
         return int(entry.data["resolved"])
+    if session.rolling_back:  # code past this point never ran (a dry-run check goes on past the gate)
+        raise RollbackStop()
     resolved = 1 if history.has_unvisited(ctx._scope) else latest
     entry = history.new(key, "version_check", {"resolved": resolved, "latest": latest}, now=session.stamp())
     entry.status = ports.ENTRY_COMPLETED

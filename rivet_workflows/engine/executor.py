@@ -189,7 +189,7 @@ class _Run:
             await asyncio.sleep(max(lease / 3.0, 0.01))
             try:
                 ok = await session.call(session.store.renew, session.actor_id, session.token, lease)
-            except Exception:
+            except (Exception, StoreUnavailable):  # the database is away: keep trying while the step runs
                 logger.exception("lease renewal of actor %s failed; retrying", session.actor_id)
                 continue
             if not ok:

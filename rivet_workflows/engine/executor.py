@@ -121,7 +121,10 @@ class _Run:
         """Run the workflow function; returns the Commit fields of the run's final commit.
 
         An unrecoverable error runs the collected rollback handlers first (unless it is a divergence or
-        checkpoint error); a replay of an interrupted rollback resumes it with the stored error.
+        checkpoint error); a replay of an interrupted rollback resumes it with the stored error. When history
+        holds handlers this run did not collect (steps of join branches or race winners finished in an earlier
+        run), the run ends ``rolling_back`` and due at once; the next run replays in rollback mode, which
+        re-enters finished branches and so collects every handler (ENGINE-SEMANTICS.md section 7).
         """
         settings = session.settings
         ctx = WorkflowContext(session, ROOT)

@@ -139,7 +139,7 @@ def recover(
 
 def prune(runtime: Any, older_than_days: float, *, dry: bool = False) -> int:
     """Delete finished actors (completed, failed, cancelled) not updated for ``older_than_days`` days, with
-    their history, messages and schedules. Returns how many actors were (or, with ``dry``, would be) deleted.
+    their history, messages and schedules, and one-off scheduled actions that fired before then. Returns how many actors were (or, with ``dry``, would be) deleted.
     Raises ValueError for a negative age.
     """
     if older_than_days < 0:
@@ -147,6 +147,14 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False) -> int:
     cutoff = runtime.store.now() - timedelta(days=older_than_days)
     rows = models.Actor.objects.filter(workflow_state__in=list(ports.FINISHED_STATES), updated_at__lt=cutoff)
     count = rows.count()
-    if not dry and count:
-        rows.delete()
+    if not dry:
+        if count:
+            rows.delete()
+        # one-off scheduled actions that fired long ago (their fire log goes with them)
+        models.CronEntry.objects.filter(
+            interval_seconds__isnull=True,
+            expression__isnull=True,
+            next_fire_at__isnull=True,
+            last_fired_at__lt=cutoff,
+        ).delete()
     return count

@@ -68,7 +68,9 @@ def sweep() -> int:
     return len(claimed)
 
 
-@shared_task(name="rivet_workflows.fire_schedule", ignore_result=True)
+# acks_late=False: acknowledged on receipt, so a worker crash or a broker redelivery can never run a fire
+# twice (the slot policy is at most once; CELERY_TASK_ACKS_LATE stays on for the idempotent tasks above).
+@shared_task(name="rivet_workflows.fire_schedule", ignore_result=True, acks_late=False)
 def fire_schedule(data: dict) -> None:
     """Run one cron/scheduled action fire claimed by the sweep (``engine.scheduling.fire_to_dict`` data).
 

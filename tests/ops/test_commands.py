@@ -118,3 +118,26 @@ def test_prune_deletes_only_old_finished_actors(deploy) -> None:
     assert set(models.Actor.objects.values_list("pk", flat=True)) == {young.actor_id, running.actor_id}
     with pytest.raises(CommandError):
         rivet("prune", "--older-than", "-1")
+
+
+def test_prune_drops_one_off_schedules_that_fired_long_ago(deploy) -> None:
+    from rivet_workflows.engine import scheduling
+
+    runtime = deploy("v1")
+    handle = django_runtime.client().flow.get_or_create("sched")
+    c = _context(runtime, handle)
+    c.schedule.after(0, "get_state")
+    c.schedule.after(3600, "get_state")
+    assert scheduling.fire_due(runtime) == 1
+    models.CronEntry.objects.filter(next_fire_at__isnull=True).update(
+        last_fired_at=runtime.store.now() - timedelta(days=40)
+    )
+    rivet("prune", "--older-than", "30")
+    assert models.CronEntry.objects.count() == 1  # the pending one stays
+    assert models.CronEntry.objects.get().next_fire_at is not None
+
+
+def _context(runtime, handle):
+    from rivet_workflows.engine.actor_context import ActorContext
+
+    return ActorContext(runtime, runtime.registry.get("flow"), handle.actor_id, handle.key)

@@ -187,10 +187,12 @@ class Store(Protocol):
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None: ...
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]: ...
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool: ...
-    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None: ...
-    """Take over a lease claimed with ``token`` by someone else (the sweep hands its claims to run tasks):
-    atomically, if the token still holds it, bump the token, set owner and expiry; return the new token.
-    A duplicate delivery of the same hand-over (e.g. a broker redelivery) then gets None."""
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        """Take over a lease claimed with ``token`` by someone else (the sweep hands its claims to run tasks):
+        atomically, if the token still holds it, bump the token, set owner and expiry; return the new token.
+        A duplicate delivery of the same hand-over (e.g. a broker redelivery) then gets None."""
+        ...
+
     def next_deadline(self) -> datetime | None: ...  # earliest wake_at of any unfinished actor
 
     # history
@@ -205,6 +207,7 @@ class Store(Protocol):
 
     # actions (serialised with step bodies through the step lock)
     def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]: ...
+
     """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, under the actor's
     row lock, save the state and return ``(result, state)``."""
 
@@ -281,19 +284,26 @@ class CronStore(Protocol):
     per slot; a crash between the advance and the action loses that one fire).
     """
 
-    def cron_upsert(self, record: CronRecord) -> CronRecord: ...
-    """Create or replace the entry ``(record.actor_id, record.name)``. A replacement on the same schedule
-    keeps the stored ``next_fire_at`` (registering again in ``on_create``/``on_wake`` never delays or
-    doubles a fire); another schedule takes ``record.next_fire_at``. ActorNotFoundError."""
+    def cron_upsert(self, record: CronRecord) -> CronRecord:
+        """Create or replace the entry ``(record.actor_id, record.name)``. A replacement on the same schedule
+        keeps the stored ``next_fire_at`` (registering again in ``on_create``/``on_wake`` never delays or
+        doubles a fire); another schedule takes ``record.next_fire_at``. ActorNotFoundError."""
+        ...
 
     def cron_list(self, actor_id: str | None = None) -> list[CronRecord]: ...
     def cron_delete(self, actor_id: str, name: str) -> bool: ...
-    def cron_due(self, limit: int) -> list[CronRecord]: ...
-    """Entries with ``next_fire_at <= now`` (store clock) of live actors, earliest first."""
-    def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool: ...
-    """If the entry's ``next_fire_at`` still equals ``expected``, set it to ``next_fire_at`` and
-    ``last_fired_at = now`` (``next_fire_at=None``: a one-off that fired, kept for its log); True = won."""
-    def cron_record_fire(self, cron_id: str, fire: CronFireRecord, max_history: int) -> None: ...
-    """Append ``fire`` to the entry's fire log, keeping the newest ``max_history`` rows (no-op if gone)."""
+    def cron_due(self, limit: int) -> list[CronRecord]:
+        """Entries with ``next_fire_at <= now`` (store clock) of live actors, earliest first."""
+        ...
+
+    def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
+        """If the entry's ``next_fire_at`` still equals ``expected``, set it to ``next_fire_at`` and
+        ``last_fired_at = now`` (``next_fire_at=None``: a one-off that fired, kept for its log); True = won."""
+        ...
+
+    def cron_record_fire(self, cron_id: str, fire: CronFireRecord, max_history: int) -> None:
+        """Append ``fire`` to the entry's fire log, keeping the newest ``max_history`` rows (no-op if gone)."""
+        ...
+
     def cron_fires(self, cron_id: str) -> list[CronFireRecord]: ...
     def cron_next_deadline(self) -> datetime | None: ...

@@ -62,7 +62,16 @@ def sweep() -> int:
         runtime.owner, rivet_settings.SWEEP_BATCH, runtime.settings.lease_seconds
     )
     for actor_id, token in claimed:
-        run_actor.delay(actor_id, token)
+        try:
+            run_actor.delay(actor_id, token)
+        except Exception:  # broker unreachable: give the claim back so the next sweep can retry at once
+            logger.exception("could not queue actor %s; releasing its claim", actor_id)
+            from .engine import ports
+
+            try:
+                runtime.store.commit(actor_id, token, ports.Commit(release=True))
+            except Exception:
+                logger.exception("could not release the claim of actor %s; its lease will expire", actor_id)
     if claimed:
         logger.debug("sweep queued %d actors", len(claimed))
     return len(claimed)

@@ -125,3 +125,27 @@ def test_the_celery_sweep_claims_fires_and_a_task_runs_them(settings) -> None:
     finally:
         app.conf.task_always_eager = False
         django_runtime.reset_runtime()
+
+
+def test_a_sweep_that_cannot_reach_the_broker_gives_its_claims_back(settings, monkeypatch) -> None:
+    from rivet_workflows import django_runtime, tasks
+
+    settings.RIVET_WORKFLOWS = {
+        "REGISTRY": "tests.system.workflows.registry",
+        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+    }
+    django_runtime.reset_runtime()
+    try:
+        runtime = django_runtime.get_runtime()
+        handle = runtime.client().steps.create("broker-down")
+
+        def down(*args, **kwargs):
+            raise ConnectionError("broker unreachable")
+
+        monkeypatch.setattr(tasks.run_actor, "delay", down)
+        tasks.sweep()
+        record = runtime.store.get_actor(handle.actor_id)
+        assert record.lease_owner is None  # not held for a whole lease by a task that was never queued
+        assert record.wake_at is not None and record.wake_at <= runtime.store.now()  # still due
+    finally:
+        django_runtime.reset_runtime()

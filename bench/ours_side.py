@@ -244,7 +244,8 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
 
 def _engine_only_loop(registry_module: Any) -> dict[str, Any]:
     """The P3 loop, all ``BENCH_ITERATIONS`` of it, on the in-memory store (``rivet_workflows.testing``):
-    the engine's own CPU per iteration at the start and the end, free of database and machine noise."""
+    the engine's own CPU per iteration at the start and the end, without the database (process CPU time
+    still moves a little with other load on the machine)."""
     from rivet_workflows import testing
 
     runtime = testing.make_runtime(registry_module.registry)

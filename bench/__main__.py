@@ -30,19 +30,25 @@ FULL: dict[str, dict[str, Any]] = {
     "P2": {"ours": {"messages": 200}, "dbos": {"messages": 200}},
     "P3": {"ours": {"iterations": 10000, "cap_seconds": 60.0}},
     "P4": {"ours": {"small": 10, "large": 10000, "rounds": 200}},
-    "P5": {"ours": {"sleepers": 1000, "seconds": 1.0, "workers": 2, "cap_seconds": 40.0},
-           "dbos": {"sleepers": 1000, "seconds": 1.0}},
+    "P5": {
+        "ours": {"sleepers": 1000, "seconds": 1.0, "workers": 2, "cap_seconds": 40.0},
+        "dbos": {"sleepers": 1000, "seconds": 1.0},
+    },
     "P6": {"ours": {"actors": 1000, "workers": 2, "window": 30.0}},
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
-    "P1": {"ours": {"workflows": 5, "warmup": 1, "idle_window": 0},
-           "dbos": {"workflows": 5, "warmup": 1, "idle_window": 0}},
+    "P1": {
+        "ours": {"workflows": 5, "warmup": 1, "idle_window": 0},
+        "dbos": {"workflows": 5, "warmup": 1, "idle_window": 0},
+    },
     "P2": {"ours": {"messages": 5, "idle_window": 0}, "dbos": {"messages": 5, "idle_window": 0}},
     "P3": {"ours": {"iterations": 60, "cap_seconds": 20.0}},
     "P4": {"ours": {"small": 3, "large": 20, "rounds": 5}},
-    "P5": {"ours": {"sleepers": 4, "seconds": 1.0, "workers": 2, "cap_seconds": 15.0},
-           "dbos": {"sleepers": 4, "seconds": 1.0}},
+    "P5": {
+        "ours": {"sleepers": 4, "seconds": 1.0, "workers": 2, "cap_seconds": 15.0},
+        "dbos": {"sleepers": 4, "seconds": 1.0},
+    },
     "P6": {"ours": {"actors": 6, "workers": 2, "window": 15.0}},
 }
 ORDER = ["P1", "P2", "P3", "P4", "P5", "P6"]
@@ -68,7 +74,10 @@ def migrate_template() -> None:
     env = {**os.environ, **ours_env(), "DATABASE_URL": pg.url(OURS_TEMPLATE)}
     done = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-        cwd=proc.ROOT, env=env, capture_output=True, text=True,
+        cwd=proc.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         pg.drop_database(OURS_TEMPLATE)
@@ -93,14 +102,15 @@ def run_side(side: str, bench: str, params: dict[str, Any], timeout: float) -> d
             result = proc.run_child("bench.ours_side", bench, params, env=ours_env(), timeout=timeout)
         else:
             pg.create_database(DBOS_DB)
-            result = proc.run_child("bench.dbos_side", bench, params,
-                                    env={"BENCH_DBOS_DB": DBOS_DB}, timeout=timeout)
+            result = proc.run_child(
+                "bench.dbos_side", bench, params, env={"BENCH_DBOS_DB": DBOS_DB}, timeout=timeout
+            )
         result.setdefault("status", "ok")
     except Exception as exc:  # one failing side must not hide the others' figures
         detail = "".join(traceback.format_exception_only(exc)).strip()
         pending = side == "ours" and any(
-            marker in detail for marker in ("ImportError", "ModuleNotFoundError", "AttributeError",
-                                            "NotImplementedError")
+            marker in detail
+            for marker in ("ImportError", "ModuleNotFoundError", "AttributeError", "NotImplementedError")
         )
         result = {"status": "pending" if pending else "error", "detail": detail[-3000:]}
     finally:
@@ -136,14 +146,18 @@ def main(argv: list[str] | None = None) -> int:
             results["limit"] = {"status": "error", "detail": str(exc)}
     for bench in selected:
         sides = [
-            side for side in ("ours", "dbos")
-            if side in sizes[bench] and not (side == "ours" and args.skip_ours)
+            side
+            for side in ("ours", "dbos")
+            if side in sizes[bench]
+            and not (side == "ours" and args.skip_ours)
             and not (side == "dbos" and args.skip_dbos)
         ]
         if args.smoke:
             # Smoke figures mean nothing, so the two sides run at the same time to keep CI short.
             with ThreadPoolExecutor(len(sides) or 1) as pool:
-                futures = {side: pool.submit(run_side, side, bench, sizes[bench][side], timeout) for side in sides}
+                futures = {
+                    side: pool.submit(run_side, side, bench, sizes[bench][side], timeout) for side in sides
+                }
             entry: dict[str, Any] = {side: futures[side].result() for side in sides}
         else:
             entry = {side: run_side(side, bench, sizes[bench][side], timeout) for side in sides}
@@ -162,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         fh.write(report.markdown(results) + "\n")
     print(f"\nbench finished in {results['seconds']:.1f} s; JSON in {args.out}")
     errors = [
-        f"{b}/{s}" for b in selected for s, r in results[b].items()
+        f"{b}/{s}"
+        for b in selected
+        for s, r in results[b].items()
         if isinstance(r, dict) and r.get("status") == "error"
     ]
     if errors:

@@ -78,7 +78,9 @@ def _launch() -> None:
     DBOS.launch()
 
 
-def p1_sequential(workflows: int = 200, steps: int = 10, warmup: int = 10, idle_window: float = 2.0) -> dict[str, Any]:
+def p1_sequential(
+    workflows: int = 200, steps: int = 10, warmup: int = 10, idle_window: float = 2.0
+) -> dict[str, Any]:
     """Run ``workflows`` ten-step workflows one after another; report workflows/s and commits per step."""
     _launch()
     for _ in range(warmup):
@@ -129,8 +131,11 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
     handle.get_result()
     DBOS.destroy()
     result = stats.latency_summary(samples)
-    result.update(commits_per_message=commits / messages, connections_opened=meter.connections,
-                  idle_commits_per_s=meter.idle_rate)
+    result.update(
+        commits_per_message=commits / messages,
+        connections_opened=meter.connections,
+        idle_commits_per_s=meter.idle_rate,
+    )
     return result
 
 

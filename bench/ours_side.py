@@ -93,14 +93,39 @@ def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None 
             log = logdir / f"rivet-bench-worker-{os.getpid()}-{i}.log"
             log.unlink(missing_ok=True)
             args = [
-                sys.executable, "-m", "celery", "-A", "project", "worker", "--pool", "solo", "-l", "info",
-                "-n", f"bench{i}-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                "--without-heartbeat", "-f", str(log),
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "project",
+                "worker",
+                "--pool",
+                "solo",
+                "-l",
+                "info",
+                "-n",
+                f"bench{i}-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-f",
+                str(log),
             ]
             if beat and i == 0:
                 args += ["-B", "-s", str(logdir / f"rivet-bench-beat-{os.getpid()}")]
-            procs.append((subprocess.Popen(args, cwd=proc.ROOT, env=full_env, start_new_session=True,
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), log))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        args,
+                        cwd=proc.ROOT,
+                        env=full_env,
+                        start_new_session=True,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ),
+                    log,
+                )
+            )
         deadline = time.monotonic() + 60
         pending = list(procs)
         while pending:
@@ -237,8 +262,11 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
                 samples.append(got[0]["latency"])
         commits = meter.stop()
     result = stats.latency_summary(samples)
-    result.update(commits_per_message=commits / messages, connections_opened=meter.connections,
-                  idle_commits_per_s=meter.idle_rate)
+    result.update(
+        commits_per_message=commits / messages,
+        connections_opened=meter.connections,
+        idle_commits_per_s=meter.idle_rate,
+    )
     return result
 
 
@@ -262,8 +290,13 @@ def _engine_only_loop(registry_module: Any) -> dict[str, Any]:
     tenth = max(1, len(cpu) // 10)
     start = 1000 * sum(cpu[:tenth]) / tenth
     end = 1000 * sum(cpu[-tenth:]) / tenth
-    return {"memory_iterations": len(marks), "memory_seconds": seconds, "memory_cpu_ms_start": start,
-            "memory_cpu_ms_end": end, "memory_end_over_start": end / start if start else None}
+    return {
+        "memory_iterations": len(marks),
+        "memory_seconds": seconds,
+        "memory_cpu_ms_start": start,
+        "memory_cpu_ms_end": end,
+        "memory_end_over_start": end / start if start else None,
+    }
 
 
 def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, Any]:
@@ -303,7 +336,7 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
     gaps = [tuple(b[i] - a[i] for i in range(4)) for a, b in zip(marks, marks[1:], strict=False)]
     warm = min(50, len(gaps) // 10)
     tenth = max(1, (len(gaps) - warm) // 10)
-    start, end = gaps[warm:warm + tenth], gaps[-tenth:]
+    start, end = gaps[warm : warm + tenth], gaps[-tenth:]
 
     def summary(part: list[tuple[float, ...]]) -> tuple[float, float, float, float]:
         return (
@@ -393,7 +426,9 @@ def _clone_sleepers(template_id: str, total: int) -> None:
         clone.key_text = key_text(clone.key)
         batch_actors.append(clone)
         for entry in entries:
-            copy = HistoryEntry(**{f.attname: getattr(entry, f.attname) for f in HistoryEntry._meta.concrete_fields})
+            copy = HistoryEntry(
+                **{f.attname: getattr(entry, f.attname) for f in HistoryEntry._meta.concrete_fields}
+            )
             copy.id = None
             copy.actor_id = clone.actor_id
             batch_entries.append(copy)
@@ -462,8 +497,9 @@ def p4_idle(small: int = 10, large: int = 10000, rounds: int = 50) -> dict[str, 
     return out
 
 
-def p5_timers(sleepers: int = 1000, seconds: float = 1.0, workers: int = 2,
-              cap_seconds: float = 90.0) -> dict[str, Any]:
+def p5_timers(
+    sleepers: int = 1000, seconds: float = 1.0, workers: int = 2, cap_seconds: float = 90.0
+) -> dict[str, Any]:
     """``sleepers`` actors each sleep ``seconds``, run by ``workers`` Celery workers (the first runs the
     sweep); lateness p50/p99 of the step after the sleep. Timers not fired within ``cap_seconds`` after
     the last creation count as missed (``n`` < ``expected``)."""
@@ -541,7 +577,11 @@ def p6_scale_out(actors: int = 1000, workers: int = 2, window: float = 30.0) -> 
 
 
 BENCHES = {
-    "P1": p1_sequential, "P2": p2_wake_latency, "P3": p3_replay, "P4": p4_idle, "P5": p5_timers,
+    "P1": p1_sequential,
+    "P2": p2_wake_latency,
+    "P3": p3_replay,
+    "P4": p4_idle,
+    "P5": p5_timers,
     "P6": p6_scale_out,
 }
 

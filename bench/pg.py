@@ -143,7 +143,9 @@ def pgbench_commit_rate(seconds: float, *, dbname: str = "rivet_bench_pgbench") 
     with scratch_database(dbname):
         subprocess.run([exe, "-i", "-q", "-s", "1", dbname], env=env, check=True, capture_output=True)
         with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=dbname, autocommit=True) as conn:
-            conn.execute("CREATE TABLE bench_steps (id bigserial PRIMARY KEY, v int, at timestamptz DEFAULT now())")
+            conn.execute(
+                "CREATE TABLE bench_steps (id bigserial PRIMARY KEY, v int, at timestamptz DEFAULT now())"
+            )
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
             script.write("\\set v random(1, 1000000)\nINSERT INTO bench_steps (v) VALUES (:v);\n")
         try:
@@ -153,7 +155,10 @@ def pgbench_commit_rate(seconds: float, *, dbname: str = "rivet_bench_pgbench") 
             ):
                 proc = subprocess.run(
                     [exe, "-n", "-c", "1", "-j", "1", "-T", str(secs), *args, dbname],
-                    env=env, check=True, capture_output=True, text=True,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
                 )
                 out[label] = _parse_tps(proc.stdout)
         finally:

@@ -20,7 +20,11 @@ def emit(result: dict[str, Any]) -> None:
 
 
 def run_child(
-    module: str, bench: str, params: dict[str, Any], *, env: dict[str, str] | None = None,
+    module: str,
+    bench: str,
+    params: dict[str, Any],
+    *,
+    env: dict[str, str] | None = None,
     timeout: float = 600.0,
 ) -> dict[str, Any]:
     """Run ``python -m module bench '<params json>'`` from the repo root and return its marked result.
@@ -32,13 +36,17 @@ def run_child(
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", module, bench, json.dumps(params)],
-        cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(MARK):
             if proc.returncode != 0:
                 break
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-25:])
     raise RuntimeError(f"{module} {bench} exited {proc.returncode}:\n{tail}")
 

@@ -26,10 +26,24 @@ def _sum(a: float | None, b: float | None) -> float | None:
     return a + b if a is not None and b is not None else None
 
 
-def _row(metric: str, ours: float | None, dbos: float | None = None, limit: float | None = None,
-         ratio: float | None = None, target: str = "", met: bool | None = None) -> Row:
-    return {"metric": metric, "ours": ours, "dbos": dbos, "limit": limit, "ratio": ratio,
-            "target": target, "met": met}
+def _row(
+    metric: str,
+    ours: float | None,
+    dbos: float | None = None,
+    limit: float | None = None,
+    ratio: float | None = None,
+    target: str = "",
+    met: bool | None = None,
+) -> Row:
+    return {
+        "metric": metric,
+        "ours": ours,
+        "dbos": dbos,
+        "limit": limit,
+        "ratio": ratio,
+        "target": target,
+        "met": met,
+    }
 
 
 def _cmp(value: float | None, op: str, bound: float) -> bool | None:
@@ -54,11 +68,33 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         vs_limit = _div(o_steps, commit_tps)
         o_cps = _get(ours, "commits_per_step")
         return [
-            _row("workflows/s (10 steps)", o_wf, d_wf, limit_wf, vs_dbos, ">= 1.5x DBOS", _cmp(vs_dbos, ">=", 1.5)),
-            _row("steps/s vs commit limit", o_steps, _get(dbos, "steps_per_s"), commit_tps, vs_limit,
-                 ">= 0.5 of limit", _cmp(vs_limit, ">=", 0.5)),
-            _row("transactions per step", o_cps, _get(dbos, "commits_per_step"), 1.0, o_cps, "<= 1",
-                 _cmp(o_cps, "<=", 1.0)),
+            _row(
+                "workflows/s (10 steps)",
+                o_wf,
+                d_wf,
+                limit_wf,
+                vs_dbos,
+                ">= 1.5x DBOS",
+                _cmp(vs_dbos, ">=", 1.5),
+            ),
+            _row(
+                "steps/s vs commit limit",
+                o_steps,
+                _get(dbos, "steps_per_s"),
+                commit_tps,
+                vs_limit,
+                ">= 0.5 of limit",
+                _cmp(vs_limit, ">=", 0.5),
+            ),
+            _row(
+                "transactions per step",
+                o_cps,
+                _get(dbos, "commits_per_step"),
+                1.0,
+                o_cps,
+                "<= 1",
+                _cmp(o_cps, "<=", 1.0),
+            ),
             _row("connections opened", _get(ours, "connections_opened"), _get(dbos, "connections_opened")),
             _row("engine-only workflows/s (memory store)", _get(ours, "memory_workflows_per_s")),
         ]
@@ -70,20 +106,41 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             return [
                 _row("wake latency p50 ms", o50, d50, None, r50, "ours/DBOS <= 1.0", _cmp(r50, "<=", 1.0)),
                 _row("wake latency p99 ms", o99, d99, None, _div(o99, d99)),
-                _row("transactions per message", _get(ours, "commits_per_message"),
-                     _get(dbos, "commits_per_message")),
+                _row(
+                    "transactions per message",
+                    _get(ours, "commits_per_message"),
+                    _get(dbos, "commits_per_message"),
+                ),
             ]
         bound = (_get(ours, "sweep_interval_ms") or 1000.0) + 50.0
         received = _get(ours, "n")
         expected = _get(ours, "expected")
         return [
             _row("timer lateness p50 ms", o50, d50, None, _div(o50, d50)),
-            _row("timer lateness p99 ms", o99, d99, bound, _div(o99, bound), f"<= {bound:.0f} ms",
-                 _cmp(o99, "<=", bound)),
-            _row("timers fired / started", _div(received, expected), None, 1.0, None, "= 1",
-                 None if received is None else received == expected),
-            _row("s from first create to last fire", _get(ours, "span_seconds"), None,
-                 _sum(_get(ours, "create_seconds"), _get(ours, "sleep_seconds") or 1.0)),
+            _row(
+                "timer lateness p99 ms",
+                o99,
+                d99,
+                bound,
+                _div(o99, bound),
+                f"<= {bound:.0f} ms",
+                _cmp(o99, "<=", bound),
+            ),
+            _row(
+                "timers fired / started",
+                _div(received, expected),
+                None,
+                1.0,
+                None,
+                "= 1",
+                None if received is None else received == expected,
+            ),
+            _row(
+                "s from first create to last fire",
+                _get(ours, "span_seconds"),
+                None,
+                _sum(_get(ours, "create_seconds"), _get(ours, "sleep_seconds") or 1.0),
+            ),
         ]
     if bench == "P3":
         ratio = _get(ours, "end_over_start")
@@ -93,38 +150,82 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         return [
             _row("iterations run", _get(ours, "iterations_done"), None, _get(ours, "iterations")),
             _row("iteration ms (median) at start", _get(ours, "iteration_ms_start")),
-            _row("iteration ms (median) at end", _get(ours, "iteration_ms_end"), None, None, ratio,
-                 "end/start <= 1.2", _cmp(ratio, "<=", 1.2)),
+            _row(
+                "iteration ms (median) at end",
+                _get(ours, "iteration_ms_end"),
+                None,
+                None,
+                ratio,
+                "end/start <= 1.2",
+                _cmp(ratio, "<=", 1.2),
+            ),
             _row("iteration CPU ms at start", _get(ours, "cpu_ms_start")),
-            _row("iteration CPU ms at end", _get(ours, "cpu_ms_end"), None, None, _get(ours, "cpu_end_over_start"),
-                 "end/start <= 1.2", _cmp(_get(ours, "cpu_end_over_start"), "<=", 1.2)),
+            _row(
+                "iteration CPU ms at end",
+                _get(ours, "cpu_ms_end"),
+                None,
+                None,
+                _get(ours, "cpu_end_over_start"),
+                "end/start <= 1.2",
+                _cmp(_get(ours, "cpu_end_over_start"), "<=", 1.2),
+            ),
             _row("SQL statements per iteration at start", _get(ours, "sql_per_iteration_start")),
             _row("SQL statements per iteration at end", _get(ours, "sql_per_iteration_end")),
             _row("ms in SQL per iteration at start", _get(ours, "sql_ms_start")),
-            _row("ms in SQL per iteration at end", _get(ours, "sql_ms_end"), None, None,
-                 _get(ours, "sql_end_over_start")),
+            _row(
+                "ms in SQL per iteration at end",
+                _get(ours, "sql_ms_end"),
+                None,
+                None,
+                _get(ours, "sql_end_over_start"),
+            ),
             _row("engine-only CPU ms/iteration (memory store), start", _get(ours, "memory_cpu_ms_start")),
-            _row("engine-only CPU ms/iteration (memory store), end", _get(ours, "memory_cpu_ms_end"), None, None,
-                 _get(ours, "memory_end_over_start"), "end/start <= 1.2",
-                 _cmp(_get(ours, "memory_end_over_start"), "<=", 1.2)),
+            _row(
+                "engine-only CPU ms/iteration (memory store), end",
+                _get(ours, "memory_cpu_ms_end"),
+                None,
+                None,
+                _get(ours, "memory_end_over_start"),
+                "end/start <= 1.2",
+                _cmp(_get(ours, "memory_end_over_start"), "<=", 1.2),
+            ),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
     if bench == "P4":
         ratio = _get(ours, "large_over_small")
         msgs = _get(ours, "messages_large")
         return [
-            _row(f"sweep ms (median), {_fmt(_get(ours, 'sleepers_small'))} sleepers", _get(ours, "sweep_ms_small")),
-            _row(f"sweep ms (median), {_fmt(_get(ours, 'sleepers_large'))} sleepers", _get(ours, "sweep_ms_large"), None,
-                 None, ratio, "large/small <= 1.5", _cmp(ratio, "<=", 1.5)),
-            _row("broker messages by sweeps", msgs, None, 0, None, "= 0", None if msgs is None else msgs == 0),
+            _row(
+                f"sweep ms (median), {_fmt(_get(ours, 'sleepers_small'))} sleepers",
+                _get(ours, "sweep_ms_small"),
+            ),
+            _row(
+                f"sweep ms (median), {_fmt(_get(ours, 'sleepers_large'))} sleepers",
+                _get(ours, "sweep_ms_large"),
+                None,
+                None,
+                ratio,
+                "large/small <= 1.5",
+                _cmp(ratio, "<=", 1.5),
+            ),
+            _row(
+                "broker messages by sweeps", msgs, None, 0, None, "= 0", None if msgs is None else msgs == 0
+            ),
         ]
     if bench == "P6":
         ratio = _get(ours, "ratio")
         return [
             _row("actors finished, 1 worker", _get(ours, "finished_1"), None, _get(ours, "actors")),
             _row("actors/s, 1 worker", _get(ours, "actors_per_s_1")),
-            _row("actors/s, 2 workers", _get(ours, "actors_per_s_2"), None, None, ratio, ">= 1.6x",
-                 _cmp(ratio, ">=", 1.6)),
+            _row(
+                "actors/s, 2 workers",
+                _get(ours, "actors_per_s_2"),
+                None,
+                None,
+                ratio,
+                ">= 1.6x",
+                _cmp(ratio, ">=", 1.6),
+            ),
         ]
     return []
 
@@ -149,8 +250,15 @@ def table(bench: str, rows: list[Row], entry: dict[str, Any] | None = None) -> s
     """A fixed-width text table of ``rows`` headed by the benchmark id."""
     head = ["metric", "ours", "DBOS", "limit", "ratio", "target", "met"]
     body = [
-        [r["metric"], _fmt(r["ours"]), _fmt(r["dbos"]), _fmt(r["limit"]), _fmt(r["ratio"]), r["target"],
-         {True: "yes", False: "NO", None: "-"}[r["met"]]]
+        [
+            r["metric"],
+            _fmt(r["ours"]),
+            _fmt(r["dbos"]),
+            _fmt(r["limit"]),
+            _fmt(r["ratio"]),
+            r["target"],
+            {True: "yes", False: "NO", None: "-"}[r["met"]],
+        ]
         for r in rows
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
@@ -165,7 +273,10 @@ def table(bench: str, rows: list[Row], entry: dict[str, Any] | None = None) -> s
 
 def markdown(results: dict[str, Any]) -> str:
     """A Markdown table of every benchmark in ``results`` (for the README's Performance section)."""
-    out = ["| bench | metric | ours | DBOS | limit | ratio | target | met |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| bench | metric | ours | DBOS | limit | ratio | target | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for bench in ("P1", "P2", "P3", "P4", "P5", "P6"):
         for r in (results.get(bench) or {}).get("rows", []):
             out.append(

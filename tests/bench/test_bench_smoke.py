@@ -20,7 +20,9 @@ def _postgres_up() -> bool:
     try:
         import psycopg
 
-        psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres", connect_timeout=2).close()
+        psycopg.connect(
+            host="127.0.0.1", port=5432, user="postgres", dbname="postgres", connect_timeout=2
+        ).close()
         return True
     except Exception:
         return False
@@ -36,7 +38,11 @@ def test_smoke_p1_reports_throughput_and_commits_for_ours_and_dbos(tmp_path: Pat
     env.pop("DATABASE_URL", None)
     done = subprocess.run(
         [sys.executable, "-m", "bench", "--smoke", "--only", "P1", "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "P1-smoke.json").read_text())

@@ -25,7 +25,7 @@ from typing import Any
 from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.models import F, Min, Q
 
-from . import models
+from . import models, storage_pg
 from .actor_locks import ActorLocks
 from .cron_storage import DjangoCronMixin
 from .engine import errors, ports, serde
@@ -71,6 +71,13 @@ class DjangoStore(DjangoCronMixin):
         self.poll_interval = poll_interval
         self.lock_timeout = lock_timeout
         self._locks: ActorLocks | None | bool = False  # False: not decided yet
+        self._pg: bool | None = None  # None: not decided yet
+
+    def _fast(self) -> bool:
+        """True on PostgreSQL: the raw-SQL fast paths of ``storage_pg`` serve the hot calls."""
+        if self._pg is None:
+            self._pg = storage_pg.enabled(self)
+        return self._pg
 
     def _actor_locks(self) -> ActorLocks | None:
         """Per-actor file locks when the database is a SQLite file, else None (row locks do the job)."""
@@ -216,6 +223,9 @@ class DjangoStore(DjangoCronMixin):
 
         One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is, a dead step lock is cleared.
         """
+        if self._fast():
+            got = storage_pg.claim_and_load(self, actor_id, owner, lease_seconds, history=False)
+            return None if got is None else got[0]
         with self._atomic():
             now = self.now()
             won = (
@@ -232,6 +242,29 @@ class DjangoStore(DjangoCronMixin):
             if won != 1:
                 return None
             return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+
+    def claim_and_load(
+        self, actor_id: str, owner: str, lease_seconds: float
+    ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
+        """``claim`` plus the run's initial reads: ``(token, actor, history, now)`` (database clock), or None
+        when the lease is held elsewhere or the actor is gone. Two statements on PostgreSQL."""
+        if self._fast():
+            return storage_pg.claim_and_load(self, actor_id, owner, lease_seconds)
+        token = self.claim(actor_id, owner, lease_seconds)
+        if token is None:
+            return None
+        try:
+            actor, history, now = self.load_for_run(actor_id)
+        except errors.ActorNotFoundError:
+            return None
+        return token, actor, history, now
+
+    def load_for_run(self, actor_id: str) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
+        """``(actor, history, now)`` for a run that holds the lease; ActorNotFoundError if gone or destroyed."""
+        if self._fast():
+            return storage_pg.load_for_run(self, actor_id)
+        actor = self.get_actor(actor_id)
+        return actor, self.load_history(actor_id), self.now()
 
     def due_queryset(self, now: datetime):
         """Ids of the actors due at ``now``, earliest first (served by the partial index rivet_actor_due_idx)."""
@@ -341,6 +374,8 @@ class DjangoStore(DjangoCronMixin):
         Every actor row the commit touches is locked up front in id order, so two actors messaging each
         other cannot deadlock; a deadlock the database still reports is retried (nothing was written).
         """
+        if self._fast():
+            return self._retry_on_deadlock(lambda: storage_pg.commit(self, actor_id, token, commit))
         with self._serialised(actor_id):
             return self._retry_on_deadlock(lambda: self._commit(actor_id, token, commit))
 

@@ -58,11 +58,20 @@ async def _call_hook(hook: Any, c: Any) -> None:
 class _Run:
     """One replay of one actor's run function under a held lease (one wake-up)."""
 
-    def __init__(self, runtime: Runtime, actor: ports.ActorRecord, token: int, live_until: datetime | None):
+    def __init__(
+        self,
+        runtime: Runtime,
+        actor: ports.ActorRecord,
+        token: int,
+        live_until: datetime | None,
+        loaded: tuple[list[ports.EntryRecord], datetime] | None = None,
+    ):
         self.runtime = runtime
         self.actor = actor
         self.token = token
         self.live_until = live_until
+        #: (history, store-clock instant) already read with the actor (a store's claim_and_load/load_for_run)
+        self.loaded = loaded
         self.session: RunSession | None = None
         self.result: ports.CommitResult | None = None
         self.final_state: str | None = None
@@ -71,10 +80,18 @@ class _Run:
         runtime, actor = self.runtime, self.actor
         store = runtime.store
         definition = runtime.registry.get(actor.name)
-        history = History(await runtime.call(store.load_history, actor.actor_id))
-        session = RunSession(runtime, actor, definition, self.token, history, live_until=self.live_until)
+        if self.loaded is not None:
+            entries, now = self.loaded
+        else:
+            entries, now = await runtime.call(store.load_history, actor.actor_id), None
+        session = RunSession(
+            runtime, actor, definition, self.token, History(entries), live_until=self.live_until
+        )
         self.session = session
-        await session.now()  # anchors session.stamp() to the store clock
+        if now is not None:
+            session.anchor(now)
+        else:
+            await session.now()  # anchors session.stamp() to the store clock
         c = session.actor_context()
         session.vars = definition.initial_vars(c)
         if definition.on_wake is not None:
@@ -220,13 +237,27 @@ def run_actor(
     store, settings = runtime.store, runtime.settings
     owner = owner or runtime.owner
     summary = RunSummary(actor_id)
+    claim_and_load = getattr(store, "claim_and_load", None)  # optional store fast paths (DjangoStore)
+    load_for_run = getattr(store, "load_for_run", None)
     while True:
-        if token is None:
-            token = store.claim(actor_id, owner, settings.lease_seconds)
-            if token is None:
-                return summary
+        loaded: tuple[list[ports.EntryRecord], datetime] | None = None
         try:
-            actor = store.get_actor(actor_id)
+            if token is None and claim_and_load is not None:
+                got = claim_and_load(actor_id, owner, settings.lease_seconds)
+                if got is None:
+                    return summary
+                token, actor, entries, now = got
+                loaded = (entries, now)
+            else:
+                if token is None:
+                    token = store.claim(actor_id, owner, settings.lease_seconds)
+                    if token is None:
+                        return summary
+                if load_for_run is not None:
+                    actor, entries, now = load_for_run(actor_id)
+                    loaded = (entries, now)
+                else:
+                    actor = store.get_actor(actor_id)
         except errors.ActorNotFoundError:
             return summary
         definition = runtime.registry.get(actor.name)
@@ -234,7 +265,7 @@ def run_actor(
             result = store.commit(actor_id, token, ports.Commit(release=True))
             summary.workflow_state = actor.workflow_state
             return summary
-        run = _Run(runtime, actor, token, live_until)
+        run = _Run(runtime, actor, token, live_until, loaded)
         try:
             async_to_sync(run.execute)()
         except StoreUnavailable as exc:  # the database went away mid-run: nothing more was written

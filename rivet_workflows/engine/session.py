@@ -130,6 +130,10 @@ class RunSession:
         self._anchor = (value, time.monotonic())
         return value
 
+    def anchor(self, now: datetime) -> None:
+        """Anchor ``stamp`` to ``now``, a store-clock instant just read (e.g. by the claim)."""
+        self._anchor = (now, time.monotonic())
+
     def stamp(self) -> datetime:
         """A store-clock timestamp without a store call: the last ``now()`` plus the monotonic time since.
 
@@ -215,7 +219,10 @@ class RunSession:
             self.lock_count += 1
             self._release_pending = False
             if not self._held:
-                until = (now or await self.now()) + timedelta(seconds=STEP_LOCK_SECONDS)
+                # The lock is a day long (the lease frees it earlier), so the anchored clock is precise
+                # enough: no store round trip per step.
+                base = now or (self.stamp() if self._anchor is not None else await self.now())
+                until = base + timedelta(seconds=STEP_LOCK_SECONDS)
                 try:
                     # Without a state of ours to write, the commit taking the lock returns the fresh state.
                     await self.flush(

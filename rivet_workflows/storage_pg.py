@@ -1,0 +1,296 @@
+"""PostgreSQL fast paths of ``DjangoStore`` (issue 6): the hot statements as raw SQL, same semantics.
+
+The ORM path in ``storage.py`` stays the portable one (SQLite and any other backend). On PostgreSQL the
+executor's per-step write, the claim and the run's initial load use these instead:
+
+* ``commit``: one fenced ``UPDATE actor ... WHERE actor_id AND lease_token ... RETURNING`` (it takes the
+  row lock, checks the fence, writes the actor columns, optionally frees the lease and reads the database
+  clock in one statement), then one multi-row ``INSERT ... ON CONFLICT (actor_id, key) DO UPDATE`` for the
+  history upserts. Nothing else runs unless the commit carries deletes, messages or an outbox.
+* ``claim_and_load``: one conditional ``UPDATE ... RETURNING`` of the whole actor row, then the history.
+
+Deadlines use the database clock: ``clock_timestamp()`` read once per statement through a sub-select.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from . import models
+from .engine import errors, ports, serde
+
+if TYPE_CHECKING:
+    from .storage import DjangoStore
+
+_ACTOR = models.Actor._meta.db_table
+_ENTRY = models.HistoryEntry._meta.db_table
+_MESSAGE = models.QueueMessage._meta.db_table
+_FINISHED_SQL = ", ".join(f"'{s}'" for s in sorted(ports.FINISHED_STATES))
+_ACTOR_COLUMNS = (
+    "actor_id, name, key, state, input, output, error, workflow_state, wake_at, waiting_for, "
+    "created_at, updated_at, destroyed, lease_owner, lease_expires_at, lease_token"
+)
+_ENTRY_COLUMNS = (
+    '"key", location, kind, data, status, attempts, error, id, last_attempt_at, created_at, completed_at, '
+    "rollback_completed_at, rollback_error"
+)
+_UPSERT_HEAD = (
+    f'INSERT INTO {_ENTRY} (actor_id, "key", location, kind, data, status, attempts, error, '
+    "last_attempt_at, created_at, completed_at, rollback_completed_at, rollback_error) VALUES "
+)
+_UPSERT_ROW = "(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb)"
+_UPSERT_TAIL = (
+    ' ON CONFLICT (actor_id, "key") DO UPDATE SET location = EXCLUDED.location, kind = EXCLUDED.kind, '
+    "data = EXCLUDED.data, status = EXCLUDED.status, attempts = EXCLUDED.attempts, "
+    "error = EXCLUDED.error, last_attempt_at = EXCLUDED.last_attempt_at, "
+    "completed_at = EXCLUDED.completed_at, rollback_completed_at = EXCLUDED.rollback_completed_at, "
+    "rollback_error = EXCLUDED.rollback_error"
+)
+
+
+def enabled(store: DjangoStore) -> bool:
+    """True when the store's database is PostgreSQL (the fast paths apply)."""
+    return connections[store.using].vendor == "postgresql"
+
+
+def _jsonb(value: Any) -> str | None:
+    """A ``serde.to_json`` value as the text of a jsonb parameter (None -> SQL NULL, like the ORM)."""
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _load(value: Any) -> Any:
+    """A jsonb column read back (Django registers a text loader for jsonb)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+def _actor_record(row: tuple) -> ports.ActorRecord:
+    (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
+     updated_at, destroyed, lease_owner, lease_expires_at, lease_token) = row  # fmt: skip
+    return ports.ActorRecord(
+        actor_id=actor_id,
+        name=name,
+        key=list(_load(key)),
+        state=serde.from_json(_load(state)),
+        input=serde.from_json(_load(input_)),
+        output=serde.from_json(_load(output)),
+        error=serde.from_json(_load(error)),
+        workflow_state=workflow_state,
+        wake_at=_utc(wake_at),
+        waiting_for=list(_load(waiting_for) or []),
+        created_at=_utc(created_at),
+        updated_at=_utc(updated_at),
+        destroyed=destroyed,
+        lease_owner=lease_owner,
+        lease_expires_at=_utc(lease_expires_at),
+        lease_token=lease_token,
+    )
+
+
+def _history(cursor: Any, actor_id: str) -> list[ports.EntryRecord]:
+    cursor.execute(f"SELECT {_ENTRY_COLUMNS} FROM {_ENTRY} WHERE actor_id = %s ORDER BY id", [actor_id])
+    return [
+        ports.EntryRecord(
+            key=key,
+            location=list(_load(location)),
+            kind=kind,
+            data=serde.from_json(_load(data)) or {},
+            status=status,
+            attempts=attempts,
+            error=serde.from_json(_load(error)),
+            seq=seq,
+            last_attempt_at=_utc(last_attempt_at),
+            created_at=_utc(created_at),
+            completed_at=_utc(completed_at),
+            rollback_completed_at=_utc(rollback_completed_at),
+            rollback_error=serde.from_json(_load(rollback_error)),
+        )
+        for (
+            key,
+            location,
+            kind,
+            data,
+            status,
+            attempts,
+            error,
+            seq,
+            last_attempt_at,
+            created_at,
+            completed_at,
+            rollback_completed_at,
+            rollback_error,
+        ) in cursor.fetchall()  # fmt: skip
+    ]
+
+
+def claim_and_load(
+    store: DjangoStore, actor_id: str, owner: str, lease_seconds: float, *, history: bool = True
+) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
+    """Claim the actor (as ``DjangoStore.claim``) and read its row and history: ``(token, actor, history,
+    now)`` with ``now`` the database clock of the claim, or None when the lease is held by someone else or
+    the actor is gone. Two statements (one with ``history=False``, which returns an empty history)."""
+    with connections[store.using].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_ACTOR} AS a SET lease_owner = %s, "
+            "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
+            "step_lock_until = NULL, updated_at = c.now "
+            "FROM (SELECT clock_timestamp() AS now) AS c "
+            "WHERE a.actor_id = %s AND NOT a.destroyed "
+            "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) "
+            f"RETURNING {', '.join('a.' + col.strip() for col in _ACTOR_COLUMNS.split(','))}",
+            [owner, lease_seconds, actor_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        actor = _actor_record(row)
+        entries = _history(cursor, actor_id) if history else []
+        return actor.lease_token, actor, entries, actor.updated_at
+
+
+def load_for_run(
+    store: DjangoStore, actor_id: str
+) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
+    """The actor's row, its history and the database clock (``(actor, history, now)``), for a run holding a
+    lease already; ActorNotFoundError when it is gone or destroyed. Two statements."""
+    with connections[store.using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_ACTOR_COLUMNS}, clock_timestamp() FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed",
+            [actor_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        return _actor_record(row[:-1]), _history(cursor, actor_id), _utc(row[-1])
+
+
+def commit(store: DjangoStore, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+    """``DjangoStore.commit`` on PostgreSQL (same contract; see the module docstring for the statements)."""
+    with store._atomic():
+        connection = connections[store.using]
+        targets = {target for target, _name, _body, _completable in commit.outbox}
+        if targets - {actor_id}:  # lock every actor the commit touches in id order (no deadlock)
+            list(
+                store._actors()
+                .select_for_update()
+                .filter(pk__in=sorted(targets | {actor_id}))
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+        sets: list[str] = ["updated_at = c.now"]
+        params: list[Any] = []
+        fresh_state: Any = ports.UNSET
+        if commit.state is not ports.UNSET:
+            fresh_state = serde.to_json(commit.state, where="state")
+            sets.append("state = %s::jsonb")
+            params.append(_jsonb(fresh_state))
+        for name in ("input", "output", "error"):
+            value = getattr(commit, name)
+            if value is not ports.UNSET:
+                sets.append(f"{name} = %s::jsonb")
+                params.append(_jsonb(serde.to_json(value, where=name)))
+        if commit.workflow_state is not ports.UNSET:
+            sets.append("workflow_state = %s")
+            params.append(commit.workflow_state)
+            if commit.workflow_state in ports.FINISHED_STATES:
+                sets.append("wake_at = NULL")  # finished actors are never due
+            elif commit.wake_at is not ports.UNSET:
+                sets.append("wake_at = %s")
+                params.append(commit.wake_at)
+        elif commit.wake_at is not ports.UNSET:
+            sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE %s END")
+            params.append(commit.wake_at)
+        else:
+            sets.append(
+                f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE a.wake_at END"
+            )
+        if commit.waiting_for is not ports.UNSET:
+            sets.append("waiting_for = %s::jsonb")
+            params.append(_jsonb(list(commit.waiting_for or [])))
+        release_now = commit.release and not commit.outbox
+        if release_now:
+            sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
+        elif commit.step_lock_until is not ports.UNSET:
+            sets.append("step_lock_until = %s")
+            params.append(commit.step_lock_until)
+        want_state = isinstance(commit.step_lock_until, datetime) and fresh_state is ports.UNSET
+        returning = "c.now, a.wake_at, a.waiting_for, a.workflow_state" + (", a.state" if want_state else "")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {_ACTOR} AS a SET {', '.join(sets)} "
+                "FROM (SELECT clock_timestamp() AS now) AS c "
+                "WHERE a.actor_id = %s AND a.lease_token = %s AND a.lease_owner IS NOT NULL "
+                f"AND NOT a.destroyed RETURNING {returning}",
+                [*params, actor_id, token],
+            )
+            row = cursor.fetchone()
+            if row is None:  # fenced off: nothing was written
+                return ports.CommitResult(ok=False)
+            now, wake_at, waiting_for, workflow_state = _utc(row[0]), _utc(row[1]), _load(row[2]), row[3]
+            if want_state:
+                fresh_state = _load(row[4])
+            if commit.deletes:
+                store._write_history(actor_id, ports.Commit(deletes=commit.deletes), now)
+            if commit.upserts:
+                _upsert(cursor, actor_id, commit.upserts, now)
+            if commit.receive_messages or commit.complete_messages:
+                store._write_messages(actor_id, commit, now)
+            woken: list[str] = []
+            for target, name, body, completable in commit.outbox:
+                _, woke = store._deliver(target, name, body, completable, now)
+                if woke and target not in woken:
+                    woken.append(target)
+            if commit.release:
+                if not release_now:
+                    cursor.execute(
+                        f"UPDATE {_ACTOR} SET lease_owner = NULL, lease_expires_at = NULL, "
+                        "step_lock_until = NULL WHERE actor_id = %s RETURNING wake_at",
+                        [actor_id],
+                    )
+                    wake_at = _utc(cursor.fetchone()[0])
+                finished = workflow_state in ports.FINISHED_STATES
+                waiting = list(waiting_for or [])
+                if not finished and waiting and (wake_at is None or wake_at > now):
+                    names = "" if "*" in waiting else " AND m.name = ANY(%s)"
+                    cursor.execute(
+                        f"UPDATE {_ACTOR} SET wake_at = %s WHERE actor_id = %s AND EXISTS (SELECT 1 FROM "
+                        f"{_MESSAGE} AS m WHERE m.actor_id = %s AND m.status = %s{names}) RETURNING wake_at",
+                        [now, actor_id, actor_id, ports.MESSAGE_PENDING, *([waiting] if names else [])],
+                    )
+                    if cursor.fetchone() is not None:
+                        wake_at = now
+                if wake_at is not None and wake_at <= now and actor_id not in woken:
+                    woken.append(actor_id)
+    result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
+    if isinstance(commit.step_lock_until, datetime):
+        result.state = serde.from_json(fresh_state)
+    return result
+
+
+def _upsert(cursor: Any, actor_id: str, upserts: list[ports.EntryRecord], now: datetime) -> None:
+    """All history upserts of a commit as one multi-row INSERT ... ON CONFLICT DO UPDATE."""
+    params: list[Any] = []
+    for rec in upserts:
+        params += [
+            actor_id,
+            rec.key,
+            _jsonb(list(rec.location)),
+            rec.kind,
+            _jsonb(serde.to_json(rec.data, where=f"history entry {rec.key!r}")),
+            rec.status,
+            rec.attempts,
+            _jsonb(serde.to_json(rec.error, where=f"error of {rec.key!r}")),
+            rec.last_attempt_at,
+            rec.created_at or now,
+            rec.completed_at,
+            rec.rollback_completed_at,
+            _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
+        ]
+    cursor.execute(_UPSERT_HEAD + ", ".join([_UPSERT_ROW] * len(upserts)) + _UPSERT_TAIL, params)

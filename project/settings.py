@@ -143,6 +143,10 @@ else:
 RIVET_WORKFLOWS = {
     "REGISTRY": os.environ.get("RIVET_REGISTRY", "project.registry.registry"),
     "INSPECTOR_TOKEN": os.environ.get("RIVET_INSPECTOR_TOKEN") or None,
+    "API_TOKEN": os.environ.get("RIVET_API_TOKEN") or None,
+    # Dev mode (DEBUG): the actor/action/queue API is open to anonymous requests, like the inspector.
+    # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user.
+    "API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth",
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),
     "SWEEP_INTERVAL": float(os.environ.get("RIVET_SWEEP_INTERVAL", "1.0")),

@@ -89,6 +89,19 @@ def default_api_auth(request: HttpRequest) -> Any:
     return _session_user(request)
 
 
+def dev_mode_api_auth(request: HttpRequest) -> Any:
+    """An ``API_AUTH`` for development: while ``DEV_MODE`` is on, anonymous requests are allowed (principal
+    ``"dev-mode"``), like the inspector endpoints; with ``DEV_MODE`` off it is exactly ``default_api_auth``
+    (API_TOKEN bearer or an authenticated user). A bearer token is always checked, so a wrong token is a
+    401 even in dev mode. Opt in with ``RIVET_WORKFLOWS["API_AUTH"] =
+    "rivet_workflows.api.auth.dev_mode_api_auth"`` (the example project does); never open outside dev mode.
+    """
+    if rivet_settings.get().DEV_MODE and _bearer(request) is None:
+        user = _session_user(request)
+        return user if user is not None else "dev-mode"
+    return default_api_auth(request)
+
+
 class ApiAuth(HttpBearer):
     """The configurable auth of the actor, action and queue endpoints: ``RIVET_WORKFLOWS["API_AUTH"]`` (a
     dotted path to ``auth(request) -> principal | None``) or ``default_api_auth``. Read on every request,

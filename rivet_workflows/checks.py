@@ -16,7 +16,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     W001: SQLite with a non-embedded broker (real workers on several machines need PostgreSQL).
     W002: no channel layer (broadcasts and live history go nowhere).
     W003: a step timeout longer than LEASE_SECONDS (another worker would take over a live step).
-    W004: the in-memory channel layer with a network broker (workers' broadcasts stay in the worker).
+    W004: the in-memory channel layer with workers in other processes (``in_memory_layer_misses_workers``).
     W005: SWEEP_INTERVAL >= LEASE_SECONDS (late timers, slow takeover of a dead worker's actors).
     """
     from django.utils.module_loading import import_string
@@ -75,15 +75,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
 
-    layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
-    backend = str(layers.get("default", {}).get("BACKEND", ""))
-    network_broker = broker and not broker.startswith(("filesystem://", "memory://"))
-    if backend.endswith("InMemoryChannelLayer") and network_broker:
+    if in_memory_layer_misses_workers(conf.DISPATCHER):
         errors.append(
             checks.Warning(
-                "The in-memory channel layer reaches only its own process: broadcasts made by Celery worker "
-                "processes never reach WebSocket clients of the web process.",
-                hint="Use channels_redis (set REDIS_URL) when workers run as separate processes.",
+                "The in-memory channel layer reaches only its own process: history changes and broadcasts "
+                "made by Celery worker processes (with the embedded filesystem:// broker too) never reach "
+                "WebSocket clients of the web process. The admin trace falls back to polling every 2 s and "
+                "live events are not shown.",
+                hint="Use channels_redis (set REDIS_URL in the example project) when workers run as separate "
+                "processes; silence rivet_workflows.W004 only if every worker runs inside the web process.",
                 id="rivet_workflows.W004",
             )
         )
@@ -121,3 +121,25 @@ def _check_step_timeouts(registry: Any, lease_seconds: float) -> list[checks.Che
                 )
             )
     return out
+
+
+def in_memory_layer_misses_workers(dispatcher: str | None = None) -> bool:
+    """True when the default channel layer is ``InMemoryChannelLayer`` while work runs in separate worker
+    processes, so their history pushes and broadcasts never reach this process's WebSocket clients.
+
+    ``dispatcher`` is the dotted path of RIVET_WORKFLOWS["DISPATCHER"] (read from the settings when None).
+    Work runs in this process only with ``LocalDispatcher`` or Celery's in-process ``memory://`` broker; any
+    other broker (the embedded ``filesystem://`` one included) means worker processes of their own.
+    """
+    if dispatcher is None:
+        from .conf import rivet_settings
+
+        dispatcher = rivet_settings.DISPATCHER
+    layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
+    backend = str(layers.get("default", {}).get("BACKEND", ""))
+    if not backend.endswith("InMemoryChannelLayer"):
+        return False
+    if str(dispatcher).endswith("LocalDispatcher"):
+        return False
+    broker = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
+    return not broker.startswith("memory://")

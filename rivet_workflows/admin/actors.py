@@ -16,10 +16,13 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from .. import models
+from ..checks import in_memory_layer_misses_workers
 from ..engine import errors, inspector
 from .trace import pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
+#: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
+FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
 
 _STATE_COLORS = {
@@ -195,6 +198,9 @@ class ActorAdmin(admin.ModelAdmin):
             "record": record,
             "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
             "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
+            # worker processes cannot reach an in-memory channel layer: the page keeps polling every 2 s
+            "ws_misses_workers": in_memory_layer_misses_workers(),
+            "fallback_poll_ms": FALLBACK_POLL_MS,
         }
         return TemplateResponse(request, "rivet_workflows/admin/actor_trace.html", context)
 

@@ -1,4 +1,4 @@
-"""System checks added for operations (issue 5): W004 in-memory channel layer with a network broker,
+"""System checks added for operations (issue 5): W004 in-memory channel layer with worker processes,
 W005 a sweep interval not shorter than the lease."""
 
 from __future__ import annotations
@@ -12,14 +12,25 @@ def ids(messages) -> list[str]:
     return [m.id for m in messages]
 
 
-def test_in_memory_layer_with_a_network_broker_warns(settings) -> None:
+def test_in_memory_layer_with_worker_processes_warns(settings) -> None:
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Celery workers are separate processes with a network broker and with the embedded filesystem one
+    for broker in ("redis://127.0.0.1:6379/0", "filesystem://"):
+        settings.CELERY_BROKER_URL = broker
+        messages = [m for m in check_settings() if m.id == "rivet_workflows.W004"]
+        assert len(messages) == 1, broker
+        assert "REDIS_URL" in messages[0].hint and "channels_redis" in messages[0].hint
+    # work that runs inside the web process reaches its in-memory layer: no warning
+    settings.CELERY_BROKER_URL = "memory://"
+    assert "rivet_workflows.W004" not in ids(check_settings())
     settings.CELERY_BROKER_URL = "filesystem://"
-    assert "rivet_workflows.W004" not in ids(check_settings())  # the embedded default is accepted
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
-    messages = [m for m in check_settings() if m.id == "rivet_workflows.W004"]
-    assert len(messages) == 1 and "channels_redis" in messages[0].hint
+    settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY, "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher"}
+    assert "rivet_workflows.W004" not in ids(check_settings())
+    # a shared channel layer carries worker events
+    settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
+    assert "rivet_workflows.W004" not in ids(check_settings())
 
 
 def test_sweep_interval_not_below_the_lease_warns(settings) -> None:

@@ -12,7 +12,21 @@ from . import errors
 from .parser import BoundedJSONParser
 from .views import router
 
-api = NinjaAPI(
+
+class RivetAPI(NinjaAPI):
+    """A ``NinjaAPI`` whose 405 responses (a method the path does not serve) use the JSON error body
+    ``{group: "request", code: "method_not_allowed", message, metadata: {allowed}}`` like every other error."""
+
+    def _get_urls(self) -> list:
+        patterns = super()._get_urls()
+        for pattern in patterns:
+            callback = getattr(pattern, "callback", None)
+            if callback is not None and not getattr(callback, "_rivet_405", False):
+                pattern.callback = errors.json_method_not_allowed(self, callback)
+        return patterns
+
+
+api = RivetAPI(
     title="rivet_workflows",
     version="1",
     description="Actors, actions, queues and the workflow inspector of rivet_workflows.",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
@@ -45,6 +47,30 @@ def error_body(group: str, code: str, message: str, metadata: dict | None = None
 def respond(api: NinjaAPI, request: HttpRequest, status: int, body: dict) -> HttpResponse:
     """A JSON error response with ``status``."""
     return api.create_response(request, body, status=status)
+
+
+def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the view ``view`` so its plain-text 405 becomes the JSON error body (code ``method_not_allowed``,
+    ``metadata.allowed``: the methods the path serves; the ``Allow`` header is kept)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        response = view(request, *args, **kwargs)
+        if isinstance(response, HttpResponseNotAllowed):
+            allowed = sorted(m.strip() for m in response.get("Allow", "").split(",") if m.strip())
+            body = error_body(
+                "request",
+                "method_not_allowed",
+                f"method {request.method} is not allowed here; allowed: {', '.join(allowed)}",
+                {"allowed": allowed},
+            )
+            json_response = respond(api, request, 405, body)
+            json_response["Allow"] = ", ".join(allowed)
+            return json_response
+        return response
+
+    wrapper._rivet_405 = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 def install(api: NinjaAPI) -> None:

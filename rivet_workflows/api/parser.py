@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.http import HttpRequest
@@ -16,9 +17,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text} is out of range (not a finite double)")
+    return value
+
+
 class BoundedJSONParser(Parser):
     """Parses request bodies as strict JSON; raises ``BodyTooLargeError`` (413) over MAX_BODY_BYTES and
-    ``MalformedBodyError`` (400) for invalid JSON or a body that is not an object."""
+    ``MalformedBodyError`` (400) for invalid JSON (also NaN/Infinity and numbers out of the double range such
+    as ``1e400``), JSON nested too deeply for the parser, or a body that is not an object."""
 
     def parse_body(self, request: HttpRequest) -> dict:
         """The body as a dict (shape checked later by the endpoint's schema)."""
@@ -29,9 +38,11 @@ class BoundedJSONParser(Parser):
                 f"the request body has {len(body)} bytes; the limit is {limit}", size=len(body), limit=limit
             )
         try:
-            data = json.loads(body, parse_constant=_reject_constant)
+            data = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
         except (ValueError, UnicodeDecodeError) as exc:
             raise MalformedBodyError(f"the request body is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise MalformedBodyError("the request body is nested too deeply") from exc
         if not isinstance(data, dict):
             raise MalformedBodyError("the request body must be a JSON object")
         return data

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Field, Schema
+from pydantic import StrictBool
 
 
 class ErrorOut(Schema):
@@ -73,11 +74,12 @@ class ActionOut(Schema):
 
 
 class SendIn(Schema):
-    """``POST /actors/{id}/queues/{queue}``: the message ``body``; with ``wait`` the call blocks until the
-    workflow completes the message or ``timeout`` seconds (at most 300; default ACTION_TIMEOUT) pass."""
+    """``POST /actors/{id}/queues/{queue}``: the message ``body`` (required; ``null`` is a body); with ``wait``
+    (a JSON boolean) the call blocks until the workflow completes the message or ``timeout`` seconds (at most
+    300; default ACTION_TIMEOUT) pass."""
 
-    body: Any = None
-    wait: bool = False
+    body: Any = Field(...)
+    wait: StrictBool = False
     timeout: float | None = Field(None, ge=0, le=300)
 
 

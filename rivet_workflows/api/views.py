@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 
 from .. import models
-from ..engine import errors, inspector, serde
+from ..engine import errors, inspector, ports, serde
 from ..engine.actor_context import send_message
 from ..engine.client import normalize_key
 from . import schemas as s
@@ -25,6 +25,17 @@ _ERRORS = {
     422: s.ErrorOut,
 }
 _IN_FLIGHT = {**_ERRORS, 409: s.ErrorOut}
+
+#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1)
+WORKFLOW_STATES = (
+    ports.PENDING,
+    ports.RUNNING,
+    ports.SLEEPING,
+    ports.ROLLING_BACK,
+    ports.COMPLETED,
+    ports.FAILED,
+    ports.CANCELLED,
+)
 
 api_auth = ApiAuth()
 inspector_read_auth = InspectorAuth(VIEW_PERMISSION)
@@ -84,9 +95,9 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     rt = runtime()
     definition_client = rt.registry.client()[payload.name]  # ActorNotFoundError for an unknown type
     key = normalize_key(payload.key)
-    existed = rt.store.find_actor(payload.name, key) is not None
-    handle = definition_client.get_or_create(key, _decode(payload.input, "input"))
-    return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": not existed}
+    # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
+    handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
+    return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 
 class ActorFilter(Schema):
@@ -111,10 +122,17 @@ def _summary(row: models.Actor) -> dict:
 
 @router.get("/actors", response={200: s.ActorPage, **_ERRORS}, auth=api_auth, summary="List actors")
 def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
-    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1-500)/``offset``."""
+    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1-500)/``offset``.
+
+    An unknown ``state`` (not one of ``WORKFLOW_STATES``) is a 422 ``invalid_value``."""
     if not 1 <= filters.limit <= 500 or filters.offset < 0:
         raise InvalidValueError(
             "limit must be 1..500 and offset >= 0", limit=filters.limit, offset=filters.offset
+        )
+    if filters.state and filters.state not in WORKFLOW_STATES:
+        raise InvalidValueError(
+            f"unknown workflow state {filters.state!r}; expected one of {', '.join(WORKFLOW_STATES)}",
+            state=filters.state,
         )
     rows = models.Actor.objects.filter(destroyed=False)
     if filters.name:

@@ -33,14 +33,27 @@ def parent_key(key: str) -> str:
 
 
 def check_name(name: object, what: str = "entry") -> str:
-    """Validate a user-given entry name: a non-empty str without "/" that does not start with "~".
+    """Validate a user-given entry name: a non-empty str without "/" or ":" that does not start with "~"
+    and holds only characters every store can keep (no lone surrogate, no NUL).
 
+    "/" joins location segments, "~" marks loop iterations and ":" the entries of a queue wait
+    (``name:count``, ``name:0``, ``name:deadline``), so a name using them could collide with another entry.
     Returns the name; raises ``ValueError`` otherwise (PLAN.md "Location key").
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what} name must be a non-empty string, got {name!r}")
-    if "/" in name or name.startswith("~"):
-        raise ValueError(f"{what} name {name!r} may not contain '/' or start with '~'")
+    if "/" in name or ":" in name or name.startswith("~"):
+        raise ValueError(
+            f"{what} name {name!r} may not contain '/' or ':' or start with '~' (they are reserved for "
+            "location keys)"
+        )
+    if not name.isascii() or "\x00" in name:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} name {name!r} is not valid UTF-8 text (a lone surrogate?)") from None
+        if "\x00" in name:
+            raise ValueError(f"{what} name {name!r} may not contain a NUL character")
     return name
 
 

@@ -24,6 +24,10 @@ dict         ``dict``: ``[[key, value], ...]`` used when a key is not a ``str`` 
 
 Subclasses of ``str``/``int``/``float`` (e.g. ``StrEnum``/``IntEnum`` members) are stored as the base value,
 as ``json`` does. Anything else raises :class:`~rivet_workflows.engine.errors.SerializationError`.
+
+Strings (values and dict keys) must be storable by every store: a string that cannot be encoded as UTF-8
+(a lone surrogate such as ``"\\ud800"``) or that contains NUL (``"\\x00"``, which PostgreSQL's ``jsonb``
+cannot hold) raises ``SerializationError`` naming the path, so such a value never reaches a store.
 """
 
 from __future__ import annotations
@@ -51,6 +55,29 @@ def _type_name(value: Any) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
+def _bad_string(value: str) -> str | None:
+    """Why ``value`` cannot be stored (None when it can): a lone surrogate or a NUL character."""
+    if value.isascii():  # O(1) in CPython: the common case costs one flag test
+        return "a NUL character (\\x00)" if "\x00" in value else None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a character that cannot be encoded as UTF-8 ({value[exc.start]!r}, a lone surrogate?)"
+    return "a NUL character (\\x00)" if "\x00" in value else None
+
+
+def _check_str(value: str, path: str, where: str, what: str = "string") -> str:
+    reason = _bad_string(value)
+    if reason is not None:
+        raise errors.SerializationError(
+            f"{where}: cannot serialize a {what} containing {reason} (at {path})",
+            where=where,
+            type_name="str",
+            path=path,
+        )
+    return value
+
+
 def _tagged(tag: str, payload: Any) -> dict:
     return {TAG: tag, "v": payload}
 
@@ -66,8 +93,12 @@ def _set_items(values: Any, path: str, where: str, seen: set[int]) -> list:
 def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
     # Exact JSON scalars first: the hot path.
     cls = type(value)
-    if value is None or cls is str or cls is bool or cls is int:
+    if value is None or cls is bool or cls is int:
         return value
+    if cls is str:
+        if value.isascii() and "\x00" not in value:
+            return value
+        return _check_str(value, path, where)
     if cls is float:
         if math.isfinite(value):
             return value
@@ -85,6 +116,9 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
         try:
             if isinstance(value, dict):
                 if all(type(k) is str for k in value) and TAG not in value:
+                    for k in value:
+                        if not k.isascii() or "\x00" in k:
+                            _check_str(k, f"{path}<key {k!r}>", where, "dict key")
                     return {k: _encode(v, f"{path}.{k}", where, seen) for k, v in value.items()}
                 return _tagged(
                     "dict",
@@ -122,7 +156,7 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
-        return str(value)
+        return _check_str(str(value), path, where)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -144,7 +178,12 @@ def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -
     ``type_name``, ``path``) for an unsupported type or a cycle, and ``PayloadTooLargeError`` (metadata
     ``where``, ``size``, ``limit``) over ``max_bytes`` (DESIGN.md section 3).
     """
-    encoded = _encode(value, "$", where, set())
+    try:
+        encoded = _encode(value, "$", where, set())
+    except RecursionError:
+        raise errors.SerializationError(
+            f"{where}: cannot serialize a value nested this deeply", where=where, type_name=_type_name(value)
+        ) from None
     if max_bytes is not None:
         size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         if size > max_bytes:
@@ -172,32 +211,51 @@ def _decode_tagged(tag: str, payload: Any) -> Any:
     if tag == "uuid":
         return uuid.UUID(hex=payload)
     if tag == "bytes":
-        return base64.b64decode(payload)
+        return base64.b64decode(payload, validate=True)
     if tag == "tuple":
-        return tuple(from_json(v) for v in payload)
+        return tuple(_from_json(v) for v in payload)
     if tag == "set":
-        return {from_json(v) for v in payload}
+        return {_from_json(v) for v in payload}
     if tag == "frozenset":
-        return frozenset(from_json(v) for v in payload)
+        return frozenset(_from_json(v) for v in payload)
     if tag == "float":
+        if payload not in ("nan", "inf", "-inf"):
+            raise ValueError(f"a tagged float is 'nan', 'inf' or '-inf', got {payload!r}")
         return float(payload)
     if tag == "dict":
-        return {from_json(k): from_json(v) for k, v in payload}
+        return {_from_json(k): _from_json(v) for k, v in payload}
     raise errors.SerializationError(f"unknown serialized tag {tag!r}", tag=tag)
 
 
 def from_json(data: Any) -> Any:
     """Decode the output of :func:`to_json` back into Python values (always fresh objects).
 
-    Raises ``SerializationError`` for an unknown tag (data written by a newer version).
+    Raises ``SerializationError`` for an unknown tag (data written by a newer version), a tagged value
+    whose payload does not decode (``{"__rw__": "bytes", "v": "!!!"}``: not base64) or data nested too
+    deeply to decode.
     """
+    try:
+        return _from_json(data)
+    except RecursionError:
+        raise errors.SerializationError("cannot decode a value nested this deeply") from None
+
+
+def _from_json(data: Any) -> Any:
     cls = type(data)
     if cls is dict:
         if TAG in data:
-            return _decode_tagged(data[TAG], data.get("v"))
-        return {k: from_json(v) for k, v in data.items()}
+            try:
+                return _decode_tagged(data[TAG], data.get("v"))
+            except errors.SerializationError:
+                raise
+            except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:
+                raise errors.SerializationError(
+                    f"malformed tagged value {{{TAG!r}: {data[TAG]!r}, 'v': ...}}: {exc}",
+                    tag=str(data[TAG]),
+                ) from exc
+        return {k: _from_json(v) for k, v in data.items()}
     if cls is list:
-        return [from_json(v) for v in data]
+        return [_from_json(v) for v in data]
     return data
 
 
@@ -226,7 +284,9 @@ def _json_native(value: Any, depth: int = 0) -> bool:
         return False
     if type(value) is float:
         return math.isfinite(value)
-    if value is None or type(value) in (str, int, bool):
+    if type(value) is str:
+        return _bad_string(value) is None
+    if value is None or type(value) in (int, bool):
         return True
     if type(value) is list:
         return all(_json_native(v, depth + 1) for v in value)
@@ -237,6 +297,13 @@ def _json_native(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _storable(text: str) -> str:
+    """``text`` with what no store can hold escaped (lone surrogates as ``\\udxxx``, NUL as ``\\x00``)."""
+    if _bad_string(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 def error_to_dict(exc: BaseException) -> dict:
     """Describe an exception for storage: ``{"name", "message", "stack", "metadata"}`` (DESIGN.md section 3).
 
@@ -245,8 +312,8 @@ def error_to_dict(exc: BaseException) -> dict:
     ``metadata`` the exception's public attributes whose values are plain JSON (for ``RivetWorkflowsError``
     its keyword metadata). The result is plain JSON.
     """
-    message = exc.message if isinstance(exc, errors.RivetWorkflowsError) else str(exc)
-    stack = "".join(traceback.format_exception(exc)) if exc.__traceback__ is not None else None
+    message = _storable(exc.message if isinstance(exc, errors.RivetWorkflowsError) else str(exc))
+    stack = _storable("".join(traceback.format_exception(exc))) if exc.__traceback__ is not None else None
     attrs: dict[str, Any] = {}
     source = exc.metadata if isinstance(exc, errors.RivetWorkflowsError) else getattr(exc, "__dict__", {})
     for key, value in source.items():

@@ -78,12 +78,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     if in_memory_layer_misses_workers(conf.DISPATCHER):
         errors.append(
             checks.Warning(
-                "The in-memory channel layer reaches only its own process: history changes and broadcasts "
-                "made by Celery worker processes (with the embedded filesystem:// broker too) never reach "
-                "WebSocket clients of the web process. The admin trace falls back to polling every 2 s and "
-                "live events are not shown.",
-                hint="Use channels_redis (set REDIS_URL in the example project) when workers run as separate "
-                "processes; silence rivet_workflows.W004 only if every worker runs inside the web process.",
+                "In-memory channel layer with Celery worker processes (the filesystem:// broker too): their "
+                "history pushes and broadcasts never reach WebSocket clients; the admin trace polls instead.",
+                hint="Use channels_redis (REDIS_URL in the example project); or add rivet_workflows.W004 to "
+                "SILENCED_SYSTEM_CHECKS if every worker runs inside the web process.",
                 id="rivet_workflows.W004",
             )
         )

@@ -13,7 +13,8 @@ What it does, in order (every wait is bounded; it exits 1 with a message when so
    summary table; exit status 0 only if every scenario reached its expected state.
 
 Options: ``--timeout S`` (whole demo, default 180), ``--only a,b`` (scenario names), ``--no-crash``,
-``--keep`` (keep the demo actors for the admin inspector instead of destroying them),
+``--keep`` (keep the demo actors, and the helper actors their workflows created, for the admin inspector
+instead of destroying them),
 ``--lease-seconds S`` (worker lease, default 6: how soon the new worker takes over the crashed run).
 """
 
@@ -208,8 +209,10 @@ class Demo:
         from rivet_workflows.django_runtime import get_runtime
 
         runtime = get_runtime()
+        self.registry = runtime.registry
         self.client = runtime.registry.client()
         self.store = runtime.store
+        self.started_at = self.store.now()  # database clock: helper actors created after it are the demo's
         url = self.service.start()
         _say("rivet_workflows demo: the spec's examples on a real Celery worker")
         _say(f"  database: {_database_label()}   broker: {_broker_label()}")
@@ -225,7 +228,9 @@ class Demo:
         finally:
             for worker in self.workers:
                 worker.stop()
-            if not self.args.keep:
+            if self.args.keep:
+                _say("kept the demo actors: open /admin/rivet_workflows/actor/ (python manage.py runserver)")
+            else:
                 self._destroy_actors()
             self.service.stop()
 
@@ -365,12 +370,28 @@ class Demo:
         _say(f"  finish ran {counts['finish']}x")
 
     def _destroy_actors(self) -> None:
+        """Destroy the scenarios' actors and the helper actors their workflows created during this run
+        (shards, child workers, inventory, ...: example types created after the demo started). Best effort."""
+        from rivet_workflows import models
+
+        destroyed = 0
         for run in self.runs.values():
             for handle in run.handles.values():
                 try:
                     handle.destroy()
+                    destroyed += 1
                 except Exception:  # best effort: a demo actor left behind is harmless
                     pass
+        helpers = models.Actor.objects.filter(
+            destroyed=False, created_at__gte=self.started_at, name__in=list(self.registry.names())
+        ).values_list("name", "actor_id")
+        for name, actor_id in list(helpers):
+            try:
+                self.client[name].get_for_id(actor_id).destroy()
+                destroyed += 1
+            except Exception:
+                pass
+        _say(f"destroyed {destroyed} demo actor(s) (--keep keeps them for the admin inspector)")
 
 
 def format_trace(entries: list[Any], limit: int = 16) -> list[str]:

@@ -11,20 +11,45 @@ from ...engine import errors
 from .. import ops_commands
 
 
+class _SubParser(argparse.ArgumentParser):
+    """Parser of a subcommand. With ``pass_through="dest"`` it parses nothing itself: every argument after
+    the subcommand name is stored untouched as a list in ``dest`` (the demo has its own argparse, so
+    ``rivet demo --keep --only crash`` reaches it as written, ``--help`` included)."""
+
+    def __init__(self, *args: Any, pass_through: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pass_through = pass_through
+
+    def parse_known_args(
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Pass-through: ``(namespace with dest = list(args), [])``; otherwise argparse's parsing."""
+        if self.pass_through is None:
+            return super().parse_known_args(args, namespace)
+        namespace = namespace if namespace is not None else argparse.Namespace()
+        setattr(namespace, self.pass_through, list(args or []))
+        return namespace, []
+
+
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
     help = "rivet_workflows operations: drain, check, gates, recover, prune, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        """Subcommands: ``drain [--timeout S]`` and ``demo [args...]``."""
-        subs = parser.add_subparsers(dest="subcommand", required=True, parser_class=argparse.ArgumentParser)
+        """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
+        the ops subcommands of ``ops_commands``."""
+        subs = parser.add_subparsers(dest="subcommand", required=True, parser_class=_SubParser)
         drain = subs.add_parser(
             "drain", help="Run due work in this process until quiescent or the timeout (seconds) passes."
         )
         drain.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
-        demo = subs.add_parser("demo", help="Run the example workflows end to end (project.examples.demo).")
-        demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments passed to the demo")
+        subs.add_parser(
+            "demo",
+            help="Run the example workflows end to end (project.examples.demo; `rivet demo --help` lists "
+            "its options: --keep, --only a,b, --timeout S, --no-crash, --lease-seconds S).",
+            pass_through="demo_args",
+        )
         ops_commands.add_parsers(subs)  # check, gates, recover, prune (I5)
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from . import errors, ports, rollback, scheduling, serde
 from .context import WorkflowContext
 from .history import ROOT, History
-from .runtime import StoreUnavailable, StoreUnavailableError
+from .runtime import StoreRejectedError, StoreUnavailable, StoreUnavailableError
 from .session import RollbackStop, RunSession, maybe_await, was_reported
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class _Run:
         self.session: RunSession | None = None
         self.result: ports.CommitResult | None = None
         self.final_state: str | None = None
+        self.final_error: dict | None = None
 
     async def execute(self) -> None:
         runtime, actor = self.runtime, self.actor
@@ -122,6 +123,7 @@ class _Run:
         except errors.EvictedSignal:
             return
         self.final_state = fields["workflow_state"]
+        self.final_error = fields.get("error")
         if definition.on_sleep is not None:
             try:
                 await _call_hook(definition.on_sleep, c)
@@ -218,6 +220,62 @@ class _Run:
                 return
 
 
+#: errors of a store write that retrying cannot fix (``StoreRejectedError``: a database DataError)
+REFUSED_WRITES = (errors.SerializationError, errors.PayloadTooLargeError, StoreRejectedError)
+
+#: (actor type name) unknown types already logged by this process (logged once, not every sweep)
+_UNREGISTERED_LOGGED: set[str] = set()
+
+#: how long an actor of an unregistered type is left alone before an executor looks at it again (seconds)
+UNREGISTERED_RETRY_SECONDS = 300.0
+
+
+def _log_failure(actor: ports.ActorRecord, error: dict | None) -> None:
+    error = error or {}
+    logger.error(
+        "workflow of actor %s (%s, key %r) failed: %s: %s",
+        actor.actor_id,
+        actor.name,
+        actor.key,
+        error.get("name", "error"),
+        error.get("message", ""),
+    )
+
+
+def _fail_refused(runtime: Runtime, actor: ports.ActorRecord, token: int, exc: BaseException) -> bool:
+    """Record the workflow failed with ``exc`` (the store's refusal) in a fresh commit holding none of the
+    run's pending writes; returns False when the lease was lost meanwhile."""
+    error = serde.error_to_dict(exc)
+    error["stack"] = None
+    _log_failure(actor, error)
+    commit = ports.Commit(
+        workflow_state=ports.FAILED,
+        error=error,
+        wake_at=None,
+        waiting_for=[],
+        step_lock_until=None,
+        release=True,
+    )
+    return bool(runtime.store.commit(actor.actor_id, token, commit).ok)
+
+
+def _leave_unregistered(runtime: Runtime, actor: ports.ActorRecord, token: int) -> None:
+    """An actor whose type this process does not know (removed, renamed, or a worker running older code):
+    release the claim without touching its workflow and look again in ``UNREGISTERED_RETRY_SECONDS``."""
+    if actor.name not in _UNREGISTERED_LOGGED:
+        _UNREGISTERED_LOGGED.add(actor.name)
+        logger.warning(
+            "actor %s has type %r, which is not registered in this process; left alone (retried every %gs)",
+            actor.actor_id,
+            actor.name,
+            UNREGISTERED_RETRY_SECONDS,
+        )
+    commit = ports.Commit(release=True)
+    if actor.wake_at is not None and actor.workflow_state not in ports.FINISHED_STATES:
+        commit.wake_at = runtime.store.now() + timedelta(seconds=UNREGISTERED_RETRY_SECONDS)
+    runtime.store.commit(actor.actor_id, token, commit)
+
+
 def run_actor(
     runtime: Runtime,
     actor_id: str,
@@ -260,6 +318,9 @@ def run_actor(
                     actor = store.get_actor(actor_id)
         except errors.ActorNotFoundError:
             return summary
+        if actor.name not in runtime.registry:
+            _leave_unregistered(runtime, actor, token)
+            return summary
         definition = runtime.registry.get(actor.name)
         if actor.destroyed or actor.workflow_state in ports.FINISHED_STATES or definition.run is None:
             result = store.commit(actor_id, token, ports.Commit(release=True))
@@ -273,6 +334,14 @@ def run_actor(
                 f"store unavailable while running actor {actor_id}; its lease expires and the sweep "
                 "resumes it"
             ) from exc.__cause__
+        except REFUSED_WRITES as exc:
+            # The store refused a write of this run (a value it cannot hold): the same write would fail on
+            # every retry, so fail the workflow, keeping what was stored before this run's refused commit.
+            summary.ran = True
+            summary.runs += 1
+            if _fail_refused(runtime, actor, token, exc):
+                summary.workflow_state = ports.FAILED
+            return summary
         summary.ran = True
         summary.runs += 1
         if run.session is not None:
@@ -282,10 +351,12 @@ def run_actor(
             return summary
         summary.workflow_state = run.final_state
         summary.wake_at = result.wake_at
+        if run.final_state == ports.FAILED:
+            _log_failure(actor, run.final_error)
         again = actor_id in result.woken or (
             run.final_state in (ports.SLEEPING, ports.ROLLING_BACK)
             and result.wake_at is not None
-            and result.wake_at <= store.now()
+            and result.wake_at <= ((run.session and run.session.anchored_now()) or store.now())
         )
         if not again:
             return summary

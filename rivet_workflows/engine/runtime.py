@@ -47,6 +47,23 @@ class StoreUnavailable(errors.WorkflowSignal):
     ``StoreUnavailableError`` and the lease expires, after which any worker resumes the actor (I5)."""
 
 
+class StoreRejectedError(errors.RivetWorkflowsError):
+    """The store refused a write as invalid data (a database ``DataError``: a value the column cannot hold).
+    Not transient, so not ``StoreUnavailable``: retrying the same write fails the same way. The executor
+    fails the workflow with this error instead of running the step again every lease period."""
+
+    code = "store_rejected"
+    http_status = 422
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
+    matched by class name so the engine needs no driver) or a text-encoding error of the driver."""
+    if isinstance(exc, UnicodeError):
+        return True
+    return any(cls.__name__ == "DataError" for cls in type(exc).__mro__)
+
+
 class StoreUnavailableError(RuntimeError):
     """Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the
     store's exception). The workflow is untouched; it resumes once its lease expires."""
@@ -136,14 +153,17 @@ class Runtime:
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a sync store function from async code on the thread that owns the DB connection.
 
-        An exception that is not a domain error of the store (see ``_STORE_DOMAIN_ERRORS``), e.g. a dropped
-        database connection, is raised as the ``StoreUnavailable`` signal (cause: the original).
+        A data error of the database (``is_data_error``) is raised as ``StoreRejectedError`` (cause: the
+        original); any other exception that is not a domain error of the store (see
+        ``_STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
         """
         try:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-        except _STORE_DOMAIN_ERRORS:
-            raise
         except Exception as exc:
+            if is_data_error(exc):
+                raise StoreRejectedError(f"the store refused a write: {type(exc).__name__}: {exc}") from exc
+            if isinstance(exc, _STORE_DOMAIN_ERRORS):
+                raise
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     def client(self) -> Client:

@@ -61,6 +61,14 @@ class WorkflowNotEnabledError(errors.RivetWorkflowsError):
     http_status = 400
 
 
+class ActorTypeNotRegisteredError(errors.RivetWorkflowsError):
+    """The actor's type is not registered in this process, so its workflow cannot be repaired here."""
+
+    group = "inspector"
+    code = "actor_type_not_registered"
+    http_status = 409
+
+
 # --- views ---------------------------------------------------------------------------------------------
 
 
@@ -115,14 +123,16 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
 
     Returns ``{"history": {"nameRegistry": [names], "entries": [entry], "entryMetadata": {id: meta}} | None,
     "workflowState": str, "isWorkflowEnabled": bool}`` with entries in creation order (see ``entry_view``);
-    ``history`` is None for an actor without a run handler. Raises ``ActorNotFoundError``.
+    ``history`` is None for an actor without a run handler; for an actor whose type is not registered in
+    this process it is the stored history with ``isWorkflowEnabled`` False. Raises ``ActorNotFoundError``.
     """
     store = runtime.store
     record = store.get_actor(actor_id)
     definition = runtime.registry.get(record.name) if record.name in runtime.registry else None
     enabled = definition is not None and definition.run is not None
     history = None
-    if enabled:
+    # An actor whose type is no longer registered still shows what it stored (workflow not enabled here).
+    if enabled or definition is None:
         entries, metadata, names = [], {}, {}
         for entry in store.load_history(actor_id):
             view, meta = entry_view(entry)
@@ -214,6 +224,13 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
     store = runtime.store
     record = store.get_actor(actor_id)
+    if record.name not in runtime.registry:
+        raise ActorTypeNotRegisteredError(
+            f"actor {actor_id} has type {record.name!r}, which is not registered in this process; register "
+            "it again (or deploy the code that has it) before replaying or recovering its workflow",
+            actor_id=actor_id,
+            name=record.name,
+        )
     definition = runtime.registry.get(record.name)
     if definition.run is None:
         raise WorkflowNotEnabledError(f"actor {record.name!r} has no workflow", actor_id=actor_id)
@@ -263,8 +280,8 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
     Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
     sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9). Raises ``WorkflowInFlightError``
     (409 ``workflow_in_flight``) while an executor holds the lease, ``ActorNotFoundError``,
-    ``EntryNotFoundError``, ``InvalidReplayTargetError`` and ``WorkflowNotEnabledError``. Nothing is
-    written when it raises.
+    ``EntryNotFoundError``, ``InvalidReplayTargetError``, ``WorkflowNotEnabledError`` and
+    ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
@@ -286,7 +303,8 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
     the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
 
     Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowInFlightError``
-    while an executor holds the lease, ``ActorNotFoundError`` and ``WorkflowNotEnabledError``.
+    while an executor holds the lease, ``ActorNotFoundError``, ``WorkflowNotEnabledError`` and
+    ``ActorTypeNotRegisteredError`` (409: the actor's type is not registered).
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from ..context import StepResult, WorkflowContext
 
 RUNNING = ports.ENTRY_RUNNING
+
+logger = logging.getLogger("rivet_workflows")
 
 
 def make_options(
@@ -110,6 +113,13 @@ async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, option
     entry.status = ports.ENTRY_EXHAUSTED
     entry.data["failure"] = {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
     session.history.put(entry)
+    logger.warning(
+        "step %r of actor %s (%s) exhausted: %s",
+        name,
+        session.actor_id,
+        session.actor.name,
+        entry.error["message"],
+    )
     await session.fire_error(
         {
             "step": {
@@ -270,6 +280,16 @@ async def run_step(
                 kind, raised = cls, cls
             entry.data["failure"] = {"kind": kind, "raised": raised}
         history.put(entry)
+        if not will_retry:
+            logger.warning(
+                "step %r of actor %s (%s) failed after %d attempt(s), no retry: %s: %s",
+                name,
+                session.actor_id,
+                session.actor.name,
+                entry.attempts,
+                error.get("name"),
+                error.get("message"),
+            )
         await session.fire_error({"step": event})
         if ephemeral:
             await session.flush(state=session.state)

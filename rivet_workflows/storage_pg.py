@@ -171,8 +171,66 @@ def load_for_run(
         return _actor_record(row[:-1]), _history(cursor, actor_id), _utc(row[-1])
 
 
+def _actor_sets(commit: ports.Commit) -> tuple[list[str], list[Any], Any, bool, bool]:
+    """The SET clauses of the fenced actor UPDATE: ``(sets, params, fresh_state, release_now, want_state)``."""
+    sets: list[str] = ["updated_at = c.now"]
+    params: list[Any] = []
+    fresh_state: Any = ports.UNSET
+    if commit.state is not ports.UNSET:
+        fresh_state = serde.to_json(commit.state, where="state")
+        sets.append("state = %s::jsonb")
+        params.append(_jsonb(fresh_state))
+    for name in ("input", "output", "error"):
+        value = getattr(commit, name)
+        if value is not ports.UNSET:
+            sets.append(f"{name} = %s::jsonb")
+            params.append(_jsonb(serde.to_json(value, where=name)))
+    if commit.workflow_state is not ports.UNSET:
+        sets.append("workflow_state = %s")
+        params.append(commit.workflow_state)
+        if commit.workflow_state in ports.FINISHED_STATES:
+            sets.append("wake_at = NULL")  # finished actors are never due
+        elif commit.wake_at is not ports.UNSET:
+            sets.append("wake_at = %s")
+            params.append(commit.wake_at)
+    elif commit.wake_at is not ports.UNSET:
+        sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE %s END")
+        params.append(commit.wake_at)
+    else:
+        sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE a.wake_at END")
+    if commit.waiting_for is not ports.UNSET:
+        sets.append("waiting_for = %s::jsonb")
+        params.append(_jsonb(list(commit.waiting_for or [])))
+    release_now = commit.release and not commit.outbox
+    if release_now:
+        sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
+    elif commit.step_lock_until is not ports.UNSET:
+        sets.append("step_lock_until = %s")
+        params.append(commit.step_lock_until)
+    want_state = isinstance(commit.step_lock_until, datetime) and fresh_state is ports.UNSET
+    return sets, params, fresh_state, release_now, want_state
+
+
+def _simple(commit: ports.Commit) -> bool:
+    """True when the commit is one statement's work: actor columns and history upserts only, and a release
+    that needs no pending-message re-check (no queue wait, or a finished workflow)."""
+    if commit.outbox or commit.deletes or commit.receive_messages or commit.complete_messages:
+        return False
+    if not commit.release:
+        return True
+    return commit.workflow_state in ports.FINISHED_STATES or (
+        commit.waiting_for is not ports.UNSET and not commit.waiting_for
+    )
+
+
 def commit(store: DjangoStore, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
-    """``DjangoStore.commit`` on PostgreSQL (same contract; see the module docstring for the statements)."""
+    """``DjangoStore.commit`` on PostgreSQL (same contract; see the module docstring for the statements).
+
+    A step's commit (actor columns + history upserts, see ``_simple``) is one autocommit statement: the
+    fenced UPDATE and the upsert as data-modifying CTEs, the upsert guarded by the UPDATE having matched.
+    """
+    if _simple(commit) and not connections[store.using].in_atomic_block:
+        return _commit_one_statement(store, actor_id, token, commit)
     with store._atomic():
         connection = connections[store.using]
         targets = {target for target, _name, _body, _completable in commit.outbox}
@@ -184,43 +242,7 @@ def commit(store: DjangoStore, actor_id: str, token: int, commit: ports.Commit) 
                 .order_by("pk")
                 .values_list("pk", flat=True)
             )
-        sets: list[str] = ["updated_at = c.now"]
-        params: list[Any] = []
-        fresh_state: Any = ports.UNSET
-        if commit.state is not ports.UNSET:
-            fresh_state = serde.to_json(commit.state, where="state")
-            sets.append("state = %s::jsonb")
-            params.append(_jsonb(fresh_state))
-        for name in ("input", "output", "error"):
-            value = getattr(commit, name)
-            if value is not ports.UNSET:
-                sets.append(f"{name} = %s::jsonb")
-                params.append(_jsonb(serde.to_json(value, where=name)))
-        if commit.workflow_state is not ports.UNSET:
-            sets.append("workflow_state = %s")
-            params.append(commit.workflow_state)
-            if commit.workflow_state in ports.FINISHED_STATES:
-                sets.append("wake_at = NULL")  # finished actors are never due
-            elif commit.wake_at is not ports.UNSET:
-                sets.append("wake_at = %s")
-                params.append(commit.wake_at)
-        elif commit.wake_at is not ports.UNSET:
-            sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE %s END")
-            params.append(commit.wake_at)
-        else:
-            sets.append(
-                f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE a.wake_at END"
-            )
-        if commit.waiting_for is not ports.UNSET:
-            sets.append("waiting_for = %s::jsonb")
-            params.append(_jsonb(list(commit.waiting_for or [])))
-        release_now = commit.release and not commit.outbox
-        if release_now:
-            sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
-        elif commit.step_lock_until is not ports.UNSET:
-            sets.append("step_lock_until = %s")
-            params.append(commit.step_lock_until)
-        want_state = isinstance(commit.step_lock_until, datetime) and fresh_state is ports.UNSET
+        sets, params, fresh_state, release_now, want_state = _actor_sets(commit)
         returning = "c.now, a.wake_at, a.waiting_for, a.workflow_state" + (", a.state" if want_state else "")
         with connection.cursor() as cursor:
             cursor.execute(
@@ -294,3 +316,68 @@ def _upsert(cursor: Any, actor_id: str, upserts: list[ports.EntryRecord], now: d
             _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
         ]
     cursor.execute(_UPSERT_HEAD + ", ".join([_UPSERT_ROW] * len(upserts)) + _UPSERT_TAIL, params)
+
+
+_VALUES_ROW = (
+    "(%s, %s::jsonb, %s, %s::jsonb, %s, %s::integer, %s::jsonb, %s::timestamptz, %s::timestamptz, "
+    "%s::timestamptz, %s::timestamptz, %s::jsonb)"
+)
+
+
+def _commit_one_statement(
+    store: DjangoStore, actor_id: str, token: int, commit: ports.Commit
+) -> ports.CommitResult:
+    """A ``_simple`` commit as one statement (one round trip, one transaction)."""
+    sets, params, fresh_state, _release_now, want_state = _actor_sets(commit)
+    returning = "c.now, a.wake_at, a.waiting_for, a.workflow_state" + (", a.state" if want_state else "")
+    sql = (
+        "WITH c AS (SELECT clock_timestamp() AS now), "
+        f"u AS (UPDATE {_ACTOR} AS a SET {', '.join(sets)} FROM c "
+        "WHERE a.actor_id = %s AND a.lease_token = %s AND a.lease_owner IS NOT NULL AND NOT a.destroyed "
+        f"RETURNING {returning})"
+    )
+    params += [actor_id, token]
+    if commit.upserts:
+        rows: list[Any] = []
+        for rec in commit.upserts:
+            rows += [
+                rec.key,
+                _jsonb(list(rec.location)),
+                rec.kind,
+                _jsonb(serde.to_json(rec.data, where=f"history entry {rec.key!r}")),
+                rec.status,
+                rec.attempts,
+                _jsonb(serde.to_json(rec.error, where=f"error of {rec.key!r}")),
+                rec.last_attempt_at,
+                rec.created_at,
+                rec.completed_at,
+                rec.rollback_completed_at,
+                _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
+            ]
+        sql += (
+            f', i AS (INSERT INTO {_ENTRY} (actor_id, "key", location, kind, data, status, attempts, error, '
+            "last_attempt_at, created_at, completed_at, rollback_completed_at, rollback_error) "
+            "SELECT %s, v.k, v.loc, v.kind, v.data, v.status, v.attempts, v.error, v.last_attempt_at, "
+            "COALESCE(v.created_at, u.now), v.completed_at, v.rollback_completed_at, v.rollback_error "
+            f"FROM (VALUES {', '.join([_VALUES_ROW] * len(commit.upserts))}) AS v(k, loc, kind, data, status, "
+            "attempts, error, last_attempt_at, created_at, completed_at, rollback_completed_at, "
+            "rollback_error) CROSS JOIN u" + _UPSERT_TAIL + ")"
+        )
+        params += [actor_id, *rows]
+    sql += " SELECT * FROM u"
+    with connections[store.using].cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:  # fenced off: the upsert joined no row, nothing was written
+        return ports.CommitResult(ok=False)
+    now, wake_at, workflow_state = _utc(row[0]), _utc(row[1]), row[3]
+    if want_state:
+        fresh_state = _load(row[4])
+    woken: list[str] = []
+    if commit.release and workflow_state not in ports.FINISHED_STATES and wake_at is not None:
+        if wake_at <= now:
+            woken.append(actor_id)
+    result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
+    if isinstance(commit.step_lock_until, datetime):
+        result.state = serde.from_json(fresh_state)
+    return result

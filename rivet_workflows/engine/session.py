@@ -134,6 +134,14 @@ class RunSession:
         """Anchor ``stamp`` to ``now``, a store-clock instant just read (e.g. by the claim)."""
         self._anchor = (now, time.monotonic())
 
+    def anchored_now(self) -> datetime | None:
+        """The store clock without a round trip (``stamp``) when that is exact enough: a database store
+        whose clock was read at the start of this run; None for an in-memory store (whose clock may be a
+        test's manual clock: call ``now()``)."""
+        if self._inline or self._anchor is None:
+            return None
+        return self.stamp()
+
     def stamp(self) -> datetime:
         """A store-clock timestamp without a store call: the last ``now()`` plus the monotonic time since.
 
@@ -274,7 +282,7 @@ class RunSession:
         """
         if self.dry_run:
             raise RollbackStop()
-        now = await self.now()
+        now = self.anchored_now() or await self.now()
         if not self.can_wait_live(now, deadline):
             raise errors.WaitSignal(deadline, queue_names)
         if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:

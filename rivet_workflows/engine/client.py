@@ -168,9 +168,15 @@ def _positional_count(fn: Callable[..., Any]) -> int:
 
 
 def _adopt_state(c: ActorContext, state: Any) -> None:
-    """Carry a reassigned ``c.state`` into the object ``run_action`` saves."""
-    if c._state is state:
-        return
+    """Carry a reassigned ``c.state`` into the object ``run_action`` saves, then check it like a step's
+    state: ``SerializationError``/``PayloadTooLargeError`` (over ``settings.max_payload_bytes``) raised
+    inside ``run_action``, so nothing is saved."""
+    if c._state is not state:
+        _replace_state(c, state)
+    serde.to_json(state, where="actor state", max_bytes=c.runtime.settings.max_payload_bytes)
+
+
+def _replace_state(c: ActorContext, state: Any) -> None:
     if isinstance(state, dict) and isinstance(c._state, dict):
         state.clear()
         state.update(c._state)

@@ -60,6 +60,17 @@ async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
     return result
 
 
+STATE_WHERE = "actor state"
+STATE_ERRORS = (errors.SerializationError, errors.PayloadTooLargeError)
+
+
+def _check_state(session: Any, name: str) -> None:
+    """Check the state a step body left like the store will (``SerializationError``/
+    ``PayloadTooLargeError`` over ``settings.max_payload_bytes``), so it fails the step, not the commit."""
+    if session.state is not None:
+        serde.to_json(session.state, where=STATE_WHERE, max_bytes=session.settings.max_payload_bytes)
+
+
 class _Timeout(Exception):
     pass
 
@@ -211,6 +222,7 @@ async def run_step(
             output = serde.roundtrip(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
+            _check_state(session, name)
         except (asyncio.CancelledError, errors.WorkflowSignal):
             if not ephemeral:
                 session.abandon_lock()
@@ -220,6 +232,10 @@ async def run_step(
             failure: BaseException = exc
         except Exception as exc:
             failure = exc
+            if isinstance(exc, STATE_ERRORS) and exc.metadata.get("where") == STATE_WHERE:
+                # the state this body left cannot be stored: go on from the last stored state
+                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
+                session.state_dirty = False
         else:
             entry.status = ports.ENTRY_COMPLETED
             entry.data = {k: v for k, v in entry.data.items() if k != "failure"}

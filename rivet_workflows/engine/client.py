@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from asgiref.sync import sync_to_async
 
 from . import errors, ports, serde
-from .actor_context import ActorContext, call_maybe_async, ensure_vars, send_message
+from .actor_context import ActorContext, call_maybe_async, check_not_reentrant, ensure_vars, send_message
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -244,6 +244,7 @@ class ActorHandle:
         raised (then no state change is saved).
         """
         fn = self.definition.get_action(action)
+        check_not_reentrant(self.actor_id, f"call action {action!r}")
         runtime = self.runtime
         limit = runtime.settings.max_payload_bytes
         args = serde.roundtrip(list(args), where=f"action {action!r} arguments", max_bytes=limit)
@@ -277,6 +278,8 @@ class ActorHandle:
         """
         from .runtime import to_seconds
 
+        if wait:
+            check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=wait)
         if not wait:
             return None
@@ -300,6 +303,8 @@ class ActorHandle:
 
         from .runtime import to_seconds
 
+        if wait:
+            check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(
             self.runtime, self.definition, self.actor_id, queue, body, wait
         )
@@ -325,6 +330,7 @@ class ActorHandle:
 
         A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone.
         """
+        check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         runtime = self.runtime
 
         def body(state: Any) -> None:

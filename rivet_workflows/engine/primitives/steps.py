@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from .. import errors, ports, retry, serde
+from ..actor_context import RUNNING_STEP_OF
 from ..runtime import to_seconds
 from ..session import RollbackStop, mark_reported
 
@@ -52,6 +53,9 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
+    # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
+    # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
+    RUNNING_STEP_OF.set(arg.actor_id)
     if _is_async(fn):
         return await fn(arg)
     result = await sync_to_async(fn, thread_sensitive=False)(arg)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from .. import models
 from ..checks import in_memory_layer_misses_workers
 from ..engine import errors, inspector
-from .trace import pretty, trace_rows
+from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
@@ -68,6 +68,7 @@ class ActorAdmin(admin.ModelAdmin):
     search_fields = ("key_text", "actor_id")
     ordering = ("-updated_at",)
     list_per_page = 50
+    empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
     show_full_result_count = False
 
     # --- read-only ----------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ class ActorAdmin(admin.ModelAdmin):
         return {
             "record": record,
             "actor_row": actor_row,
-            "rows": trace_rows(entries, now),
+            "rows": trace_rows(entries, now, record.workflow_state),
             "entry_count": len(entries),
             "in_flight": busy,
             "workflow_enabled": enabled,
@@ -165,7 +166,7 @@ class ActorAdmin(admin.ModelAdmin):
             "can_recover": record.workflow_state == "failed",
             "state_badge": state_badge(record.workflow_state),
             "output_text": pretty(record.output) if record.output is not None else "",
-            "error_text": pretty(record.error) if record.error else "",
+            "error_details": error_details(record.error) if record.error else [],
             "state_text": pretty(record.state),
             "input_text": pretty(record.input),
             "queue_messages": [

@@ -58,6 +58,8 @@ class Row:
     children: list[Row] = field(default_factory=list)
     summary: str = ""
     depth: int = 0
+    #: "compensated" (its rollback handler ran), "rollback failed" or ""
+    rollback: str = ""
 
     @property
     def indent(self) -> int:
@@ -90,24 +92,51 @@ def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
         summary = f"winner: {data.get('winner')}"
     if data:
         out.append(Detail("Data", pretty(data)))
-    error = entry.error
-    if error:
-        message = (
-            f"{error.get('name', 'Error')}: {error.get('message', '')}"
-            if isinstance(error, dict)
-            else str(error)
-        )
-        out.append(Detail("Error", message, error=True))
-        if isinstance(error, dict) and error.get("stack"):
-            out.append(Detail("Stack", str(error["stack"]), error=True))
-        if isinstance(error, dict) and error.get("metadata"):
-            out.append(Detail("Error metadata", pretty(error["metadata"]), error=True))
+    if entry.error:
+        out.extend(error_details(entry.error))
+    if entry.rollback_completed_at is not None:
+        out.append(Detail("Rolled back", f"compensated at {entry.rollback_completed_at.isoformat()}"))
     if entry.rollback_error:
-        out.append(Detail("Rollback error", pretty(entry.rollback_error), error=True))
+        out.extend(error_details(entry.rollback_error, label="Rollback error"))
     return out, summary
 
 
-def _row(node: inspector.TraceNode) -> Row:
+def error_details(error: Any, label: str = "Error") -> list[Detail]:
+    """An error dict (``serde.error_to_dict``: name, message, stack, metadata) as readable blocks:
+    ``"<label>": "Name: message"``, ``"Stack"`` (the traceback text with its line breaks), ``"<label>
+    metadata"`` (pretty JSON) and, for an error nested in the metadata (a step error inside a
+    StepExhaustedError), its own blocks labelled ``"Cause"``. Another value is shown as its text."""
+    if not isinstance(error, dict):
+        return [Detail(label, str(error), error=True)]
+    out = [Detail(label, f"{error.get('name', 'Error')}: {error.get('message', '')}", error=True)]
+    if error.get("stack"):
+        stack = error["stack"]
+        text = "".join(stack) if isinstance(stack, list) else str(stack)
+        out.append(Detail("Stack" if label == "Error" else f"{label} stack", text.rstrip(), error=True))
+    metadata = error.get("metadata")
+    causes: list[tuple[str, dict]] = []
+    if isinstance(metadata, dict):
+        # a nested error (e.g. the step error inside a StepExhaustedError) gets blocks of its own
+        causes = [
+            (k, v) for k, v in metadata.items() if isinstance(v, dict) and "name" in v and "message" in v
+        ]
+        metadata = {k: v for k, v in metadata.items() if k not in dict(causes)}
+    if metadata:
+        out.append(Detail(f"{label} metadata", pretty(metadata), error=True))
+    for name, cause in causes:
+        out.extend(error_details(cause, label="Cause" if name == "error" else f"{label} {name}"))
+    extra = {k: v for k, v in error.items() if k not in ("name", "message", "stack", "metadata")}
+    if extra:
+        out.append(Detail(f"{label} details", pretty(extra), error=True))
+    return out
+
+
+#: workflow states in which nothing runs any more (a loop still marked running there was interrupted)
+_STOPPED_WORKFLOW = frozenset({"failed", "cancelled", "rolling_back"})
+_FAILED_STATUSES = frozenset({"failed", "exhausted"})
+
+
+def _row(node: inspector.TraceNode, workflow_state: str | None = None) -> Row:
     entry = node.entry
     took = duration(None if node.start is None or node.end is None else node.end - node.start)
     if entry is None:
@@ -121,6 +150,16 @@ def _row(node: inspector.TraceNode) -> Row:
         elif entry.kind in ("message", "rollback_checkpoint", "removed", "version_check", "join", "race"):
             status = entry.status if entry.status != ports.ENTRY_PENDING else "recorded"
         details, summary = _details(entry)
+    children = [_row(child, workflow_state) for child in node.children]
+    if status == ports.ENTRY_RUNNING and entry is not None and entry.kind == "loop":
+        if workflow_state in _STOPPED_WORKFLOW:
+            # the workflow stopped inside the loop: it is not running any more
+            status = "failed" if _has_failure(children) else "stopped"
+    rollback = ""
+    if entry is not None and entry.rollback_error:
+        rollback = "rollback failed"
+    elif entry is not None and entry.rollback_completed_at is not None:
+        rollback = "compensated"
     return Row(
         key=node.key,
         label=node.label,
@@ -134,12 +173,23 @@ def _row(node: inspector.TraceNode) -> Row:
         width=node.width,
         replayable=node.replayable,
         details=details,
-        children=[_row(child) for child in node.children],
+        children=children,
         summary=summary,
         depth=node.depth,
+        rollback=rollback,
     )
 
 
-def trace_rows(entries: list[ports.EntryRecord], now: datetime | None = None) -> list[Row]:
-    """The admin rows of a history (``inspector.build_trace``), nested like the trace."""
-    return [_row(node) for node in inspector.build_trace(entries, now)]
+def _has_failure(rows: list[Row]) -> bool:
+    return any(row.status in _FAILED_STATUSES or _has_failure(row.children) for row in rows)
+
+
+def trace_rows(
+    entries: list[ports.EntryRecord], now: datetime | None = None, workflow_state: str | None = None
+) -> list[Row]:
+    """The admin rows of a history (``inspector.build_trace``), nested like the trace.
+
+    ``workflow_state`` (the actor's) lets a loop that is still marked running in a failed, cancelled or
+    rolling-back workflow show as ``failed`` (a step inside it failed) or ``stopped``.
+    """
+    return [_row(node, workflow_state) for node in inspector.build_trace(entries, now)]

@@ -1,0 +1,94 @@
+"""Details of the admin run trace (tester finding 12): rollback results per entry (a "compensated" badge,
+the rollback error), a loop of a failed workflow not shown as running, the workflow error's stack as
+readable text, and one kind of dash for empty values in the actor list."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from rivet_workflows.engine import definitions as d
+
+RELEASED: list = []
+
+
+def _release(_rollback_ctx, output):
+    RELEASED.append(output)
+
+
+def _hold_rollback(_rollback_ctx, _output):
+    raise RuntimeError("hold service down")
+
+
+def _declined(_step):
+    raise RuntimeError("card declined")
+
+
+async def saga_run(ctx):
+    await ctx.rollback_checkpoint("saga")
+    await ctx.step(name="reserve", run=lambda s: "r-1", rollback=_release)
+    await ctx.step(name="hold", run=lambda s: "h-1", rollback=_hold_rollback)
+
+    async def each(lctx, i):
+        await lctx.step(name="charge", run=_declined, max_retries=0)
+        return d.Loop.break_(i)
+
+    await ctx.loop(name="charge-loop", state=0, run=each)
+
+
+registry = d.setup(use={"saga": d.actor(state={}, run=d.workflow(saga_run))})
+
+
+@pytest.fixture
+def admin_client_(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    return client
+
+
+@pytest.fixture
+def declined(rivet):
+    """A saga whose charge failed inside the loop: reserve was compensated, hold's rollback raised."""
+    RELEASED.clear()
+    rivet.configure(REGISTRY="tests.admin.test_trace_details.registry")
+    handle = rivet.client.saga.get_or_create("s1")
+    rivet.drain()
+    assert handle.workflow_state() == "failed"
+    assert RELEASED == ["r-1"]
+    return handle
+
+
+def page(client, handle) -> str:
+    return client.get(reverse("admin:rivet_workflows_actor_change", args=[handle.actor_id])).content.decode()
+
+
+def test_trace_shows_rollback_results(admin_client_, declined):
+    html = page(admin_client_, declined)
+    assert 'data-key="reserve" data-status="completed" data-rollback="compensated"' in html
+    assert 'data-key="hold" data-status="completed" data-rollback="rollback failed"' in html
+    assert ">compensated</span>" in html and ">rollback failed</span>" in html
+    assert "RuntimeError: hold service down" in html  # the rollback error, readable
+
+
+def test_a_loop_of_a_failed_workflow_is_not_running(admin_client_, declined):
+    html = page(admin_client_, declined)
+    assert 'data-key="charge-loop" data-status="failed"' in html
+    assert 'data-status="running"' not in html
+
+
+def test_workflow_error_stack_is_readable_text(admin_client_, declined):
+    html = page(admin_client_, declined)
+    start = html.index('id="rivet-workflow-error"')
+    box = html[start : html.index("</div>\n", html.index("</pre>", start))]
+    assert "RuntimeError: card declined" in box
+    assert "Traceback" in box or "File &quot;" in box
+    assert "\\n" not in box  # the stack keeps its line breaks, not escaped JSON on one line
+    assert "&quot;stack&quot;" not in box
+    assert "<em>Cause</em>" in box  # the step's own error, nested in the metadata, has its own blocks
+
+
+def test_actor_list_uses_one_dash_for_empty_values(admin_client_, rivet):
+    rivet.client.counter.get_or_create("c1")  # no workflow: nothing to wait on, no wake-up
+    html = admin_client_.get(reverse("admin:rivet_workflows_actor_changelist")).content.decode()
+    row = html[html.index("c1</a>") :]
+    row = row[: row.index("</tr>")]
+    assert "—" in row and ">-<" not in row

@@ -10,6 +10,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402 - after Django setup
+
+if settings.DEBUG:
+    # like runserver: in development `daphne project.asgi:application` serves the static files too (admin
+    # CSS, the bundled Swagger UI of /api/rivet/docs); in production serve them with your web server
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django setup
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # django-ninja serves its bundled Swagger UI files: /api/rivet/docs needs no CDN
     "rivet_workflows",
 ]
 

@@ -20,11 +20,18 @@ def add_parsers(subs: Any) -> None:
     )
     gates.add_argument("--name", action="append", help="only this actor type (repeatable)")
     recover = subs.add_parser(
-        "recover", help="Wake actors with an expired lease and restart failed workflows."
+        "recover",
+        help="Wake actors with an expired lease (always safe). Failed workflows are only listed unless "
+        "--all, --name or --actor says which to restart (a permanent failure would just fail again).",
     )
-    recover.add_argument("--name", action="append", help="only this actor type (repeatable)")
-    recover.add_argument("--actor", action="append", help="only this actor id (repeatable)")
-    recover.add_argument("--leases-only", action="store_true", help="do not restart failed workflows")
+    recover.add_argument(
+        "--name", action="append", help="only this actor type (repeatable); restarts its failed workflows"
+    )
+    recover.add_argument(
+        "--actor", action="append", help="only this actor id (repeatable); restarts it if failed"
+    )
+    recover.add_argument("--all", action="store_true", help="restart every failed workflow (no filter)")
+    recover.add_argument("--leases-only", action="store_true", help="do not restart or list failed workflows")
     recover.add_argument("--failed-only", action="store_true", help="do not touch expired leases")
     recover.add_argument("--dry-run", action="store_true", help="list what would be done")
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
@@ -64,20 +71,7 @@ def handle(command: Any, sub: str, options: dict) -> None:
             what = f"version {row.version}" if row.kind == "version_check" else "removed marker"
             out.write(f"  {row.actor} {row.location} ({row.kind}): {what}, {row.in_flight} in flight")
     elif sub == "recover":
-        report = ops.recover(
-            django_runtime.get_runtime(),
-            names=options.get("name"),
-            actor_ids=options.get("actor"),
-            leases=not options.get("failed_only"),
-            failed=not options.get("leases_only"),
-            dry=options.get("dry_run", False),
-        )
-        dry = bool(options.get("dry_run"))
-        leases, failed = ("to wake", "to recover") if dry else ("woken", "recovered")
-        out.write(f"expired leases {leases}: {len(report.expired_leases)} {' '.join(report.expired_leases)}")
-        out.write(f"failed workflows {failed}: {len(report.recovered)} {' '.join(report.recovered)}")
-        for actor_id, why in report.skipped:
-            out.write(f"  skipped {actor_id}: {why}")
+        _recover(command, options)
     elif sub == "prune":
         try:
             count = ops.prune(
@@ -87,3 +81,43 @@ def handle(command: Any, sub: str, options: dict) -> None:
             raise CommandError(str(exc)) from exc
         verb = "would delete" if options.get("dry_run") else "deleted"
         out.write(f"{verb} {count} finished actor(s) older than {options['older_than']:g} day(s)")
+
+
+def _recover(command: Any, options: dict) -> None:
+    """``rivet recover``: expired leases are always woken (unless --failed-only); failed workflows are
+    restarted only when chosen (--all, --name or --actor), otherwise listed with how to restart them."""
+    from .. import django_runtime, ops
+
+    out = command.stdout
+    runtime = django_runtime.get_runtime()
+    names, actor_ids = options.get("name"), options.get("actor")
+    dry = bool(options.get("dry_run"))
+    chosen = bool(options.get("all") or names or actor_ids)
+    if options.get("failed_only") and not chosen:
+        raise CommandError("--failed-only restarts failed workflows: say which with --all, --name or --actor")
+    restart = chosen and not options.get("leases_only")
+    report = ops.recover(
+        runtime,
+        names=names,
+        actor_ids=actor_ids,
+        leases=not options.get("failed_only"),
+        failed=restart,
+        dry=dry,
+    )
+    leases, failed = ("to wake", "to recover") if dry else ("woken", "recovered")
+    if not options.get("failed_only"):
+        out.write(f"expired leases {leases}: {len(report.expired_leases)} {' '.join(report.expired_leases)}")
+    if restart:
+        out.write(f"failed workflows {failed}: {len(report.recovered)} {' '.join(report.recovered)}")
+        for actor_id, why in report.skipped:
+            out.write(f"  skipped {actor_id}: {why}")
+    elif not options.get("leases_only"):
+        listed = ops.recover(runtime, leases=False, failed=True, dry=True)
+        out.write(
+            f"failed workflows not restarted: {len(listed.recovered)} {' '.join(listed.recovered)}".rstrip()
+        )
+        if listed.recovered:
+            out.write(
+                "  restart them with --all, or choose with --name TYPE / --actor ID (fix the cause first: "
+                "a permanent failure fails again); --dry-run shows what would happen"
+            )

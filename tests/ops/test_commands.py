@@ -93,15 +93,37 @@ def test_recover_wakes_expired_leases_and_restarts_failed_workflows(deploy) -> N
     models.Actor.objects.filter(pk=failed.actor_id).update(
         workflow_state=ports.FAILED, wake_at=None, error={"name": "X", "message": "boom"}
     )
-    out = rivet("recover", "--dry-run")
+    out = rivet("recover", "--all", "--dry-run")
     assert f"expired leases to wake: 1 {handle.actor_id}" in out
     assert f"failed workflows to recover: 1 {failed.actor_id}" in out
     assert models.Actor.objects.get(pk=handle.actor_id).wake_at is None  # a dry run changes nothing
+    # without --all/--name/--actor: expired leases are reclaimed, failed workflows only listed
     out = rivet("recover")
     assert f"expired leases woken: 1 {handle.actor_id}" in out
-    assert f"failed workflows recovered: 1 {failed.actor_id}" in out
+    assert f"failed workflows not restarted: 1 {failed.actor_id}" in out and "--all" in out
     assert models.Actor.objects.get(pk=handle.actor_id).wake_at is not None
+    assert failed.workflow_state() == ports.FAILED
+    with pytest.raises(CommandError, match="--all, --name or --actor"):
+        rivet("recover", "--failed-only")
+    out = rivet("recover", "--all")
+    assert f"failed workflows recovered: 1 {failed.actor_id}" in out
     assert failed.workflow_state() != ports.FAILED
+
+
+def test_recover_restarts_only_the_chosen_failed_workflows(deploy) -> None:
+    deploy("v1")
+    flows = [django_runtime.client().flow.get_or_create(key) for key in ("a", "b")]
+    for handle in flows:
+        models.Actor.objects.filter(pk=handle.actor_id).update(
+            workflow_state=ports.FAILED, wake_at=None, error={"name": "X", "message": "boom"}
+        )
+    out = rivet("recover", "--actor", flows[0].actor_id)
+    assert f"failed workflows recovered: 1 {flows[0].actor_id}" in out
+    assert flows[0].workflow_state() != ports.FAILED
+    assert flows[1].workflow_state() == ports.FAILED
+    out = rivet("recover", "--name", "flow", "--failed-only")
+    assert f"failed workflows recovered: 1 {flows[1].actor_id}" in out
+    assert flows[1].workflow_state() != ports.FAILED
 
 
 def test_prune_deletes_only_old_finished_actors(deploy) -> None:

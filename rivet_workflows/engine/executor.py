@@ -76,6 +76,8 @@ class _Run:
         self.result: ports.CommitResult | None = None
         self.final_state: str | None = None
         self.final_error: dict | None = None
+        #: ``time.monotonic()`` instant after which no new step starts (drain's timeout); None: no limit
+        self.stop_at: float | None = None
 
     async def execute(self) -> None:
         runtime, actor = self.runtime, self.actor
@@ -89,6 +91,7 @@ class _Run:
             runtime, actor, definition, self.token, History(entries), live_until=self.live_until
         )
         self.session = session
+        session.stop_at = self.stop_at  # type: ignore[attr-defined]  # read by the step primitive
         if now is not None:
             session.anchor(now)
         else:
@@ -283,6 +286,7 @@ def run_actor(
     owner: str | None = None,
     token: int | None = None,
     live_until: datetime | None = None,
+    stop_at: float | None = None,
 ) -> RunSummary:
     """Run ``actor_id``'s workflow until it completes, fails or waits, then release the lease (DESIGN.md 5).
 
@@ -290,7 +294,9 @@ def run_actor(
     when another executor holds it. ``live_until`` (store-clock instant) bounds in-memory waiting: short
     waits ending before it are done in memory; None means every wait unwinds the run. If a message
     arrived during the run (the release finds the actor due again) it runs again. A rejected (fenced)
-    commit stops the run without further writes. Sync; call it from a worker thread, not an event loop.
+    commit stops the run without further writes. ``stop_at`` (a ``time.monotonic()`` instant, for drain)
+    stops starting new steps after it: the run commits what it did and leaves the workflow due. Sync; call
+    it from a worker thread, not an event loop.
     """
     store, settings = runtime.store, runtime.settings
     owner = owner or runtime.owner
@@ -327,6 +333,7 @@ def run_actor(
             summary.workflow_state = actor.workflow_state
             return summary
         run = _Run(runtime, actor, token, live_until, loaded)
+        run.stop_at = stop_at
         try:
             async_to_sync(run.execute)()
         except StoreUnavailable as exc:  # the database went away mid-run: nothing more was written
@@ -358,7 +365,7 @@ def run_actor(
             and result.wake_at is not None
             and result.wake_at <= ((run.session and run.session.anchored_now()) or store.now())
         )
-        if not again:
+        if not again or (stop_at is not None and time.monotonic() >= stop_at):
             return summary
         token = None
 
@@ -368,7 +375,9 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
 
     Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers); while
     the earliest deadline (``store.next_deadline``) falls within the timeout it sleeps until then and goes
-    on. Never blocks past ``timeout``. Returns a ``DrainSummary``.
+    on. Starts no step, live wait or actor after ``timeout``: a step already running cannot be interrupted,
+    so drain returns within ``timeout`` plus the time of the step running at the deadline (a workflow with
+    more to do stays due and the next drain or a worker goes on). Returns a ``DrainSummary``.
     """
     store, settings = runtime.store, runtime.settings
     owner = runtime.owner
@@ -382,9 +391,14 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
         fired = scheduling.sweep_schedules(runtime, limit)  # due cron/scheduled actions (issue 5)
         claimed = store.claim_due(owner, limit, settings.lease_seconds)
         for actor_id, token in claimed:
-            remaining = max(0.0, end - time.monotonic())
+            remaining = end - time.monotonic()
+            if remaining <= 0:  # past the timeout: start nothing more; hand the claim back (still due)
+                store.commit(actor_id, token, ports.Commit(release=True))
+                continue
             live_until = store.now() + timedelta(seconds=remaining)
-            result = run_actor(runtime, actor_id, owner=owner, token=token, live_until=live_until)
+            result = run_actor(
+                runtime, actor_id, owner=owner, token=token, live_until=live_until, stop_at=end
+            )
             summary.steps_executed += result.steps_executed
             seen[actor_id] = result.workflow_state
         if claimed or fired:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -204,6 +205,10 @@ async def run_step(
     while True:
         if session.forward_blocked:
             raise RollbackStop()
+        stop_at = getattr(session, "stop_at", None)
+        if stop_at is not None and time.monotonic() >= stop_at:
+            # drain's timeout passed: start no new attempt; the workflow stays due for the next run
+            raise errors.WaitSignal(await session.now(), frozenset())
         now = now or session.stamp()
         entry.status = RUNNING
         entry.attempts += 1

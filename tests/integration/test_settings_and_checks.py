@@ -64,6 +64,8 @@ def test_no_channel_layer_warns(settings):
 
 
 def test_a_declared_step_timeout_longer_than_the_lease_warns(settings):
+    # a shared channel layer, so W004 (in-memory layer with worker processes) stays out of the way
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
     settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.slow_registry", "LEASE_SECONDS": 30}
     assert ids(check_settings()) == ["rivet_workflows.W003"]
     settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.slow_registry", "LEASE_SECONDS": 120}

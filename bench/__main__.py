@@ -18,7 +18,9 @@ from typing import Any
 
 from bench import pg, proc, report
 
-PREFIX = os.environ.get("BENCH_DB_PREFIX", "rivet_bench")  # distinct prefixes let runs share a server
+# Scratch databases are named per run (pid) unless BENCH_DB_PREFIX is set, so two runs on one server
+# (a developer's and CI's) never drop each other's databases.
+PREFIX = os.environ.get("BENCH_DB_PREFIX", f"rivet_bench_{os.getpid()}")
 OURS_DB = f"{PREFIX}_ours"
 OURS_TEMPLATE = f"{PREFIX}_ours_template"
 DBOS_DB = f"{PREFIX}_dbos"

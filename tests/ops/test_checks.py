@@ -25,7 +25,10 @@ def test_in_memory_layer_with_worker_processes_warns(settings) -> None:
     settings.CELERY_BROKER_URL = "memory://"
     assert "rivet_workflows.W004" not in ids(check_settings())
     settings.CELERY_BROKER_URL = "filesystem://"
-    settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY, "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher"}
+    settings.RIVET_WORKFLOWS = {
+        "REGISTRY": REGISTRY,
+        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+    }
     assert "rivet_workflows.W004" not in ids(check_settings())
     # a shared channel layer carries worker events
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}

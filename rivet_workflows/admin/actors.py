@@ -46,7 +46,10 @@ def state_badge(state: str) -> str:
     """An HTML badge for a workflow state."""
     color = _STATE_COLORS.get(state, "#6c757d")
     return format_html(
-        '<span class="rivet-badge" style="background:{}">{}</span>', color, state.replace("_", " ")
+        '<span class="rivet-badge" style="background:{};color:#fff;border-radius:10px;padding:1px 8px;'
+        'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
+        color,
+        state.replace("_", " "),
     )
 
 

@@ -313,6 +313,11 @@ class DjangoStore(DjangoCronMixin):
                 == 1
             )
 
+    def close_thread_connection(self) -> None:
+        """Close this thread's database connections (called by the executor's heartbeat thread on exit)."""
+        for conn in connections.all(initialized_only=True):
+            conn.close()
+
     def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
         """Take over the lease held with ``token`` (a sweep's claim handed to a run task): one conditional
         UPDATE bumping the token, so a duplicate delivery of the same hand-over gets None (I5)."""

@@ -175,6 +175,15 @@ class WorkflowContext:
         serializer (the workflow gets the round-tripped copy). Raises ``StepExhaustedError``,
         ``CriticalError`` (also for a timeout without ``retry_on_timeout``), ``RollbackError``,
         ``SerializationError``/``PayloadTooLargeError`` (ENGINE-SEMANTICS.md section 3).
+
+        A sync body runs in a worker thread and may block. An ``async def`` body runs on the workflow's
+        event loop and must not block it (no ``time.sleep``, blocking I/O or long CPU work: use
+        ``await asyncio.sleep``, async clients, or a sync body): while it blocks, the step's ``timeout``
+        cannot fire and other branches of a join/race cannot run. (The lease heartbeat runs in its own
+        thread, so the lease is kept either way.) The body must not call its own actor through the client
+        (an action, a waiting send, destroy): that raises ``ReentrantCallError`` at once; use
+        ``step.state``, ``step.queue.send`` and ``step.destroy()``. The state the body leaves is checked
+        like the output (``SerializationError``/``PayloadTooLargeError``: the step fails, not retried).
         """
         from .primitives import steps
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -104,7 +105,8 @@ class _Run:
             runtime.vars[actor.actor_id] = session.vars
 
         main = asyncio.ensure_future(self._run_workflow(session))
-        beat = asyncio.ensure_future(self._heartbeat(session, main))
+        beat = _Heartbeat(session, asyncio.get_running_loop(), main)
+        beat.start()
         try:
             fields = await main
         except asyncio.CancelledError:
@@ -114,8 +116,7 @@ class _Run:
         except errors.EvictedSignal:
             return
         finally:
-            beat.cancel()
-            await asyncio.gather(beat, return_exceptions=True)
+            beat.stop()  # joins: no renew may land after the release below
         if session.evicted:
             return
         if session.lock_count > 0 or session.holds_lock:  # a step was abandoned: clear the lock now
@@ -207,20 +208,50 @@ class _Run:
             "waiting_for": [],
         }
 
-    async def _heartbeat(self, session: RunSession, main: asyncio.Future) -> None:
-        """Renew the lease every lease_seconds/3; a failed renew means the lease is lost: stop the run."""
+
+class _Heartbeat(threading.Thread):
+    """Renews a run's lease every lease_seconds/3 from its own thread, so a workflow that blocks its event
+    loop (an async step body calling ``time.sleep``) still keeps its lease. A failed renew means the lease
+    is lost: the run is marked evicted and its workflow task cancelled. A store error is logged and retried
+    at the next beat (the database may come back while the step runs)."""
+
+    def __init__(self, session: RunSession, loop: asyncio.AbstractEventLoop, main: asyncio.Future) -> None:
+        super().__init__(name=f"rivet-heartbeat-{session.actor_id}", daemon=True)
+        self.session = session
+        self.loop = loop
+        self.main = main
+        self._stopped = threading.Event()
+        self._used_store = False
+
+    def stop(self) -> None:
+        """Stop beating and wait for a renew in flight (so none lands after the run released the lease)."""
+        self._stopped.set()
+        if self.is_alive():
+            self.join()
+
+    def run(self) -> None:
+        session = self.session
+        store = session.store
         lease = session.settings.lease_seconds
-        while True:
-            await asyncio.sleep(max(lease / 3.0, 0.01))
-            try:
-                ok = await session.call(session.store.renew, session.actor_id, session.token, lease)
-            except (Exception, StoreUnavailable):  # the database is away: keep trying while the step runs
-                logger.exception("lease renewal of actor %s failed; retrying", session.actor_id)
-                continue
-            if not ok:
-                session.evicted = True
-                main.cancel()
-                return
+        try:
+            while not self._stopped.wait(max(lease / 3.0, 0.01)):
+                self._used_store = True
+                try:
+                    ok = store.renew(session.actor_id, session.token, lease)
+                except Exception:  # the database is away: keep trying while the step runs
+                    logger.exception("lease renewal of actor %s failed; retrying", session.actor_id)
+                    continue
+                if not ok and not self._stopped.is_set():
+                    session.evicted = True
+                    try:
+                        self.loop.call_soon_threadsafe(self.main.cancel)
+                    except RuntimeError:  # the loop already closed: the run is over anyway
+                        pass
+                    return
+        finally:
+            close = getattr(store, "close_thread_connection", None)
+            if self._used_store and close is not None:
+                close()
 
 
 #: errors of a store write that retrying cannot fix (``StoreRejectedError``: a database DataError)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -26,10 +26,41 @@ ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for olde
 @dataclass(frozen=True)
 class SendResult:
     """Outcome of ``handle.send(..., wait=True)``: ``status`` is ``"completed"`` (with the ``response`` the
-    workflow passed to ``message.complete``) or ``"timed_out"`` (``response`` None). Spec: "Queues"."""
+    workflow passed to ``message.complete``) or ``"timed_out"`` (``response`` None). Spec: "Queues".
+
+    ``detail`` says why a send gave up: the timeout passed (and what became of the message), or the
+    workflow ended (completed, failed, cancelled) without completing the message, which ends the wait early.
+    """
 
     status: Literal["completed", "timed_out"]
     response: Any = None
+    detail: str | None = field(default=None, compare=False)
+
+
+#: how often (seconds) a waiting send also checks whether the workflow ended without answering
+_ENDED_CHECK_SECONDS = 0.25
+
+
+def _gave_up(
+    runtime: Runtime, message: ports.MessageRecord, actor_id: str, timed_out: bool
+) -> SendResult | None:
+    """None while a waiting send should go on; else the ``timed_out`` result with its ``detail``."""
+    try:
+        state = runtime.store.get_actor(actor_id).workflow_state
+    except errors.ActorNotFoundError:
+        return SendResult("timed_out", None, "the actor was destroyed before completing the message")
+    if state in ports.FINISHED_STATES:
+        return SendResult("timed_out", None, f"the workflow {state} without completing the message")
+    if not timed_out:
+        return None
+    if message.status == ports.MESSAGE_RECEIVED:
+        detail = (
+            "the workflow received the message but has not completed it (was it received with "
+            "completable=True, and does the workflow call message.complete()?)"
+        )
+    else:
+        detail = "the workflow has not received the message yet (is it waiting on this queue?)"
+    return SendResult("timed_out", None, f"timed out: {detail}")
 
 
 def normalize_key(key: Any) -> list:
@@ -286,14 +317,18 @@ class ActorHandle:
         limit = to_seconds(timeout)
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         poll = max(self.runtime.settings.poll_interval, 0.001)
+        next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             current = self.runtime.store.get_message(message.id)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return SendResult("timed_out", None)
-            time.sleep(min(poll, remaining))
+            if remaining <= 0 or time.monotonic() >= next_check:
+                next_check = time.monotonic() + _ENDED_CHECK_SECONDS
+                result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                if result is not None:
+                    return result
+            time.sleep(min(poll, max(remaining, 0.0)))
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
@@ -314,14 +349,19 @@ class ActorHandle:
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         poll = max(self.runtime.settings.poll_interval, 0.001)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
+        gave_up = sync_to_async(_gave_up, thread_sensitive=True)
+        next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             current = await get(message.id)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return SendResult("timed_out", None)
-            await asyncio.sleep(min(poll, remaining))
+            if remaining <= 0 or time.monotonic() >= next_check:
+                next_check = time.monotonic() + _ENDED_CHECK_SECONDS
+                result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                if result is not None:
+                    return result
+            await asyncio.sleep(min(poll, max(remaining, 0.0)))
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

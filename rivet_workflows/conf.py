@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "SWEEP_BATCH": 100,
     "MAX_PAYLOAD_BYTES": 1_048_576,
     "MAX_BODY_BYTES": 2_097_152,
-    "LIVE_WAIT_THRESHOLD": 1.0,
+    "LIVE_WAIT_THRESHOLD": 0.5,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",

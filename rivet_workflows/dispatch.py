@@ -15,10 +15,19 @@ class CeleryDispatcher:
     """
 
     def wake(self, actor_id: str) -> None:
-        """Queue a run of ``actor_id`` after the surrounding transaction commits (at once outside one)."""
+        """Queue a run of ``actor_id`` after the surrounding transaction commits (at once outside one).
+
+        Sent with ``HINT_PRIORITY``: on brokers with priorities (Redis), work that is already due (the
+        sweep's claims, timers queued with a countdown) is taken before a backlog of new hints.
+        """
         from .tasks import run_actor
 
-        transaction.on_commit(lambda: run_actor.delay(actor_id))
+        transaction.on_commit(lambda: run_actor.apply_async((actor_id,), priority=HINT_PRIORITY))
+
+
+#: Celery priority of wake hints. On Redis, lower numbers are served first and a message without a
+#: priority counts as 0: the sweep's hand-overs and countdown timers (no priority) go before hints.
+HINT_PRIORITY = 3
 
 
 class LocalDispatcher:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 
@@ -30,10 +30,35 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
         if token is None:
             return
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
-    # a retry backoff) finish in memory instead of a round trip through the sweep.
+    # a retry backoff) finish in memory instead of a round trip through the sweep; longer waits release
+    # the worker (waiting costs nothing, DESIGN.md section 5).
     budget = max(runtime.settings.live_wait_threshold, runtime.settings.lease_seconds / 3)
-    live_until = runtime.store.now() + timedelta(seconds=budget)
-    executor.run_actor(runtime, actor_id, token=token, live_until=live_until)
+    live_until = datetime.now(UTC) + timedelta(seconds=budget)
+    summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until)
+    _wake_soon(actor_id, summary.wake_at)
+
+
+#: a run that ends waiting until at most this many seconds from now queues its next run with a Celery
+#: countdown, so a short timer fires on time instead of at the next sweep; later wake-ups are the sweep's
+#: (long broker ETAs are fragile: the sweep is the backstop either way)
+SHORT_ETA_SECONDS = 5.0
+
+
+def _wake_soon(actor_id: str, wake_at: datetime | None) -> None:
+    """Queue ``run_actor(actor_id)`` to arrive at ``wake_at`` when that is within SHORT_ETA_SECONDS.
+
+    An early or duplicate arrival is harmless (the run replays to the wait and waits or unwinds again; a
+    held lease makes it return at once); a lost one is caught by the sweep.
+    """
+    if wake_at is None or run_actor.app.conf.task_always_eager:  # eager: a countdown would run at once
+        return
+    delay = (wake_at - datetime.now(UTC)).total_seconds()
+    if delay > SHORT_ETA_SECONDS:
+        return
+    try:
+        run_actor.apply_async((actor_id,), countdown=max(delay, 0.0))
+    except Exception:  # the broker is away: the sweep wakes the actor
+        logger.exception("could not queue the timed run of actor %s; the sweep will", actor_id)
 
 
 @shared_task(name="rivet_workflows.sweep", ignore_result=True)

@@ -319,6 +319,9 @@ class RunSession:
         take = not self._held
         if take:
             await self.acquire_lock()
+        from .actor_context import RUNNING_STEP_OF
+
+        marker = RUNNING_STEP_OF.set(self.actor_id)  # like a step: no client call back into this actor
         try:
             c = self.actor_context()
             if inspect.iscoroutinefunction(hook):
@@ -330,5 +333,6 @@ class RunSession:
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)
         finally:
+            RUNNING_STEP_OF.reset(marker)
             if take:
                 await self.release_lock()

@@ -81,3 +81,21 @@ def test_outside_a_step_the_check_does_not_apply():
     handle = runtime.client().wf.get_or_create("k")
     assert handle.call("bump") == 1
     assert ReentrantCallError.code == "reentrant_call"
+
+
+def test_an_on_error_hook_calling_its_own_actor_fails_at_once(caplog):
+    def on_error(c, event):
+        c.client().wf.get_for_id(c.actor_id).call("bump")
+
+    async def run(ctx):
+        await ctx.step("boom", lambda s: 1 / 0, max_retries=0)
+
+    wf = actor(state={"n": 0}, actions={"bump": _bump}, run=workflow(run, on_error=on_error))
+    runtime = make_runtime(setup(use={"wf": wf}), action_timeout=20)
+    handle = runtime.client().wf.get_or_create("k")
+    started = time.monotonic()
+    drain(runtime, timeout=10)
+    assert time.monotonic() - started < 5
+    assert runtime.store.get_actor(handle.actor_id).workflow_state == ports.FAILED
+    assert any("on_error hook" in r.getMessage() for r in caplog.records)
+    assert any("own actor" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .engine.actor_context import ReentrantCallError
 from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import RaceResult, StepContext, StepResult, TryResult, WorkflowContext
 from .engine.definitions import (
@@ -40,7 +41,9 @@ from .engine.errors import (
     StepOnlyError,
     WorkflowInFlightError,
 )
+from .engine.inspector import ActorTypeNotRegisteredError
 from .engine.primitives.waits import QueueMessage
+from .engine.runtime import StoreRejectedError
 from .engine.scheduling import ScheduledFireInfo
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
 
@@ -71,6 +74,7 @@ __all__ = [
     "ActorDefinition",
     "ActorHandle",
     "ActorNotFoundError",
+    "ActorTypeNotRegisteredError",
     "Client",
     "CriticalError",
     "EntryInProgressError",
@@ -84,6 +88,7 @@ __all__ = [
     "QueueWaitTimeoutError",
     "RaceError",
     "RaceResult",
+    "ReentrantCallError",
     "Registry",
     "RivetWorkflowsError",
     "RollbackCheckpointError",
@@ -95,6 +100,7 @@ __all__ = [
     "StepExhaustedError",
     "StepOnlyError",
     "StepResult",
+    "StoreRejectedError",
     "TryResult",
     "WorkflowContext",
     "WorkflowErrorEvent",

@@ -48,3 +48,16 @@ def _django_runtime(registry: Any, clock: Any = None):
 def h() -> Harness:
     """A Harness whose runtimes use DjangoStore + LocalDispatcher on the test database."""
     return DjangoHarness(_django_runtime)
+
+
+def test_every_contract_test_runs_here_too():
+    """Each test function of tests/contract is re-exported above, so none is left to the memory store."""
+    contract = Path(__file__).parent.parent / "contract"
+    expected = {
+        f"{name}__{path.stem.removeprefix('test_')}"
+        for path in contract.glob("test_*.py")
+        for name, obj in vars(importlib.import_module(f"tests.contract.{path.stem}")).items()
+        if name.startswith("test_") and callable(obj)
+    }
+    assert expected, "no contract tests found"
+    assert expected <= set(globals())

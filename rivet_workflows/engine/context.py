@@ -46,7 +46,28 @@ class RaceResult:
     value: Any = None
 
 
-class WorkflowContext:
+class _ActorIdentity:
+    """``actor_id``, ``key`` and ``name`` of the actor a run belongs to (shared by ``ctx`` and ``step``)."""
+
+    _session: RunSession
+
+    @property
+    def actor_id(self) -> str:
+        """The actor's id (uuid hex)."""
+        return self._session.actor_id
+
+    @property
+    def key(self) -> list:
+        """The actor's key (a list of str)."""
+        return list(self._session.actor.key)
+
+    @property
+    def name(self) -> str:
+        """The actor type's registered name."""
+        return self._session.actor.name
+
+
+class WorkflowContext(_ActorIdentity):
     """``ctx``: the handle a run function (and loop bodies, join/race branches) gets.
 
     Every primitive is keyed by its location: ``scope/name``. A primitive call registers itself at once
@@ -67,24 +88,9 @@ class WorkflowContext:
     # --- identity ------------------------------------------------------------------------------------
 
     @property
-    def actor_id(self) -> str:
-        """The actor's id (uuid hex)."""
-        return self._session.actor_id
-
-    @property
     def workflow_id(self) -> str:
         """The workflow instance id (one workflow per actor: the actor id)."""
         return self._session.actor_id
-
-    @property
-    def key(self) -> list:
-        """The actor's key (a list of str)."""
-        return list(self._session.actor.key)
-
-    @property
-    def name(self) -> str:
-        """The actor type's registered name."""
-        return self._session.actor.name
 
     @property
     def input(self) -> Any:
@@ -361,7 +367,7 @@ class _StepQueue:
         session.outbox.append((session.actor_id, name, body, False))
 
 
-class StepContext:
+class StepContext(_ActorIdentity):
     """``step``: what a step body (and a rollback handler) receives (DESIGN.md section 2, step context).
 
     ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
@@ -393,21 +399,6 @@ class StepContext:
     @vars.setter
     def vars(self, value: Any) -> None:
         self._session.vars = value
-
-    @property
-    def actor_id(self) -> str:
-        """The actor's id."""
-        return self._session.actor_id
-
-    @property
-    def key(self) -> list:
-        """The actor's key."""
-        return list(self._session.actor.key)
-
-    @property
-    def name(self) -> str:
-        """The actor type's name."""
-        return self._session.actor.name
 
     def client(self) -> Any:
         """A client on the runtime (call other actors)."""

@@ -136,7 +136,9 @@ def test_join_branch_retry_sleeps_then_completes(h):
         out = await ctx.join(
             "j",
             {
-                "a": lambda c: c.step("flaky", flaky, max_retries=1, retry_backoff_base=0.1),
+                # a backoff long enough that branch b's commit cannot outlast it on a loaded machine
+                # (the join would then find the deadline passed and retry at once, which is right too)
+                "a": lambda c: c.step("flaky", flaky, max_retries=1, retry_backoff_base=0.75),  # 1.5 s
                 "b": lambda c: c.step("b", lambda s: "b"),
             },
         )
@@ -146,7 +148,7 @@ def test_join_branch_retry_sleeps_then_completes(h):
     aid = h.start()
     h.run(aid)
     assert h.actor(aid).workflow_state == ports.SLEEPING
-    h.drain()
+    h.drain(timeout=15)
     assert h.actor(aid).output == "ab"
     assert h.history(aid)["j/a/flaky"].attempts == 2
 

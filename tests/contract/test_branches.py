@@ -255,12 +255,13 @@ def test_race_flaky_branch_against_sleep(h):
         return "flaky"
 
     async def sleeper(c):
-        await c.sleep("nap", 1.0)
+        await c.sleep("nap", 8.0)
         return "sleep"
 
     async def run(ctx):
+        # backoff 1 s: long enough that the sleeper branch's commit cannot outlast it on a loaded machine
         result = await ctx.race(
-            "r", [("flaky", lambda c: c.step("s", flaky, retry_backoff_base=0.1)), ("sleep", sleeper)]
+            "r", [("flaky", lambda c: c.step("s", flaky, retry_backoff_base=0.5)), ("sleep", sleeper)]
         )
         return [result.winner, result.value]
 
@@ -268,7 +269,7 @@ def test_race_flaky_branch_against_sleep(h):
     aid = h.start()
     h.run(aid)
     assert h.actor(aid).workflow_state == ports.SLEEPING
-    h.drain()
+    h.drain(timeout=15)
     assert h.actor(aid).output == ["flaky", "flaky"]
     history = h.history(aid)
     assert history["r/flaky/s"].attempts == 2

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from rivet_workflows.testing import GroupProcess
 
 from . import before_deploy, fake_service, scenarios
 
@@ -40,12 +40,11 @@ def _say(msg: str = "") -> None:
     print(msg, flush=True)
 
 
-class Worker:
-    """One Celery worker subprocess (own process group, so a SIGKILL takes its beat child along)."""
+class Worker(GroupProcess):
+    """One Celery worker subprocess with beat (own process group, so a SIGKILL takes its beat child along)."""
 
     def __init__(self, number: int, env: dict[str, str], log_dir: Path) -> None:
         self.number = number
-        self.log_path = log_dir / f"demo-worker-{number}.log"
         cmd = [
             sys.executable,
             "-m",
@@ -63,45 +62,16 @@ class Worker:
             "-l",
             "WARNING",
         ]
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            cmd, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the worker and everything in its process group."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
-        self._log.close()
+        log_path = log_dir / f"demo-worker-{number}.log"
+        super().__init__(f"worker-{number}", cmd, env=env, log_path=log_path, cwd=BASE_DIR)
 
     def stop(self, grace: float = 8.0) -> None:
         """SIGTERM (warm shutdown), then SIGKILL after ``grace`` seconds."""
-        if self.alive():
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=grace)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        if self.alive():
-            self.kill()
-        if not self._log.closed:
-            self._log.close()
+        super().stop(grace)
 
     def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        """The last ``lines`` lines of this worker's log."""
+        return super().tail(lines)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -23,6 +21,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+from rivet_workflows.testing import GroupProcess
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 REGISTRY = "tests.system.workflows.registry"
@@ -34,44 +34,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class Proc:
-    """A subprocess in its own process group (SIGKILL takes its children along); output to a log file."""
+class Proc(GroupProcess):
+    """A subprocess in its own process group, logging to ``<log_dir>/<name>.log``."""
 
     def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name = name
-        self.log_path = log_dir / f"{name}.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in kill/stop
-        self.proc = subprocess.Popen(
-            cmd, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the process group."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=15)
-        self._log.close()
-
-    def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM, then SIGKILL after ``grace`` seconds."""
-        if self.alive():
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=grace)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-
-    def tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        super().__init__(name, cmd, env=env, log_path=log_dir / f"{name}.log", cwd=BASE_DIR)
 
 
 class Cluster:

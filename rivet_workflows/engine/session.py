@@ -82,6 +82,9 @@ class RunSession:
         self.state: Any = actor.state
         self.vars: Any = None
         self.lock_count = 0
+        #: step bodies of this run executing now (branches of a join or race run them concurrently)
+        self.bodies_running = 0
+        self._bodies_changed = asyncio.Event()
         self.state_dirty = False
         self._release_pending = False
         self.receive: list[str] = []
@@ -284,7 +287,12 @@ class RunSession:
             raise RollbackStop()
         now = self.anchored_now() or await self.now()
         if not self.can_wait_live(now, deadline):
-            raise errors.WaitSignal(deadline, queue_names)
+            if deadline is None or self.bodies_running == 0:
+                raise errors.WaitSignal(deadline, queue_names)
+            # Another branch's step body is running, so the run cannot unwind before it ends anyway: wait
+            # alongside it, so that a race's timeout branch whose deadline passes first still wins.
+            await self._wait_beside_bodies(deadline, queue_names, check, now)
+            return
         if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
             await self.flush()
         while True:
@@ -298,6 +306,45 @@ class RunSession:
                 if await check():
                     return
             now = await self.now()
+
+    async def _wait_beside_bodies(
+        self,
+        deadline: datetime,
+        queue_names: frozenset[str],
+        check: Callable[[], Awaitable[bool]] | None,
+        now: datetime,
+    ) -> None:
+        """Wait until ``deadline`` (or ``check()``) while step bodies of this run are executing; raise
+        ``WaitSignal`` once the last of them has ended with the deadline still ahead."""
+        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
+            await self.flush()
+        while self.bodies_running > 0:
+            remaining = (deadline - now).total_seconds()
+            if remaining <= 0:
+                return
+            if check is not None:
+                remaining = min(remaining, max(self.settings.poll_interval, 0.001))
+            self._bodies_changed.clear()
+            try:
+                await asyncio.wait_for(self._bodies_changed.wait(), timeout=remaining)
+            except TimeoutError:
+                pass
+            if check is not None and await check():
+                return
+            now = await self.now()
+        if deadline <= now:
+            return
+        raise errors.WaitSignal(deadline, queue_names)
+
+    def body_started(self) -> None:
+        """A step body of this run began executing (see ``wait``)."""
+        self.bodies_running += 1
+        self._bodies_changed.set()
+
+    def body_ended(self) -> None:
+        """A step body of this run finished, failed or was cancelled."""
+        self.bodies_running -= 1
+        self._bodies_changed.set()
 
     # --- hooks ---------------------------------------------------------------------------------------
 

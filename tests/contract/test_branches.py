@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -527,3 +528,52 @@ def test_recover_after_a_join_failure_reruns_only_the_failed_branch(h):
     assert actor.workflow_state == ports.COMPLETED and actor.output == 3
     assert calls == {"ok": 1, "flaky": 2}
     assert h.history(handle.actor_id)["fan/flaky/flaky"].attempts == 1  # recover reset the attempts
+
+
+def test_race_timeout_branch_wins_while_the_other_branch_is_still_in_its_step(h):
+    """Spec "Timeout and fallback": a durable sleep races a slow step. The run cannot unwind while the step
+    body runs, so it waits beside it; the sleep's deadline passes first and the timeout branch wins, even
+    when the run was not allowed to hold short waits in memory (``h.run`` unwinds every wait)."""
+
+    def slow(step):
+        time.sleep(1.5)
+        return "primary"
+
+    async def timeout_branch(c):
+        await c.sleep("primary-timeout", 0.2)
+        return "timeout"
+
+    async def run(ctx):
+        result = await ctx.race(
+            "primary-vs-timeout",
+            [("primary", lambda c: c.step("call-primary", slow)), ("timeout", timeout_branch)],
+        )
+        return result.winner
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.run(aid)
+    assert h.actor(aid).workflow_state == ports.COMPLETED
+    assert h.actor(aid).output == "timeout"
+    assert not any(k.startswith("primary-vs-timeout/primary") for k in h.history(aid))
+
+
+def test_join_branch_sleeping_past_the_running_step_still_unwinds_after_it(h):
+    """The wait beside a running step is bounded by that step: when it ends first, a long sleep unwinds."""
+
+    async def run(ctx):
+        return await ctx.join(
+            "j",
+            {
+                "slow": lambda c: c.step("s", lambda s: time.sleep(0.3) or "done"),
+                "nap": lambda c: c.sleep("n", 60),
+            },
+        )
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.run(aid)
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.SLEEPING
+    assert actor.wake_at == h.history(aid)["j/nap/n"].data["deadline"]
+    assert h.history(aid)["j/slow/s"].data["output"] == "done"

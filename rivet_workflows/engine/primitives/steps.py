@@ -227,7 +227,11 @@ async def run_step(
         session.steps_executed += 1
         timed_out = False
         try:
-            output = await _run_attempt(fn, step, options.timeout)
+            session.body_started()
+            try:
+                output = await _run_attempt(fn, step, options.timeout)
+            finally:
+                session.body_ended()
             output = serde.roundtrip(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "SWEEP_INTERVAL": 1.0,
     "SWEEP_BATCH": 100,
     "MAX_PAYLOAD_BYTES": 1_048_576,
+    "MAX_KEY_BYTES": 1024,
     "MAX_BODY_BYTES": 2_097_152,
     "LIVE_WAIT_THRESHOLD": 0.5,
     "ACTION_TIMEOUT": 60.0,
@@ -44,6 +45,7 @@ class RivetSettings:
     SWEEP_INTERVAL: period of the ``rivet_workflows.sweep`` beat task.
     SWEEP_BATCH: most actors one sweep claims.
     MAX_PAYLOAD_BYTES: largest serialized value (step output, state, queue body).
+    MAX_KEY_BYTES: largest serialized actor key (keys are indexed; PostgreSQL caps an index row at ~2.7 kB).
     MAX_BODY_BYTES: largest HTTP request body accepted by the API.
     LIVE_WAIT_THRESHOLD: waits shorter than this are done in memory by the running executor.
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
@@ -62,6 +64,7 @@ class RivetSettings:
     SWEEP_INTERVAL: float
     SWEEP_BATCH: int
     MAX_PAYLOAD_BYTES: int
+    MAX_KEY_BYTES: int
     MAX_BODY_BYTES: int
     LIVE_WAIT_THRESHOLD: float
     ACTION_TIMEOUT: float
@@ -91,7 +94,7 @@ class RivetSettings:
             "POLL_INTERVAL",
         ):
             values[name] = float(values[name])
-        for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_BODY_BYTES"):
+        for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_KEY_BYTES", "MAX_BODY_BYTES"):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])
         return cls(**{name: values[name] for name in types})

@@ -46,6 +46,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         lease_seconds=conf.LEASE_SECONDS,
         sweep_interval=conf.SWEEP_INTERVAL,
         max_payload_bytes=conf.MAX_PAYLOAD_BYTES,
+        max_key_bytes=conf.MAX_KEY_BYTES,
         live_wait_threshold=conf.LIVE_WAIT_THRESHOLD,
         action_timeout=conf.ACTION_TIMEOUT,
         poll_interval=conf.POLL_INTERVAL,

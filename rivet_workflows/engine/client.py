@@ -166,7 +166,7 @@ class ActorTypeClient:
     def _get_or_create(self, key: list, input: Any) -> tuple[ActorHandle, bool]:
         runtime, definition = self.runtime, self.definition
         limit = runtime.settings.max_payload_bytes
-        serde.to_json(key, where="actor key", max_bytes=limit)
+        serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
         input = serde.roundtrip(input, where="actor input", max_bytes=limit)
 
         def create_state() -> Any:

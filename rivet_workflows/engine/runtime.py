@@ -80,6 +80,8 @@ class Settings:
     * ``lease_seconds``: how long a claim holds an actor before another executor may take over.
     * ``sweep_interval``: how often the periodic sweep looks for due actors.
     * ``max_payload_bytes``: cap on one serialized value (``PayloadTooLargeError`` above it).
+    * ``max_key_bytes``: cap on an actor key's serialized size (``PayloadTooLargeError`` above it): keys
+      are indexed, and PostgreSQL refuses an index row over about 2.7 kB.
     * ``live_wait_threshold``: waits whose remaining time is below this are done in memory.
     * ``action_timeout``: how long an action waits for a running step to release the step lock.
     * ``poll_interval``: polling period of waits on the store (step lock, ``send(wait=True)``).
@@ -89,6 +91,7 @@ class Settings:
     lease_seconds: float = 30.0
     sweep_interval: float = 1.0
     max_payload_bytes: int = 1_048_576
+    max_key_bytes: int = 1024
     live_wait_threshold: float = 1.0
     action_timeout: float = 60.0
     poll_interval: float = 0.02

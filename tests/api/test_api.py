@@ -53,6 +53,19 @@ def test_create_actor_with_wrong_types_is_422(api, body):
     assert_error(post(api, "/actors", body), 422, "validation_error")
 
 
+def test_a_key_over_max_key_bytes_is_413_and_creates_nothing(api, rivet):
+    """Keys are indexed; PostgreSQL refuses an index row over ~2.7 kB (it was a 500 there)."""
+    from rivet_workflows import models
+
+    body = assert_error(
+        post(api, "/actors", {"name": "counter", "key": ["k" * 8000]}), 413, "payload_too_large"
+    )
+    assert "MAX_KEY_BYTES" in body["message"]
+    assert not models.Actor.objects.exists()
+    ok = post(api, "/actors", {"name": "counter", "key": ["k" * 1000]})
+    assert ok.status_code == 200 and ok.json()["created"] is True
+
+
 def test_malformed_json_is_400_and_changes_nothing(api):
     from rivet_workflows import models
 

@@ -30,7 +30,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [
             checks.Error(
                 f"RIVET_WORKFLOWS is invalid: {exc}",
-                hint="Fix the RIVET_WORKFLOWS dict in settings (see DESIGN.md section 10).",
+                hint="Fix the RIVET_WORKFLOWS dict in settings (see the README, section Settings).",
                 id="rivet_workflows.E001",
             )
         ]

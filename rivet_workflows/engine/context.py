@@ -107,7 +107,7 @@ class WorkflowContext(_ActorIdentity):
     def _step_only(self, what: str) -> Any:
         raise errors.StepOnlyError(
             f"ctx.{what} is only available inside a step: use `await ctx.step(name, lambda step: ...)` and "
-            f"step.{what} there (ENGINE-SEMANTICS.md section 10)",
+            f"step.{what} there",
             member=what,
         )
 

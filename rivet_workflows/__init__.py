@@ -38,6 +38,7 @@ from .engine.errors import (
     RollbackError,
     SerializationError,
     StepExhaustedError,
+    StepNestingError,
     StepOnlyError,
     WorkflowInFlightError,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "SerializationError",
     "StepContext",
     "StepExhaustedError",
+    "StepNestingError",
     "StepOnlyError",
     "StepResult",
     "StoreRejectedError",

@@ -126,6 +126,14 @@ class WorkflowContext(_ActorIdentity):
 
     def _begin(self, name: Any, what: str) -> str:
         """Register the start of a primitive ``name``; returns its location key."""
+        from .actor_context import RUNNING_STEP_OF
+
+        if RUNNING_STEP_OF.get() == self._session.actor_id:
+            raise errors.StepNestingError(
+                f"{what} {name!r} was called inside a step body: steps do not nest. Call workflow primitives "
+                "from the workflow function, and use the body's `step` argument (state, vars, client) inside",
+                name=str(name),
+            )
         if self._busy is not None:
             raise errors.EntryInProgressError(
                 f"cannot start {what} {name!r}: {self._busy} is still in progress on this context "
@@ -153,6 +161,18 @@ class WorkflowContext(_ActorIdentity):
     def _run(self, name: Any, what: str, make: Callable[[str], Coroutine[Any, Any, Any]]) -> Awaitable[Any]:
         key = self._begin(name, what)
         return self._guard(make, key)
+
+    def end_scope(self) -> None:
+        """The body of this scope returned: check that every primitive it started was awaited
+        (``EntryInProgressError`` names the one that was not: a missing ``await`` would otherwise skip it
+        silently) and that the code visited every history entry of the scope (``HistoryDivergedError``)."""
+        if self._busy is not None:
+            raise errors.EntryInProgressError(
+                f"{self._busy} in scope {self._scope or '(root)'!r} was started but never awaited: "
+                "add `await` (it did not run)",
+                running=self._busy,
+            )
+        self._session.history.check_scope(self._scope)
 
     def child(self, scope: str) -> WorkflowContext:
         """A context for the nested scope ``scope`` (a loop iteration, a branch or a try block)."""

@@ -89,7 +89,7 @@ class CheckResult:
 async def _replay(session: _DrySession) -> None:
     ctx = WorkflowContext(session, ROOT)
     await maybe_await(session.definition.run.fn(ctx))  # type: ignore[union-attr]
-    session.history.check_scope(ROOT)
+    ctx.end_scope()
 
 
 def check_actor(runtime: Runtime, actor: ports.ActorRecord) -> CheckResult:

@@ -48,6 +48,16 @@ class CriticalError(RivetWorkflowsError):
     code = "critical"
 
 
+class StepNestingError(CriticalError):
+    """A workflow primitive (``ctx.step``, ``ctx.sleep``, a queue wait, ...) was called inside a step body.
+
+    Steps do not nest: the body gets ``step`` (state, vars, client), not the workflow context. A subclass of
+    ``CriticalError``, so the step fails at once instead of retrying something that can never work.
+    """
+
+    code = "step_nesting"
+
+
 class RollbackError(RivetWorkflowsError):
     """A step failed and the workflow must roll back; not retried, not caught by default."""
 

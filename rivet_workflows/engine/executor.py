@@ -155,7 +155,7 @@ class _Run:
         failed = {"workflow_state": ports.FAILED, "wake_at": None, "waiting_for": []}
         try:
             output = await maybe_await(handler.fn(ctx))
-            session.history.check_scope(ROOT)
+            ctx.end_scope()
             output = serde.roundtrip(output, where="workflow output", max_bytes=settings.max_payload_bytes)
         except (errors.WaitSignal, RollbackStop) as signal:
             if session.rolling_back:

@@ -180,7 +180,7 @@ def test_long_loop_history_stays_bounded(h):
 
     store.commit = measuring
     aid = h.start()
-    h.drain()
+    h.drain(timeout=120)  # 200 iterations, each re-reading the history: slow on a loaded machine
     assert h.actor(aid).output == 199
     assert max(sizes) <= 1 + 2 * 10 + 1
     assert len(h.history(aid)) <= 1 + 10

@@ -502,3 +502,46 @@ def test_removed_trailing_step_diverges_when_the_run_ends(h):
     actor = h.actor(aid)
     assert actor.workflow_state == ports.FAILED
     assert actor.error["name"] == "HistoryDivergedError" and "'b'" in actor.error["message"]
+
+
+def test_a_workflow_primitive_called_inside_a_step_body_fails_the_step_at_once(h):
+    """Steps do not nest: ``ctx.step`` inside a body is a ``StepNestingError`` (critical, not retried)."""
+    calls = []
+
+    async def run(ctx):
+        async def body(step):
+            calls.append(step.attempt)
+            return await ctx.step("inner", lambda s: 1)
+
+        result = await ctx.try_step("outer", body, max_retries=3)
+        return {"ok": result.ok, "error": result.failure["error"]["name"]}
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    assert calls == [1]
+    assert h.actor(aid).output == {"ok": False, "error": "StepNestingError"}
+    assert h.history(aid)["outer"].attempts == 1
+    assert "steps do not nest" in h.history(aid)["outer"].data["failure"]["error"]["message"]
+
+
+def test_a_step_that_was_never_awaited_fails_the_workflow_instead_of_being_skipped(h):
+    ran = []
+
+    async def run(ctx):
+        await ctx.step("first", lambda s: ran.append("first"))
+        ctx.step("forgotten", lambda s: ran.append("forgotten"))  # noqa: RUF006 - the bug under test
+        return "done"
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        h.drain()
+        import gc
+
+        gc.collect()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED
+    assert actor.error["name"] == "EntryInProgressError"
+    assert "'forgotten'" in actor.error["message"] and "never awaited" in actor.error["message"]
+    assert ran == ["first"]

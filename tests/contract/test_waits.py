@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, workflow
+from rivet_workflows.engine.definitions import Loop, queue, workflow
 from rivet_workflows.engine.errors import MessageAlreadyCompletedError, QueueWaitTimeoutError
 
 
@@ -307,3 +307,18 @@ def test_loop_records_first_once_then_sleeps(h):
     h.drain()
     assert h.actor(aid).output == ["first"]
     assert recorded == ["first"]
+
+
+def test_a_queue_wait_on_an_undeclared_queue_fails_the_workflow(h):
+    """An actor that declares its queues: waiting on another name (a typo) would wait forever."""
+
+    async def run(ctx):
+        return await ctx.queue.next("wait", names=["aproval"])
+
+    h.setup(wf=workflow(run=run, queues={"approval": queue()}))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED
+    assert actor.error["name"] == "QueueNotFoundError"
+    assert "aproval" in actor.error["message"]

@@ -94,7 +94,7 @@ async def run_try(
         if failure["name"] is None:
             failure["name"] = name
         return TryResult(ok=False, failure=failure)
-    session.history.check_scope(key)
+    block.end_scope()
     return TryResult(ok=True, value=value)
 
 

@@ -67,7 +67,7 @@ async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str
     ("fatal", error) or ("err", error). Cancellation propagates."""
     try:
         value = await maybe_await(fn(ctx))
-        ctx._session.history.check_scope(ctx._scope)
+        ctx.end_scope()
         return "ok", value
     except errors.WaitSignal as signal:
         return "wait", signal

@@ -73,7 +73,7 @@ async def run_loop(
         scope = child_key(key, iteration)
         body_ctx = ctx.child(scope)
         result = await maybe_await(fn(body_ctx, current) if stateful else fn(body_ctx))
-        history.check_scope(scope)
+        body_ctx.end_scope()
         if isinstance(result, LoopBreak):
             if session.forward_blocked:
                 raise RollbackStop()

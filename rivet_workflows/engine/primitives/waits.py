@@ -163,6 +163,10 @@ async def run_next_batch(
     session = ctx._session
     history = session.history
     queue_names = _names(names)
+    definition = getattr(session, "definition", None)
+    if queue_names and definition is not None:
+        for queue_name in queue_names:  # a typo would wait forever: QueueNotFoundError fails the workflow
+            definition.check_queue(queue_name)
     count_key, deadline_key = f"{key}:count", f"{key}:deadline"
     deadline_entry = history.visit(deadline_key, "sleep", name) if timeout is not None else None
     count_entry = history.visit(count_key, "message", name)

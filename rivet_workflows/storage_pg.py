@@ -8,6 +8,8 @@ executor's per-step write, the claim and the run's initial load use these instea
   clock in one statement), then one multi-row ``INSERT ... ON CONFLICT (actor_id, key) DO UPDATE`` for the
   history upserts. Nothing else runs unless the commit carries deletes, messages or an outbox.
 * ``claim_and_load``: one conditional ``UPDATE ... RETURNING`` of the whole actor row, then the history.
+* ``create_actor``: one ``INSERT ... ON CONFLICT DO NOTHING`` that creates the actor already due (database
+  clock) or returns the existing one.
 
 Deadlines use the database clock: ``clock_timestamp()`` read once per statement through a sub-select.
 """
@@ -169,6 +171,55 @@ def load_for_run(
         if row is None:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
         return _actor_record(row[:-1]), _history(cursor, actor_id), _utc(row[-1])
+
+
+def create_actor(
+    store: DjangoStore, name: str, key: list, key_text: str, input_json: Any, state_json: Any, due: bool
+) -> tuple[ports.ActorRecord, bool]:
+    """``DjangoStore.create_actor`` on PostgreSQL: ``(record, created)``; ``input_json``/``state_json`` are
+    ``serde.to_json`` output. One autocommit statement: ``INSERT ... ON CONFLICT DO NOTHING`` returning
+    the new row, united with the existing row when the key was taken before the statement began. When a
+    concurrent creator committed the key while this insert waited for it, the statement returns nothing
+    (its snapshot predates that row) and a second query reads the winner's row."""
+    returning = ", ".join(col.strip() for col in _ACTOR_COLUMNS.split(","))
+    sql = (
+        "WITH c AS (SELECT clock_timestamp() AS now), "
+        f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
+        "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, step_lock_until, "
+        "destroyed, created_at, updated_at) "
+        "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
+        f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now FROM c "
+        f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {returning}) "
+        f"SELECT {returning}, true FROM ins UNION ALL "
+        f"SELECT {returning}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "
+        "AND NOT EXISTS (SELECT 1 FROM ins)"
+    )
+    params = [
+        models.new_actor_id(),
+        name,
+        _jsonb(list(key)),
+        key_text,
+        _jsonb(state_json),
+        _jsonb(input_json),
+        ports.PENDING,
+        name,
+        key_text,
+    ]
+    with connections[store.using].cursor() as cursor:
+        for _attempt in range(3):
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+            if row is not None:
+                return _actor_record(row[:-1]), bool(row[-1])
+            cursor.execute(  # lost a race to a creator that committed while we waited: read its row
+                f"SELECT {returning}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed",
+                [name, key_text],
+            )
+            row = cursor.fetchone()
+            if row is not None:
+                return _actor_record(row[:-1]), False
+            # the winner was destroyed meanwhile: the key is free again, try the insert once more
+    raise errors.RivetWorkflowsError(f"could not create or find actor {name!r} {key!r} (concurrent destroys)")
 
 
 def _actor_sets(commit: ports.Commit) -> tuple[list[str], list[Any], Any, bool, bool]:

@@ -71,6 +71,79 @@ def test_concurrent_get_or_create_makes_one_actor(django_store):
     assert sum(created for _, created in results) == 1
 
 
+def test_create_actor_due_is_claimable_at_once(django_store):
+    before = django_store.now()
+    record, created = django_store.create_actor("order", ["k"], {"in": 1}, {"count": 2}, due=True)
+    assert created and record.workflow_state == ports.PENDING and record.lease_owner is None
+    assert before <= record.wake_at <= django_store.now()
+    assert (record.state, record.input, record.key) == ({"count": 2}, {"in": 1}, ["k"])
+    assert django_store.get_actor(record.actor_id) == record
+    assert [a for a, _ in django_store.claim_due("sweeper", 10, 30)] == [record.actor_id]
+
+
+def test_create_actor_not_due_and_of_a_taken_key(django_store):
+    record, created = django_store.create_actor("order", ["k"], None, {"count": 0})
+    assert created and record.wake_at is None
+    assert django_store.claim_due("sweeper", 10, 30) == []
+    again, created = django_store.create_actor("order", ["k"], {"in": 9}, {"count": 9}, due=True)
+    assert not created and again.actor_id == record.actor_id
+    assert django_store.get_actor(record.actor_id) == record  # nothing written: not due, old state
+    with pytest.raises(errors.SerializationError):
+        django_store.create_actor("order", ["bad"], None, {"x": object()}, due=True)
+    assert django_store.find_actor("order", ["bad"]) is None
+
+
+def test_concurrent_create_actor_of_one_key_makes_one_due_actor(django_store):
+    results = run_in_threads(
+        lambda i: django_store.create_actor("order", ["same"], {"caller": i}, {"count": i}, due=True), 8
+    )
+    assert len({record.actor_id for record, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    winner = next(i for i, (_, created) in enumerate(results) if created)
+    stored = django_store.get_actor(results[0][0].actor_id)
+    assert stored.input == {"caller": winner} and stored.state == {"count": winner}
+    assert models.Actor.objects.filter(name="order").count() == 1
+    assert len(django_store.claim_due("sweeper", 10, 30)) == 1
+
+
+def test_get_or_create_actor_due(django_store):
+    record, created = django_store.get_or_create_actor("order", ["k"], None, dict, due=True)
+    assert created and record.wake_at is not None and record.wake_at <= django_store.now()
+    again, created = django_store.get_or_create_actor("order", ["k"], None, lambda: pytest.fail("rebuilt"))
+    assert not created and again == record
+
+
+def test_run_action_make_due_saves_the_state_and_the_wake_up_together(django_store):
+    record, _ = django_store.create_actor("order", ["k"], None, {"count": 0})
+
+    def broken(state):
+        state["count"] = 5
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        django_store.run_action(record.actor_id, broken, timeout=1, make_due=True)
+    assert django_store.get_actor(record.actor_id).wake_at is None  # nothing saved
+    result, state = django_store.run_action(
+        record.actor_id, lambda s: s.update(count=1), timeout=1, make_due=True
+    )
+    after = django_store.get_actor(record.actor_id)
+    assert state == after.state == {"count": 1}
+    assert after.wake_at is not None and after.wake_at <= django_store.now()
+    assert [a for a, _ in django_store.claim_due("sweeper", 10, 30)] == [record.actor_id]
+
+
+def test_run_action_make_due_keeps_an_earlier_wake_up_and_a_finished_workflow(django_store):
+    early = make_actor(django_store, key="early")
+    wake_at = django_store.get_actor(early).wake_at
+    django_store.run_action(early, lambda s: None, timeout=1, make_due=True)
+    assert django_store.get_actor(early).wake_at == wake_at
+    done = make_actor(django_store, key="done")
+    token = django_store.claim(done, "w", 30)
+    django_store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    django_store.run_action(done, lambda s: None, timeout=1, make_due=True)
+    assert django_store.get_actor(done).wake_at is None
+
+
 def test_destroyed_actor_is_gone_fences_its_executor_and_frees_its_key(django_store):
     first = make_actor(django_store)
     token = django_store.claim(first, "w", 30)

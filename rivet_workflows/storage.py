@@ -261,7 +261,8 @@ class DjangoStore(DjangoCronMixin):
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
         """``claim`` plus the run's initial reads: ``(token, actor, history, now)`` (database clock), or None
-        when the lease is held elsewhere or the actor is gone. Two statements on PostgreSQL."""
+        when the lease is held elsewhere or the actor is gone. On PostgreSQL two statements in one round trip
+        and one transaction (pipelined)."""
         if self._fast():
             return storage_pg.claim_and_load(self, actor_id, owner, lease_seconds)
         token = self.claim(actor_id, owner, lease_seconds)

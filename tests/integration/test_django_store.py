@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from rivet_workflows import models
 from rivet_workflows.engine import errors, ports
-from tests.conftest import run_in_threads
+from tests.conftest import requires_postgres, run_in_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -212,6 +212,61 @@ def test_expired_lease_is_reclaimed_and_the_old_token_is_fenced_off(django_store
     assert django_store.renew(actor_id, old, 30) is False
     assert django_store.renew(actor_id, new, 30) is True
     assert django_store.commit(actor_id, new, ports.Commit(state={"count": 1})).ok
+
+
+@requires_postgres
+def test_claim_and_load_that_waited_for_the_row_lock_reads_what_the_holder_committed(django_store):
+    """The claim and the history read go in one round trip, but the read still sees the history a
+    previous holder (lease expired, still writing) committed while the claim waited for its row lock."""
+    actor_id = make_actor(django_store)
+    old = django_store.claim(actor_id, "slow-worker", 30)
+    models.Actor.objects.filter(pk=actor_id).update(
+        lease_expires_at=django_store.now() - timedelta(seconds=1)
+    )
+    locked, go = threading.Event(), threading.Event()
+
+    def slow_holder():
+        try:
+            with transaction.atomic():
+                list(models.Actor.objects.select_for_update().filter(pk=actor_id))
+                django_store.commit(actor_id, old, ports.Commit(upserts=[entry("paid", output="charge-1")]))
+                locked.set()
+                go.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=slow_holder)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        timer = threading.Timer(0.3, go.set)  # the claim below blocks on the row lock until then
+        timer.start()
+        got = django_store.claim_and_load(actor_id, "new-worker", 30)
+    finally:
+        go.set()
+        holder.join(30)
+    assert got is not None
+    token, actor, history, _now = got
+    assert token == old + 1 and actor.lease_owner == "new-worker"
+    assert [(e.key, e.data) for e in history] == [("paid", {"output": "charge-1"})]
+
+
+def test_claim_and_load_and_load_for_run_read_the_actor_and_its_history(django_store):
+    actor_id = make_actor(django_store)
+    token = django_store.claim(actor_id, "w", 30)
+    django_store.commit(actor_id, token, ports.Commit(state={"count": 4}, upserts=[entry("a"), entry("b")]))
+    actor, history, now = django_store.load_for_run(actor_id)
+    assert actor.state == {"count": 4} and [e.key for e in history] == ["a", "b"]
+    assert now <= django_store.now()
+    assert django_store.claim_and_load(actor_id, "other", 30) is None  # lease held
+    django_store.commit(actor_id, token, ports.Commit(release=True))
+    token2, actor2, history2, now2 = django_store.claim_and_load(actor_id, "other", 30)
+    assert token2 == token + 1 and actor2.lease_owner == "other" and actor2.state == {"count": 4}
+    assert history2 == history and now2 >= now
+    django_store.destroy_actor(actor_id)
+    assert django_store.claim_and_load(actor_id, "other", 30) is None
+    with pytest.raises(errors.ActorNotFoundError):
+        django_store.load_for_run(actor_id)
 
 
 def test_claim_due_orders_by_wake_at_and_respects_limit_and_leases(django_store):

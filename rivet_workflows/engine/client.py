@@ -169,7 +169,7 @@ class ActorTypeClient:
     aget = _twin(get)
     aget_for_id = _twin(get_for_id)
 
-    def _get_or_create(self, key: list, input: Any, *, lookup_first: bool) -> tuple[ActorHandle, bool]:
+    def _get_or_create(self, key: list, input: Any, *, lookup_first: bool = True) -> tuple[ActorHandle, bool]:
         """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once
         (``store.create_actor``: one write when the key is new), True looks the key up first (``create_state``
         then runs only when creating). A workflow actor is created due, or, with ``on_create``, made due

@@ -48,6 +48,12 @@ async def sequential_run(ctx: Any) -> None:
         await ctx.step("done", lambda step: report({"done": ctx.actor_id, "at": time.time()}))
 
 
+# P1's marginal cost: the same workflow with twice the steps (the difference is STEPS more steps).
+async def sequential_long_run(ctx: Any) -> None:
+    for i in range(2 * STEPS):
+        await ctx.step(f"s{i}", _trivial)
+
+
 # P2: wait on a queue forever; the step after each receive reports how long the wake took.
 async def waiter_run(ctx: Any) -> None:
     async def body(lctx: Any) -> None:
@@ -96,6 +102,7 @@ async def timer_run(ctx: Any) -> None:
 registry = setup(
     use={
         "bench_sequential": workflow(run=sequential_run),
+        "bench_sequential_long": workflow(run=sequential_long_run),
         "bench_waiter": workflow(run=waiter_run, queues={"wake": queue()}),
         "bench_looper": workflow(run=looper_run),
         "bench_sleeper": workflow(run=sleeper_run),

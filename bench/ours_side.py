@@ -216,11 +216,27 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
     elapsed = time.perf_counter() - t0
     connection.close()
     commits = meter.stop()
+    # The same measure with workflows of twice the steps: the difference is the cost of STEPS more steps,
+    # without the fixed costs (creation, claim and load, completion).
+    long_workflows = max(1, workflows // 2)
+    meter_long = pg.CommitMeter(DBNAME)
+    meter_long.idle_rate = meter.idle_rate
+    meter_long.start()
+    for i in range(long_workflows):
+        client.bench_sequential_long.create(f"p1-long-{i}")
+    _drain_all(rw, 600)
+    connection.close()
+    commits_long = meter_long.stop()
+    per_workflow, per_long_workflow = commits / workflows, commits_long / long_workflows
     sql = _sql_profile(rw, lambda: client.bench_sequential.create("p1-profiled"))
     memory = _engine_only_sequential(workflows)
     return {
         **memory,
         "sql_per_workflow": sql,
+        "long_workflows": long_workflows,
+        "long_steps_per_workflow": 2 * steps,
+        "commits_per_long_workflow": per_long_workflow,
+        "marginal_commits_per_step": (per_long_workflow - per_workflow) / steps,
         "workflows": workflows,
         "steps_per_workflow": steps,
         "seconds": elapsed,

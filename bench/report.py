@@ -67,6 +67,8 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
         vs_dbos = _div(o_wf, d_wf)
         vs_limit = _div(o_steps, commit_tps)
         o_cps = _get(ours, "commits_per_step")
+        o_marginal = _get(ours, "marginal_commits_per_step")
+        d_cpw = _get(dbos, "commits_per_workflow")
         return [
             _row(
                 "workflows/s (10 steps)",
@@ -95,6 +97,16 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                 "<= 1",
                 _cmp(o_cps, "<=", 1.0),
             ),
+            _row(
+                f"marginal transactions per step ({2 * int(steps)} vs {int(steps)} steps)",
+                o_marginal,
+                None,
+                1.0,
+                o_marginal,
+                "<= 1",
+                _cmp(o_marginal, "<=", 1.0),
+            ),
+            _row("transactions per workflow", _get(ours, "commits_per_workflow"), d_cpw),
             _row("connections opened", _get(ours, "connections_opened"), _get(dbos, "connections_opened")),
             _row("engine-only workflows/s (memory store)", _get(ours, "memory_workflows_per_s")),
         ]

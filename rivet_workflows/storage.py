@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, connections, transaction
-from django.db.models import F, Min, Q
+from django.db.models import Case, DateTimeField, F, Min, Q, Value, When
 
 from . import models, storage_pg
 from .actor_locks import ActorLocks
@@ -153,20 +153,34 @@ class DjangoStore(DjangoCronMixin):
         )
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any]
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
     ) -> tuple[ports.ActorRecord, bool]:
-        """Return ``(record, created)`` for the actor ``(name, key)``, creating it pending with wake_at NULL.
+        """Return ``(record, created)`` for the actor ``(name, key)``, creating it pending if there is none.
 
-        ``create_state()`` is called only when creating; its value and ``input`` are serialised
-        (SerializationError). The caller marks a new actor due after ``on_create`` (claim +
-        ``Commit(wake_at=now, release=True)``). A creator losing the unique race gets the winner's row.
+        ``create_state()`` is called only when creating (a look-up first, then ``create_actor``); its value
+        and ``input`` are serialised (SerializationError). ``due=True`` creates it with ``wake_at`` = the
+        database clock, else NULL. A creator losing the unique race gets the winner's row.
         """
-        text = key_text(key)
-        existing = self._actors().filter(name=name, key_text=text, destroyed=False).first()
+        existing = self.find_actor(name, key)
         if existing is not None:
-            return self._record(existing), False
-        state = serde.to_json(create_state(), where="state")
+            return existing, False
+        return self.create_actor(name, key, input, create_state(), due=due)
+
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``.
+
+        Returns ``(new record, True)``, or ``(existing record, False)`` with nothing written when the key
+        is taken (also by a concurrent creator). On PostgreSQL one statement in the common case
+        (``INSERT ... ON CONFLICT DO NOTHING`` returning the new or the existing row). SerializationError
+        for an unserializable input or state.
+        """
+        state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
+        if self._fast():
+            return storage_pg.create_actor(self, name, key, key_text(key), input_json, state_json, due)
+        text = key_text(key)
         try:
             with self._atomic():
                 now = self.now()
@@ -174,10 +188,10 @@ class DjangoStore(DjangoCronMixin):
                     name=name,
                     key=list(key),
                     key_text=text,
-                    state=state,
+                    state=state_json,
                     input=input_json,
                     workflow_state=ports.PENDING,
-                    wake_at=None,
+                    wake_at=now if due else None,
                     created_at=now,
                     updated_at=now,
                 )
@@ -247,7 +261,8 @@ class DjangoStore(DjangoCronMixin):
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
         """``claim`` plus the run's initial reads: ``(token, actor, history, now)`` (database clock), or None
-        when the lease is held elsewhere or the actor is gone. Two statements on PostgreSQL."""
+        when the lease is held elsewhere or the actor is gone. On PostgreSQL two statements in one round trip
+        and one transaction (pipelined)."""
         if self._fast():
             return storage_pg.claim_and_load(self, actor_id, owner, lease_seconds)
         token = self.claim(actor_id, owner, lease_seconds)
@@ -629,8 +644,13 @@ class DjangoStore(DjangoCronMixin):
 
     # ------------------------------------------------------------------ actions
 
-    def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]:
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
         """Run ``fn(state)`` once no live step lock is held, serialised with commits on the actor; save the state.
+
+        ``make_due=True`` also sets ``wake_at`` to the database clock in the same write (unless it is
+        earlier already, the workflow is finished or ``fn`` destroyed the actor).
 
         PostgreSQL: under the actor's row lock. SQLite: under the actor's file lock with ``fn`` running
         outside any transaction, so a slow action does not stall other actors. A step lock is live while
@@ -643,9 +663,11 @@ class DjangoStore(DjangoCronMixin):
             with self._serialised(actor_id, max(deadline - time.monotonic(), 0.0)):
                 if self._actor_locks() is None:
                     with self._atomic():
-                        done, value = self._try_action(actor_id, fn, select_for_update=True)
+                        done, value = self._try_action(
+                            actor_id, fn, select_for_update=True, make_due=make_due
+                        )
                 else:
-                    done, value = self._try_action(actor_id, fn, select_for_update=False)
+                    done, value = self._try_action(actor_id, fn, select_for_update=False, make_due=make_due)
                 if done:
                     return value
             if time.monotonic() >= deadline:
@@ -655,7 +677,7 @@ class DjangoStore(DjangoCronMixin):
             time.sleep(self.poll_interval)
 
     def _try_action(
-        self, actor_id: str, fn: Callable[[Any], Any], *, select_for_update: bool
+        self, actor_id: str, fn: Callable[[Any], Any], *, select_for_update: bool, make_due: bool = False
     ) -> tuple[bool, tuple[Any, Any] | None]:
         """One attempt of run_action: (False, None) while a live step lock is held."""
         rows = self._actors().select_for_update() if select_for_update else self._actors()
@@ -677,5 +699,13 @@ class DjangoStore(DjangoCronMixin):
         state = serde.from_json(row["state"])
         result = fn(state)
         stored = serde.to_json(state, where="state")
-        self._actors().filter(pk=actor_id).update(state=stored, updated_at=self.now())
+        now = self.now()
+        updates: dict[str, Any] = {"state": stored, "updated_at": now}
+        if make_due:  # in the same UPDATE: due now unless finished or due earlier already
+            updates["wake_at"] = Case(
+                When(workflow_state__in=list(ports.FINISHED_STATES), then=F("wake_at")),
+                When(wake_at__lte=now, then=F("wake_at")),
+                default=Value(now, output_field=DateTimeField()),
+            )
+        self._actors().filter(pk=actor_id).update(**updates)  # a destroyed actor matches nothing
         return True, (result, serde.from_json(stored))

@@ -7,14 +7,19 @@ executor's per-step write, the claim and the run's initial load use these instea
   row lock, checks the fence, writes the actor columns, optionally frees the lease and reads the database
   clock in one statement), then one multi-row ``INSERT ... ON CONFLICT (actor_id, key) DO UPDATE`` for the
   history upserts. Nothing else runs unless the commit carries deletes, messages or an outbox.
-* ``claim_and_load``: one conditional ``UPDATE ... RETURNING`` of the whole actor row, then the history.
+* ``claim_and_load``: one conditional ``UPDATE ... RETURNING`` of the whole actor row, then the history,
+  pipelined: one round trip, one transaction (``load_for_run`` likewise).
+* ``create_actor``: one ``INSERT ... ON CONFLICT DO NOTHING`` that creates the actor already due (database
+  clock) or returns the existing one.
 
 Deadlines use the database clock: ``clock_timestamp()`` read once per statement through a sub-select.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +55,22 @@ _UPSERT_TAIL = (
     "completed_at = EXCLUDED.completed_at, rollback_completed_at = EXCLUDED.rollback_completed_at, "
     "rollback_error = EXCLUDED.rollback_error"
 )
+
+
+_pipeline_supported: bool | None = None
+
+
+def _pipeline() -> bool:
+    """True when psycopg's libpq supports pipeline mode (libpq >= 14); checked once."""
+    global _pipeline_supported
+    if _pipeline_supported is None:
+        try:
+            import psycopg
+
+            _pipeline_supported = bool(psycopg.Pipeline.is_supported())
+        except ImportError:  # psycopg2: no pipeline mode
+            _pipeline_supported = False
+    return _pipeline_supported
 
 
 def enabled(store: DjangoStore) -> bool:
@@ -94,8 +115,12 @@ def _actor_record(row: tuple) -> ports.ActorRecord:
     )
 
 
-def _history(cursor: Any, actor_id: str) -> list[ports.EntryRecord]:
+def _query_history(cursor: Any, actor_id: str) -> None:
     cursor.execute(f"SELECT {_ENTRY_COLUMNS} FROM {_ENTRY} WHERE actor_id = %s ORDER BY id", [actor_id])
+
+
+def _read_history(cursor: Any) -> list[ports.EntryRecord]:
+    """The history rows of ``_query_history`` as records (in creation order)."""
     return [
         ports.EntryRecord(
             key=key,
@@ -130,13 +155,30 @@ def _history(cursor: Any, actor_id: str) -> list[ports.EntryRecord]:
     ]
 
 
+@contextlib.contextmanager
+def _one_round_trip(store: DjangoStore) -> Iterator[None]:
+    """Send the statements executed inside as one pipeline (psycopg pipeline mode): one round trip and, in
+    autocommit, one implicit transaction. Each statement still takes its own snapshot (READ COMMITTED), so
+    a read after a claim that waited for a row lock sees what the previous holder committed. Errors are
+    wrapped like Django's (a broken connection is marked unusable). Without pipeline support in libpq
+    (< 14) the statements simply run one after another."""
+    connection = connections[store.using]
+    connection.ensure_connection()
+    if not _pipeline() or not hasattr(connection.connection, "pipeline"):
+        yield
+        return
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield
+
+
 def claim_and_load(
     store: DjangoStore, actor_id: str, owner: str, lease_seconds: float, *, history: bool = True
 ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
     """Claim the actor (as ``DjangoStore.claim``) and read its row and history: ``(token, actor, history,
     now)`` with ``now`` the database clock of the claim, or None when the lease is held by someone else or
-    the actor is gone. Two statements (one with ``history=False``, which returns an empty history)."""
-    with connections[store.using].cursor() as cursor:
+    the actor is gone. One round trip and one transaction: the claim's ``UPDATE ... RETURNING`` and the
+    history query are pipelined (``history=False``: the UPDATE alone, with an empty history)."""
+    with _one_round_trip(store), connections[store.using].cursor() as cursor:
         cursor.execute(
             f"UPDATE {_ACTOR} AS a SET lease_owner = %s, "
             "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
@@ -147,28 +189,86 @@ def claim_and_load(
             f"RETURNING {', '.join('a.' + col.strip() for col in _ACTOR_COLUMNS.split(','))}",
             [owner, lease_seconds, actor_id],
         )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        actor = _actor_record(row)
-        entries = _history(cursor, actor_id) if history else []
-        return actor.lease_token, actor, entries, actor.updated_at
+        if history:
+            with connections[store.using].cursor() as entries:
+                _query_history(entries, actor_id)
+                row = cursor.fetchone()
+                loaded = _read_history(entries)
+        else:
+            row, loaded = cursor.fetchone(), []
+    if row is None:
+        return None
+    actor = _actor_record(row)
+    return actor.lease_token, actor, loaded, actor.updated_at
 
 
 def load_for_run(
     store: DjangoStore, actor_id: str
 ) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
     """The actor's row, its history and the database clock (``(actor, history, now)``), for a run holding a
-    lease already; ActorNotFoundError when it is gone or destroyed. Two statements."""
-    with connections[store.using].cursor() as cursor:
+    lease already; ActorNotFoundError when it is gone or destroyed. Two statements in one round trip and
+    one transaction (pipelined)."""
+    with _one_round_trip(store), connections[store.using].cursor() as cursor:
         cursor.execute(
             f"SELECT {_ACTOR_COLUMNS}, clock_timestamp() FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed",
             [actor_id],
         )
-        row = cursor.fetchone()
-        if row is None:
-            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-        return _actor_record(row[:-1]), _history(cursor, actor_id), _utc(row[-1])
+        with connections[store.using].cursor() as entries:
+            _query_history(entries, actor_id)
+            row = cursor.fetchone()
+            loaded = _read_history(entries)
+    if row is None:
+        raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+    return _actor_record(row[:-1]), loaded, _utc(row[-1])
+
+
+def create_actor(
+    store: DjangoStore, name: str, key: list, key_text: str, input_json: Any, state_json: Any, due: bool
+) -> tuple[ports.ActorRecord, bool]:
+    """``DjangoStore.create_actor`` on PostgreSQL: ``(record, created)``; ``input_json``/``state_json`` are
+    ``serde.to_json`` output. One autocommit statement: ``INSERT ... ON CONFLICT DO NOTHING`` returning
+    the new row, united with the existing row when the key was taken before the statement began. When a
+    concurrent creator committed the key while this insert waited for it, the statement returns nothing
+    (its snapshot predates that row) and a second query reads the winner's row."""
+    returning = ", ".join(col.strip() for col in _ACTOR_COLUMNS.split(","))
+    sql = (
+        "WITH c AS (SELECT clock_timestamp() AS now), "
+        f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
+        "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, step_lock_until, "
+        "destroyed, created_at, updated_at) "
+        "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
+        f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now FROM c "
+        f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {returning}) "
+        f"SELECT {returning}, true FROM ins UNION ALL "
+        f"SELECT {returning}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "
+        "AND NOT EXISTS (SELECT 1 FROM ins)"
+    )
+    params = [
+        models.new_actor_id(),
+        name,
+        _jsonb(list(key)),
+        key_text,
+        _jsonb(state_json),
+        _jsonb(input_json),
+        ports.PENDING,
+        name,
+        key_text,
+    ]
+    with connections[store.using].cursor() as cursor:
+        for _attempt in range(3):
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+            if row is not None:
+                return _actor_record(row[:-1]), bool(row[-1])
+            cursor.execute(  # lost a race to a creator that committed while we waited: read its row
+                f"SELECT {returning}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed",
+                [name, key_text],
+            )
+            row = cursor.fetchone()
+            if row is not None:
+                return _actor_record(row[:-1]), False
+            # the winner was destroyed meanwhile: the key is free again, try the insert once more
+    raise errors.RivetWorkflowsError(f"could not create or find actor {name!r} {key!r} (concurrent destroys)")
 
 
 def _actor_sets(commit: ports.Commit) -> tuple[list[str], list[Any], Any, bool, bool]:

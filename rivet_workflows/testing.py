@@ -92,9 +92,10 @@ class MemoryStore(MemoryCronMixin):
 
     Behaviour the Django store matches:
 
-    * ``get_or_create_actor`` creates at most one actor per ``(name, key)`` (``create_state()`` is called
-      only when creating), with ``workflow_state="pending"`` and ``wake_at=None``: the caller marks it due
-      after ``on_create`` (claim + ``Commit(wake_at=now, release=True)``).
+    * ``get_or_create_actor``/``create_actor`` create at most one actor per ``(name, key)``
+      (``create_state()`` is called only when creating), with ``workflow_state="pending"`` and
+      ``wake_at`` now (``due=True``) or None; ``run_action(..., make_due=True)`` makes an actor due after
+      ``on_create``.
     * ``claim`` succeeds only when the lease is free or expired; it increments ``lease_token``, clears a
       dead step lock and keeps ``wake_at``. ``claim_due`` claims due actors ordered by ``wake_at``.
     * ``commit`` with a stale token changes nothing and returns ``ok=False``; otherwise everything in the
@@ -185,34 +186,56 @@ class MemoryStore(MemoryCronMixin):
     # --- actors -------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any]
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
         ``key`` is a list; ``input`` and the created state must serialize (``SerializationError``).
+        ``due=True`` creates it with ``wake_at`` = now (see ``ports.Store.get_or_create_actor``).
         """
         key_text = self._key_text(key)
         with self._lock:
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return self._record(self._actors[existing]), False
-            encoded_input = serde.to_json(input, where="actor input")
-            encoded_state = serde.to_json(create_state(), where="actor state")
-            now = self.now()
-            row = _ActorRow(
-                actor_id=uuid.uuid4().hex,
-                name=name,
-                key=serde.to_json(list(key)),
-                state=encoded_state,
-                input=encoded_input,
-                created_at=now,
-                updated_at=now,
-            )
-            self._actors[row.actor_id] = row
-            self._by_key[(name, key_text)] = row.actor_id
-            self._history[row.actor_id] = {}
-            self._queue[row.actor_id] = []
-            return self._record(row), True
+            return self._insert(name, key, key_text, input, create_state(), due)
+
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
+        exists (nothing written). ``SerializationError`` for an unserializable input or state."""
+        key_text = self._key_text(key)
+        with self._lock:
+            existing = self._by_key.get((name, key_text))
+            if existing is not None:
+                return self._record(self._actors[existing]), False
+            return self._insert(name, key, key_text, input, state, due)
+
+    def _insert(
+        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
+        encoded_input = serde.to_json(input, where="actor input")
+        encoded_state = serde.to_json(state, where="actor state")
+        now = self.now()
+        row = _ActorRow(
+            actor_id=uuid.uuid4().hex,
+            name=name,
+            key=serde.to_json(list(key)),
+            state=encoded_state,
+            input=encoded_input,
+            wake_at=now if due else None,
+            created_at=now,
+            updated_at=now,
+        )
+        self._actors[row.actor_id] = row
+        self._by_key[(name, key_text)] = row.actor_id
+        self._history[row.actor_id] = {}
+        self._queue[row.actor_id] = []
+        if due:
+            self._changed.notify_all()
+        return self._record(row), True
 
     def get_actor(self, actor_id: str) -> ports.ActorRecord:
         """The actor's current record (decoded copy); ``ActorNotFoundError`` if unknown or destroyed."""
@@ -505,9 +528,12 @@ class MemoryStore(MemoryCronMixin):
     def _step_lock_live(self, row: _ActorRow, now: datetime) -> bool:
         return row.step_lock_until is not None and row.step_lock_until > now and self._lease_live(row, now)
 
-    def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]:
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
         """Run ``fn(state)`` under the actor's row lock once no live step lock is held; save and return
-        ``(result, state)``.
+        ``(result, state)``. ``make_due=True`` also sets ``wake_at`` to now in the same write (unless it is
+        earlier, the workflow is finished or ``fn`` destroyed the actor).
 
         Waits (re-checking every ``poll_interval`` seconds, or at once when a commit lands) for at most
         ``timeout`` seconds, then raises ``WorkflowInFlightError``. ``ActorNotFoundError`` for an unknown
@@ -530,8 +556,15 @@ class MemoryStore(MemoryCronMixin):
                     encoded = serde.to_json(state, where="actor state")
                     with self._lock:
                         if self._actors.get(actor_id) is row:  # not destroyed by the action itself
+                            now = self.now()
                             row.state = encoded
-                            row.updated_at = self.now()
+                            row.updated_at = now
+                            if (
+                                make_due
+                                and row.workflow_state not in ports.FINISHED_STATES
+                                and (row.wake_at is None or row.wake_at > now)
+                            ):
+                                row.wake_at = now
                         self._changed.notify_all()
                     return result, serde.from_json(encoded)
             finally:

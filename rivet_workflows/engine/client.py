@@ -123,16 +123,22 @@ class ActorTypeClient:
         """The actor with ``key`` (str or list), creating it with ``input`` if needed.
 
         Creation order (ENGINE-SEMANTICS.md section 10): state (``create_state``/``state``), ``on_create(c)``
-        or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is marked due
-        and handed to the dispatcher (vars and ``on_wake`` run in the executor). Raises
+        or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is due (created
+        due in one store write, or made due by ``on_create``'s own write, so the hook always runs before the
+        workflow) and handed to the dispatcher (vars and ``on_wake`` run in the executor). Raises
         ``SerializationError``/``PayloadTooLargeError`` for an unserializable or oversized input/state.
         """
-        handle, _ = self._get_or_create(normalize_key(key), input)
+        handle, _ = self._get_or_create(normalize_key(key), input, lookup_first=True)
         return handle
 
     def create(self, key: Any, input: Any = None) -> ActorHandle:
-        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``."""
-        handle, created = self._get_or_create(normalize_key(key), input)
+        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``.
+
+        The initial state is built before the insert (one store write creates the actor, already due for
+        a workflow actor without ``on_create``), so ``create_state`` also runs when the key turns out to
+        exist; ``on_create`` runs only for the actor actually created.
+        """
+        handle, created = self._get_or_create(normalize_key(key), input, lookup_first=False)
         if not created:
             raise ActorAlreadyExistsError(
                 f"actor {self.name!r} with key {handle.key!r} already exists", name=self.name, key=handle.key
@@ -163,7 +169,11 @@ class ActorTypeClient:
     aget = _twin(get)
     aget_for_id = _twin(get_for_id)
 
-    def _get_or_create(self, key: list, input: Any) -> tuple[ActorHandle, bool]:
+    def _get_or_create(self, key: list, input: Any, *, lookup_first: bool = True) -> tuple[ActorHandle, bool]:
+        """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once
+        (``store.create_actor``: one write when the key is new), True looks the key up first (``create_state``
+        then runs only when creating). A workflow actor is created due, or, with ``on_create``, made due
+        by the hook's own write; it is then handed to the dispatcher."""
         runtime, definition = self.runtime, self.definition
         limit = runtime.settings.max_payload_bytes
         serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
@@ -174,7 +184,20 @@ class ActorTypeClient:
             serde.to_json(state, where="initial actor state", max_bytes=limit)
             return state
 
-        record, created = runtime.store.get_or_create_actor(self.name, key, input, create_state)
+        workflow = definition.run is not None
+        due = workflow and definition.on_create is None  # on_create runs before the actor is due
+        store = runtime.store
+        if lookup_first:
+            record, created = store.get_or_create_actor(self.name, key, input, create_state, due=due)
+        else:
+            try:
+                state = create_state()
+            except Exception:  # for an existing key, create() reports that rather than the state's error
+                existing = store.find_actor(self.name, key)
+                if existing is None:
+                    raise
+                return self._handle(existing), False
+            record, created = store.create_actor(self.name, key, input, state, due=due)
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:
@@ -186,9 +209,11 @@ class ActorTypeClient:
                     call_maybe_async(hook, *((c, serde.roundtrip(input)) if takes_input else (c,)))
                     _adopt_state(c, state)
 
-                runtime.store.run_action(record.actor_id, run_on_create, runtime.settings.action_timeout)
-            if definition.run is not None:
-                _mark_due(runtime, record.actor_id)
+                store.run_action(
+                    record.actor_id, run_on_create, runtime.settings.action_timeout, make_due=workflow
+                )
+            if workflow:
+                runtime.wake(record.actor_id)
         return handle, created
 
 
@@ -217,17 +242,6 @@ def _replace_state(c: ActorContext, state: Any) -> None:
         raise TypeError(
             "c.state was replaced by a value of another type; mutate the state in place (c.state['x'] = ...)"
         )
-
-
-def _mark_due(runtime: Runtime, actor_id: str) -> None:
-    """Make a freshly created workflow actor due now and wake it (a fenced claim + release commit)."""
-    store = runtime.store
-    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
-    if token is None:  # someone is already running it
-        return
-    result = store.commit(actor_id, token, ports.Commit(wake_at=store.now(), release=True))
-    for woken in result.woken:
-        runtime.wake(woken)
 
 
 class ActorHandle:

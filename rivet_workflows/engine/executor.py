@@ -421,12 +421,14 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
             break
         fired = scheduling.sweep_schedules(runtime, limit)  # due cron/scheduled actions (issue 5)
         claimed = store.claim_due(owner, limit, settings.lease_seconds)
+        if claimed:  # the timeout's end as a store-clock instant, read once per batch (not per actor)
+            end_on_store_clock = store.now() + timedelta(seconds=end - time.monotonic())
         for actor_id, token in claimed:
             remaining = end - time.monotonic()
             if remaining <= 0:  # past the timeout: start nothing more; hand the claim back (still due)
                 store.commit(actor_id, token, ports.Commit(release=True))
                 continue
-            live_until = store.now() + timedelta(seconds=remaining)
+            live_until = end_on_store_clock
             result = run_actor(
                 runtime, actor_id, owner=owner, token=token, live_until=live_until, stop_at=end
             )

@@ -177,8 +177,29 @@ class Store(Protocol):
 
     # actors
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any]
-    ) -> tuple[ActorRecord, bool]: ...
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+    ) -> tuple[ActorRecord, bool]:
+        """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
+
+        ``create_state()`` is called only when creating. ``due=True`` creates it due (``wake_at`` = the
+        store's now), else with ``wake_at`` None. A creator losing a concurrent race gets the winner's
+        actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
+        unserializable input or state (nothing written).
+        """
+        ...
+
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ActorRecord, bool]:
+        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+
+        ``due=True``: ``wake_at`` is the store's now (the database clock) in the same write, so the actor
+        is due as soon as it exists; else ``wake_at`` None. If the actor exists already (or a concurrent
+        creator wins), nothing is written and ``(existing record, False)`` is returned; else
+        ``(new record, True)``. ``SerializationError`` for an unserializable input or state.
+        """
+        ...
+
     def get_actor(self, actor_id: str) -> ActorRecord: ...  # ActorNotFoundError
     def find_actor(self, name: str, key: list) -> ActorRecord | None: ...
     def destroy_actor(self, actor_id: str) -> None: ...
@@ -206,10 +227,18 @@ class Store(Protocol):
     def complete_message(self, message_id: str, response: Any) -> None: ...  # MessageAlreadyCompletedError
 
     # actions (serialised with step bodies through the step lock)
-    def run_action(self, actor_id: str, fn: Callable[[Any], Any], timeout: float) -> tuple[Any, Any]: ...
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
+        """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, under the actor's
+        row lock, save the state and return ``(result, state)``.
 
-    """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, under the actor's
-    row lock, save the state and return ``(result, state)``."""
+        ``make_due=True`` also sets ``wake_at`` to the store's now (unless it is earlier already, the
+        workflow is finished or ``fn`` destroyed the actor) in the same write: the client creates an
+        actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
+        ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
+        """
+        ...
 
 
 class Dispatcher(Protocol):

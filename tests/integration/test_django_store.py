@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from rivet_workflows import models
 from rivet_workflows.engine import errors, ports
-from tests.conftest import run_in_threads
+from tests.conftest import requires_postgres, run_in_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,6 +69,79 @@ def test_concurrent_get_or_create_makes_one_actor(django_store):
     results = run_in_threads(lambda i: django_store.get_or_create_actor("order", ["same"], None, dict), 8)
     assert len({record.actor_id for record, _ in results}) == 1
     assert sum(created for _, created in results) == 1
+
+
+def test_create_actor_due_is_claimable_at_once(django_store):
+    before = django_store.now()
+    record, created = django_store.create_actor("order", ["k"], {"in": 1}, {"count": 2}, due=True)
+    assert created and record.workflow_state == ports.PENDING and record.lease_owner is None
+    assert before <= record.wake_at <= django_store.now()
+    assert (record.state, record.input, record.key) == ({"count": 2}, {"in": 1}, ["k"])
+    assert django_store.get_actor(record.actor_id) == record
+    assert [a for a, _ in django_store.claim_due("sweeper", 10, 30)] == [record.actor_id]
+
+
+def test_create_actor_not_due_and_of_a_taken_key(django_store):
+    record, created = django_store.create_actor("order", ["k"], None, {"count": 0})
+    assert created and record.wake_at is None
+    assert django_store.claim_due("sweeper", 10, 30) == []
+    again, created = django_store.create_actor("order", ["k"], {"in": 9}, {"count": 9}, due=True)
+    assert not created and again.actor_id == record.actor_id
+    assert django_store.get_actor(record.actor_id) == record  # nothing written: not due, old state
+    with pytest.raises(errors.SerializationError):
+        django_store.create_actor("order", ["bad"], None, {"x": object()}, due=True)
+    assert django_store.find_actor("order", ["bad"]) is None
+
+
+def test_concurrent_create_actor_of_one_key_makes_one_due_actor(django_store):
+    results = run_in_threads(
+        lambda i: django_store.create_actor("order", ["same"], {"caller": i}, {"count": i}, due=True), 8
+    )
+    assert len({record.actor_id for record, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    winner = next(i for i, (_, created) in enumerate(results) if created)
+    stored = django_store.get_actor(results[0][0].actor_id)
+    assert stored.input == {"caller": winner} and stored.state == {"count": winner}
+    assert models.Actor.objects.filter(name="order").count() == 1
+    assert len(django_store.claim_due("sweeper", 10, 30)) == 1
+
+
+def test_get_or_create_actor_due(django_store):
+    record, created = django_store.get_or_create_actor("order", ["k"], None, dict, due=True)
+    assert created and record.wake_at is not None and record.wake_at <= django_store.now()
+    again, created = django_store.get_or_create_actor("order", ["k"], None, lambda: pytest.fail("rebuilt"))
+    assert not created and again == record
+
+
+def test_run_action_make_due_saves_the_state_and_the_wake_up_together(django_store):
+    record, _ = django_store.create_actor("order", ["k"], None, {"count": 0})
+
+    def broken(state):
+        state["count"] = 5
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        django_store.run_action(record.actor_id, broken, timeout=1, make_due=True)
+    assert django_store.get_actor(record.actor_id).wake_at is None  # nothing saved
+    result, state = django_store.run_action(
+        record.actor_id, lambda s: s.update(count=1), timeout=1, make_due=True
+    )
+    after = django_store.get_actor(record.actor_id)
+    assert state == after.state == {"count": 1}
+    assert after.wake_at is not None and after.wake_at <= django_store.now()
+    assert [a for a, _ in django_store.claim_due("sweeper", 10, 30)] == [record.actor_id]
+
+
+def test_run_action_make_due_keeps_an_earlier_wake_up_and_a_finished_workflow(django_store):
+    early = make_actor(django_store, key="early")
+    wake_at = django_store.get_actor(early).wake_at
+    django_store.run_action(early, lambda s: None, timeout=1, make_due=True)
+    assert django_store.get_actor(early).wake_at == wake_at
+    done = make_actor(django_store, key="done")
+    token = django_store.claim(done, "w", 30)
+    django_store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    django_store.run_action(done, lambda s: None, timeout=1, make_due=True)
+    assert django_store.get_actor(done).wake_at is None
 
 
 def test_destroyed_actor_is_gone_fences_its_executor_and_frees_its_key(django_store):
@@ -139,6 +212,61 @@ def test_expired_lease_is_reclaimed_and_the_old_token_is_fenced_off(django_store
     assert django_store.renew(actor_id, old, 30) is False
     assert django_store.renew(actor_id, new, 30) is True
     assert django_store.commit(actor_id, new, ports.Commit(state={"count": 1})).ok
+
+
+@requires_postgres
+def test_claim_and_load_that_waited_for_the_row_lock_reads_what_the_holder_committed(django_store):
+    """The claim and the history read go in one round trip, but the read still sees the history a
+    previous holder (lease expired, still writing) committed while the claim waited for its row lock."""
+    actor_id = make_actor(django_store)
+    old = django_store.claim(actor_id, "slow-worker", 30)
+    models.Actor.objects.filter(pk=actor_id).update(
+        lease_expires_at=django_store.now() - timedelta(seconds=1)
+    )
+    locked, go = threading.Event(), threading.Event()
+
+    def slow_holder():
+        try:
+            with transaction.atomic():
+                list(models.Actor.objects.select_for_update().filter(pk=actor_id))
+                django_store.commit(actor_id, old, ports.Commit(upserts=[entry("paid", output="charge-1")]))
+                locked.set()
+                go.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=slow_holder)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        timer = threading.Timer(0.3, go.set)  # the claim below blocks on the row lock until then
+        timer.start()
+        got = django_store.claim_and_load(actor_id, "new-worker", 30)
+    finally:
+        go.set()
+        holder.join(30)
+    assert got is not None
+    token, actor, history, _now = got
+    assert token == old + 1 and actor.lease_owner == "new-worker"
+    assert [(e.key, e.data) for e in history] == [("paid", {"output": "charge-1"})]
+
+
+def test_claim_and_load_and_load_for_run_read_the_actor_and_its_history(django_store):
+    actor_id = make_actor(django_store)
+    token = django_store.claim(actor_id, "w", 30)
+    django_store.commit(actor_id, token, ports.Commit(state={"count": 4}, upserts=[entry("a"), entry("b")]))
+    actor, history, now = django_store.load_for_run(actor_id)
+    assert actor.state == {"count": 4} and [e.key for e in history] == ["a", "b"]
+    assert now <= django_store.now()
+    assert django_store.claim_and_load(actor_id, "other", 30) is None  # lease held
+    django_store.commit(actor_id, token, ports.Commit(release=True))
+    token2, actor2, history2, now2 = django_store.claim_and_load(actor_id, "other", 30)
+    assert token2 == token + 1 and actor2.lease_owner == "other" and actor2.state == {"count": 4}
+    assert history2 == history and now2 >= now
+    django_store.destroy_actor(actor_id)
+    assert django_store.claim_and_load(actor_id, "other", 30) is None
+    with pytest.raises(errors.ActorNotFoundError):
+        django_store.load_for_run(actor_id)
 
 
 def test_claim_due_orders_by_wake_at_and_respects_limit_and_leases(django_store):

@@ -96,7 +96,16 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     definition_client = rt.registry.client()[payload.name]  # ActorNotFoundError for an unknown type
     key = normalize_key(payload.key)
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
-    handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
+    try:
+        handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
+    except errors.RivetWorkflowsError:
+        raise
+    except Exception as exc:  # on_create raised: the actor was not created
+        raise UserCodeError(
+            f"on_create of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            hook="on_create",
+            error=type(exc).__name__,
+        ) from exc
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 

@@ -173,7 +173,8 @@ class ActorTypeClient:
         """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once
         (``store.create_actor``: one write when the key is new), True looks the key up first (``create_state``
         then runs only when creating). A workflow actor is created due, or, with ``on_create``, made due
-        by the hook's own write; it is then handed to the dispatcher."""
+        by the hook's own write; it is then handed to the dispatcher. If ``on_create`` raises, the new actor
+        is deleted again and the hook's exception propagates (nothing is left behind)."""
         runtime, definition = self.runtime, self.definition
         limit = runtime.settings.max_payload_bytes
         serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
@@ -209,9 +210,19 @@ class ActorTypeClient:
                     call_maybe_async(hook, *((c, serde.roundtrip(input)) if takes_input else (c,)))
                     _adopt_state(c, state)
 
-                store.run_action(
-                    record.actor_id, run_on_create, runtime.settings.action_timeout, make_due=workflow
-                )
+                try:
+                    store.run_action(
+                        record.actor_id, run_on_create, runtime.settings.action_timeout, make_due=workflow
+                    )
+                except BaseException:
+                    # Creation and on_create succeed or fail together: a hook that raised must not leave a
+                    # half-created actor that never runs (its key would stay taken). The hook's error is
+                    # raised; the key is free for the next attempt.
+                    try:
+                        store.destroy_actor(record.actor_id)
+                    except errors.ActorNotFoundError:
+                        pass
+                    raise
             if workflow:
                 runtime.wake(record.actor_id)
         return handle, created

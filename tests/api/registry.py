@@ -84,4 +84,13 @@ counter_actor = d.actor(
     actions={"increment": lambda c, n=1: c.state.update(count=c.state["count"] + n) or c.state["count"]},
 )
 
-registry = d.setup(use={"order": order_actor, "waiter": waiter_actor, "counter": counter_actor})
+
+def _needs_order_id(c, input):
+    c.state["order_id"] = input["order_id"]  # TypeError/KeyError without one
+
+
+picky_actor = d.actor(state={}, on_create=_needs_order_id, actions={"get_state": lambda c: c.state})
+
+registry = d.setup(
+    use={"order": order_actor, "waiter": waiter_actor, "counter": counter_actor, "picky": picky_actor}
+)

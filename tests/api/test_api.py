@@ -66,6 +66,18 @@ def test_a_key_over_max_key_bytes_is_413_and_creates_nothing(api, rivet):
     assert ok.status_code == 200 and ok.json()["created"] is True
 
 
+def test_an_on_create_hook_that_raises_is_400_and_creates_nothing(api, rivet):
+    from rivet_workflows import models
+
+    body = assert_error(post(api, "/actors", {"name": "picky", "key": "a"}), 400, "action_failed")
+    assert body["group"] == "user" and "on_create" in body["message"]
+    assert not models.Actor.objects.exists()
+    ok = post(api, "/actors", {"name": "picky", "key": "a", "input": {"order_id": "o-1"}})
+    assert ok.status_code == 200 and ok.json()["created"] is True
+    state = post(api, f"/actors/{ok.json()['actor_id']}/actions/get_state", {"args": []}).json()
+    assert state == {"result": {"order_id": "o-1"}}
+
+
 def test_malformed_json_is_400_and_changes_nothing(api):
     from rivet_workflows import models
 

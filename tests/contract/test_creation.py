@@ -125,19 +125,30 @@ def test_on_create_runs_before_the_actor_is_due_and_its_state_reaches_the_first_
     assert handle.record().output == {"n": 0, "greeting": "hello ada"}
 
 
-def test_a_failing_on_create_leaves_the_workflow_not_due(h):
+def test_a_failing_on_create_leaves_nothing_behind_and_the_key_can_be_created_again(h):
+    """Creation and ``on_create`` succeed or fail together: a hook that raised left a half-created actor
+    that never ran and whose key stayed taken (``get_or_create`` then said ``created: false``)."""
+    fail = [True]
+
     def on_create(c):
         c.state["half"] = True
-        raise ValueError("no")
+        if fail[0]:
+            raise ValueError("no")
 
     h.setup(wf=_counting_workflow(on_create=on_create))
-    with pytest.raises(ValueError):
-        h.runtime.client().wf.create("k")
-    record = h.runtime.store.find_actor("wf", ["k"])
-    assert record is not None and record.wake_at is None and record.state == {"runs": 0}
+    for create in (
+        lambda: h.runtime.client().wf.create("k"),
+        lambda: h.runtime.client().wf.get_or_create("k"),
+    ):
+        with pytest.raises(ValueError, match="no"):
+            create()
+        assert h.runtime.store.find_actor("wf", ["k"]) is None
     assert h.runtime.dispatcher.woken == []
+    fail[0] = False
+    handle = h.runtime.client().wf.get_or_create("k")
     h.drain()
-    assert h.actor(record.actor_id).workflow_state == ports.PENDING
+    assert h.actor(handle.actor_id).workflow_state == ports.COMPLETED
+    assert h.actor(handle.actor_id).state["half"] is True
 
 
 def test_create_of_an_existing_key_reports_it_even_when_the_state_cannot_be_built(h):

@@ -1,6 +1,6 @@
 """Cron and one-off scheduled actions: ``c.cron``, ``c.schedule``, slot arithmetic and the sweep's firing.
 
-Policy (documented in docs/faults.md):
+Policy (documented in the README, "Failures and what happens"):
 
 * An entry fires its action as ``action(c, fire, *args)`` where ``fire`` is a ``ScheduledFireInfo``.
 * Interval entries (``c.cron.every``) fire every ``interval`` seconds of real time, anchored at the first

@@ -522,7 +522,7 @@ def test_a_workflow_primitive_called_inside_a_step_body_fails_the_step_at_once(h
     assert calls == [1]
     assert h.actor(aid).output == {"ok": False, "error": "StepNestingError"}
     assert h.history(aid)["outer"].attempts == 1
-    assert "steps do not nest" in h.history(aid)["outer"].data["failure"]["error"]["message"]
+    assert "steps do not nest" in h.history(aid)["outer"].error["message"]
 
 
 def test_a_step_that_was_never_awaited_fails_the_workflow_instead_of_being_skipped(h):

@@ -70,7 +70,9 @@ class HistoryEntry(models.Model):
     """One workflow history entry (ENGINE-SEMANTICS.md section 1); ``id`` is its creation order (seq)."""
 
     id = models.BigAutoField(primary_key=True)
-    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="history")
+    # No index of its own: the unique (actor, key) index serves every look-up by actor as its prefix, and a
+    # second index doubled the index writes of each history insert (issue 6, P3).
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="history", db_index=False)
     key = models.TextField()
     location = models.JSONField(default=list)
     kind = models.CharField(max_length=40)

@@ -7,6 +7,10 @@ on_history_change=history_changed)``. Both are fire-and-forget and never raise (
 * the in-memory layer is not thread-safe, so when a consumer of this process is listening, the send is
   scheduled on that consumer's event loop (``run_coroutine_threadsafe``); otherwise on a background
   sender loop (a daemon thread). The caller never waits for the layer.
+* history pushes are coalesced per actor: a run commits once per step, and a group send to the Redis layer
+  per commit cost about a third of a worker's CPU per run (issue 6, P6). The push only tells the trace page
+  to re-read the history, so one push at most ``HISTORY_PUSH_DELAY`` seconds after the first change of a
+  burst, sent after every change of it, carries the same information.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 logger = logging.getLogger("rivet_workflows")
@@ -94,6 +99,44 @@ def broadcast(actor_id: str, name: str, args: list) -> None:
     send_to_group(actor_id, {"type": "rivet.event", "name": name, "args": list(args)})
 
 
+#: seconds a history push waits so the further changes of a burst (a run's next steps) ride on it
+HISTORY_PUSH_DELAY = 0.1
+#: seconds after which a scheduled push that never started (its loop stopped) no longer holds back others
+HISTORY_PUSH_STALE = 5.0
+#: actor id -> monotonic time its history push was scheduled, until the push starts (any thread touches it;
+#: single dict operations are atomic)
+_history_due: dict[str, float] = {}
+
+
+async def _push_history(actor_id: str) -> None:
+    await asyncio.sleep(HISTORY_PUSH_DELAY)
+    # Leave the set before sending: a change committed from now on schedules a push of its own, and any
+    # change committed before this line is visible to whoever re-reads the history on this push.
+    _history_due.pop(actor_id, None)
+    layer = _layer()
+    if layer is not None:
+        await layer.group_send(group_name(actor_id), {"type": "rivet.history", "actor_id": actor_id})
+
+
 def history_changed(actor_id: str) -> None:
-    """``Runtime.on_history_change``: tell open trace pages that the actor's history changed."""
-    send_to_group(actor_id, {"type": "rivet.history", "actor_id": actor_id})
+    """``Runtime.on_history_change``: tell open trace pages that the actor's history changed.
+
+    Coalesced: the first change schedules one push ``HISTORY_PUSH_DELAY`` seconds later; changes until
+    that push starts ride on it. Every change is therefore followed by a push sent after it was committed
+    (a race of two threads costs at most one extra push, never a missed one). Never blocks or raises.
+    """
+    now = time.monotonic()
+    scheduled = _history_due.get(actor_id)
+    if scheduled is not None and now - scheduled < HISTORY_PUSH_STALE:
+        return
+    _history_due[actor_id] = now
+    try:
+        target = _consumer_loop
+        if target is None or target.is_closed() or not target.is_running():
+            target = _background_loop()
+        future = asyncio.run_coroutine_threadsafe(_push_history(actor_id), target)
+        _pending.add(future)
+        future.add_done_callback(_log_failure)
+    except Exception:  # realtime is best effort: never fail a step or an action
+        _history_due.pop(actor_id, None)
+        logger.exception("realtime history push for actor %s failed", actor_id)

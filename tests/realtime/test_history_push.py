@@ -1,0 +1,65 @@
+"""History pushes to trace pages are coalesced per actor, and every change is followed by a push."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from rivet_workflows.realtime import broadcaster
+
+
+class RecordingLayer:
+    """A channel layer that records group sends (called on the broadcaster's sender loop)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+        self.event = threading.Event()
+
+    async def group_send(self, group: str, message: dict) -> None:
+        self.sent.append((group, message))
+        self.event.set()
+
+
+@pytest.fixture
+def layer(monkeypatch):
+    recording = RecordingLayer()
+    monkeypatch.setattr(broadcaster, "_layer", lambda: recording)
+    monkeypatch.setattr(broadcaster, "_consumer_loop", None)
+    monkeypatch.setattr(broadcaster, "HISTORY_PUSH_DELAY", 0.2)
+    monkeypatch.setattr(broadcaster, "_history_due", {})
+    return recording
+
+
+def wait_for_pushes(layer: RecordingLayer, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(layer.sent) < count and time.monotonic() < deadline:
+        layer.event.wait(0.05)
+        layer.event.clear()
+
+
+def test_a_burst_of_history_changes_sends_one_push_per_actor(layer):
+    for _ in range(10):  # a run's ten step commits
+        broadcaster.history_changed("a1")
+    broadcaster.history_changed("a2")
+    wait_for_pushes(layer, 2)
+    time.sleep(0.3)  # room for a wrongly scheduled extra push to show up
+    groups = sorted(group for group, _ in layer.sent)
+    assert groups == [broadcaster.group_name("a1"), broadcaster.group_name("a2")]
+    assert {"type": "rivet.history", "actor_id": "a1"} in [m for _, m in layer.sent]
+
+
+def test_a_change_after_a_push_gets_a_push_of_its_own(layer):
+    broadcaster.history_changed("a1")
+    wait_for_pushes(layer, 1)
+    broadcaster.history_changed("a1")
+    wait_for_pushes(layer, 2)
+    assert [group for group, _ in layer.sent] == [broadcaster.group_name("a1")] * 2
+
+
+def test_a_push_that_never_started_does_not_silence_the_actor(layer):
+    broadcaster._history_due["a1"] = time.monotonic() - broadcaster.HISTORY_PUSH_STALE - 1
+    broadcaster.history_changed("a1")
+    wait_for_pushes(layer, 1)
+    assert [group for group, _ in layer.sent] == [broadcaster.group_name("a1")]

@@ -13,9 +13,10 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from .. import models
+from .. import display, models
 from ..checks import in_memory_layer_misses_workers
 from ..engine import errors, inspector
 from .trace import error_details, pretty, trace_rows
@@ -24,6 +25,9 @@ REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
 FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
+
+#: a list cell that may break anywhere, so a long word cannot push the columns after it off screen
+_BREAKABLE = '<span style="overflow-wrap:anywhere">{}</span>'
 
 _STATE_COLORS = {
     "pending": "#6c757d",
@@ -62,9 +66,9 @@ class ActorAdmin(admin.ModelAdmin):
         "key_display",
         "state_display",
         "waiting_on",
-        "wake_at",
+        "wake_at_display",
         "last_error",
-        "updated_at",
+        "updated_display",
     )
     list_display_links = ("name", "key_display")
     list_filter = ("name", "workflow_state")
@@ -92,7 +96,16 @@ class ActorAdmin(admin.ModelAdmin):
 
     @admin.display(description="key", ordering="key_text")
     def key_display(self, obj: models.Actor) -> str:
-        return "/".join(str(part) for part in (obj.key or [])) or "—"
+        """The key as JSON (``["1/2"]`` is not ``[1, 2]``), cut to ``display.KEY_CHARS`` characters and at
+        most 14em wide (CSS ellipsis) so the other columns stay on screen; the whole key (up to
+        ``display.TOOLTIP_CHARS``) is its tooltip."""
+        text = display.key_json(obj.key)
+        return format_html(
+            '<span class="rivet-key" title="{}" style="display:inline-block;max-width:14em;overflow:hidden;'
+            'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
+            display.shorten(text, display.TOOLTIP_CHARS),
+            display.shorten(text),
+        )
 
     @admin.display(description="workflow state", ordering="workflow_state")
     def state_display(self, obj: models.Actor) -> str:
@@ -101,7 +114,16 @@ class ActorAdmin(admin.ModelAdmin):
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:
         names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
-        return ", ".join(names) or "—"
+        text = display.shorten(", ".join(names))
+        return format_html(_BREAKABLE, text) if text else "—"
+
+    @admin.display(description="wake at", ordering="wake_at")
+    def wake_at_display(self, obj: models.Actor) -> str:
+        return display.format_time(obj.wake_at)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated_display(self, obj: models.Actor) -> str:
+        return display.format_time(obj.updated_at)
 
     @admin.display(description="last error")
     def last_error(self, obj: models.Actor) -> str:
@@ -109,7 +131,7 @@ class ActorAdmin(admin.ModelAdmin):
         if not isinstance(error, dict):
             return "—"
         text = f"{error.get('name', 'Error')}: {error.get('message', '')}"
-        return text if len(text) <= 90 else text[:89] + "…"
+        return format_html(_BREAKABLE, display.shorten(text, 90))
 
     # --- extra pages --------------------------------------------------------------------------------
 
@@ -159,6 +181,9 @@ class ActorAdmin(admin.ModelAdmin):
         )
         return {
             "record": record,
+            "key_text": display.key_json(record.key),
+            "key_short": display.short_key(record.key),
+            "time_zone": display.time_zone_name(),
             "actor_row": actor_row,
             "rows": trace_rows(entries, now, record.workflow_state),
             "entry_count": len(entries),
@@ -195,7 +220,7 @@ class ActorAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": f"{record.name} {'/'.join(map(str, record.key))}",
+            "title": f"{record.name} {display.short_key(record.key)}",
             "subtitle": record.actor_id,
             "has_view_permission": True,
             "live_html": render_to_string("rivet_workflows/admin/_live.html", live, request=request),
@@ -234,11 +259,21 @@ class ActorAdmin(admin.ModelAdmin):
         try:
             if action == "recover":
                 result = inspector.recover(_runtime(), actor_id)
-                text = f"Recovered the workflow: {len(result.reset)} step(s) reset; it runs again now."
+                reset = len(result.reset)
+                text = ngettext(
+                    "Recovered the workflow: %(count)d step reset; it runs again now.",
+                    "Recovered the workflow: %(count)d steps reset; it runs again now.",
+                    reset,
+                ) % {"count": reset}
             else:
                 result = inspector.replay(_runtime(), actor_id, entry_id)
                 where = f"step {entry_id!r}" if entry_id else "the start"
-                text = f"Replaying from {where}: {len(result.deleted)} history entr(y/ies) deleted; it runs again now."
+                deleted = len(result.deleted)
+                text = ngettext(
+                    "Replaying from %(where)s: %(count)d history entry deleted; it runs again now.",
+                    "Replaying from %(where)s: %(count)d history entries deleted; it runs again now.",
+                    deleted,
+                ) % {"where": where, "count": deleted}
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
         except errors.RivetWorkflowsError as exc:

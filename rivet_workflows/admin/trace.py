@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.utils.translation import ngettext
+
+from .. import display
 from ..engine import inspector, ports, serde
 
 
@@ -81,13 +84,21 @@ def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
         if "output" in data:
             out.append(Detail("Output", pretty(data.pop("output"))))
     elif entry.kind == "sleep":
-        summary = f"until {data.get('deadline')}" if data.get("deadline") else ""
+        deadline = data.pop("deadline", None)  # shown in the summary, in the page's time zone
+        summary = f"until {display.format_time(deadline, precise=True)}" if deadline else ""
     elif entry.kind == "message":
         if "body" in data:
             summary = f"queue {data.get('name', '?')}"
+            sent = data.pop("created_at", None)  # shown here in the page's time zone, not as tagged UTC JSON
+            if sent is not None:
+                summary += f" · sent {display.format_time(sent, precise=True)}"
             out.append(Detail("Message body", pretty(data.pop("body"))))
         elif "count" in data:
-            summary = f"{data.get('count')} message(s)"
+            count = data.get("count")
+            if isinstance(count, int):
+                summary = ngettext("%(count)d message", "%(count)d messages", count) % {"count": count}
+            else:
+                summary = f"{count} messages"
     elif entry.kind == "race":
         summary = f"winner: {data.get('winner')}"
     if data:
@@ -95,7 +106,8 @@ def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
     if entry.error:
         out.extend(error_details(entry.error))
     if entry.rollback_completed_at is not None:
-        out.append(Detail("Rolled back", f"compensated at {entry.rollback_completed_at.isoformat()}"))
+        when = display.format_time(entry.rollback_completed_at, precise=True)
+        out.append(Detail("Rolled back", f"compensated at {when}"))
     if entry.rollback_error:
         out.extend(error_details(entry.rollback_error, label="Rollback error"))
     return out, summary

@@ -1,7 +1,9 @@
 """The HTTP API of rivet_workflows (django-ninja): ``path("api/rivet/", rivet_workflows.api.api.urls)``.
 
 ``api`` is a ready ``NinjaAPI`` (OpenAPI docs at ``docs``); ``router`` can be added to your own NinjaAPI,
-but then install the error handlers with ``rivet_workflows.api.errors.install(your_api)``. DESIGN.md 6.
+but then install the error handlers with ``rivet_workflows.api.errors.install(your_api)`` (unknown paths
+under your prefix stay Django's 404 page unless you end your URL list with
+``errors.not_found_pattern(your_api)``). DESIGN.md 6.
 """
 
 from __future__ import annotations
@@ -14,16 +16,22 @@ from .views import router
 
 
 class RivetAPI(NinjaAPI):
-    """A ``NinjaAPI`` whose 405 responses (a method the path does not serve) use the JSON error body
-    ``{group: "request", code: "method_not_allowed", message, metadata: {allowed}}`` like every other error."""
+    """A ``NinjaAPI`` whose every error is the JSON body ``{group, code, message, metadata}``: a method the
+    path does not serve is a 405 ``method_not_allowed`` (``metadata.allowed``), a path no endpoint serves
+    (``/api/rivet/nope``, ``/api/rivet/actors/``) a 404 ``not_found``."""
 
     def _get_urls(self) -> list:
         patterns = super()._get_urls()
+        not_found = errors.not_found_view(self)
         for pattern in patterns:
+            # ninja's root view raises Http404 outside the API's handlers: Django's HTML page
+            if getattr(pattern, "name", None) == "api-root":
+                pattern.callback = not_found
             callback = getattr(pattern, "callback", None)
             if callback is not None and not getattr(callback, "_rivet_405", False):
                 pattern.callback = errors.json_method_not_allowed(self, callback)
-        return patterns
+        # last: it matches everything the patterns above did not
+        return [*patterns, errors.not_found_pattern(self)]
 
 
 api = RivetAPI(

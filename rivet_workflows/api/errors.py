@@ -10,9 +10,12 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.urls import NoReverseMatch, URLPattern, re_path, reverse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
+from .. import display
 from ..engine import errors
 
 logger = logging.getLogger("rivet_workflows")
@@ -71,6 +74,37 @@ def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable
 
     wrapper._rivet_405 = True  # type: ignore[attr-defined]
     return wrapper
+
+
+#: characters of the request path echoed in a 404 body
+_PATH_CHARS = 200
+
+
+def not_found_view(api: NinjaAPI) -> Callable[..., HttpResponse]:
+    """The view of a path under the API's prefix that no endpoint serves (any method): 404 with the JSON
+    error body ``{group: "request", code: "not_found", message, metadata: {method, path, docs}}``
+    (``docs``: the OpenAPI docs page, when the API has one) instead of Django's HTML page. CSRF-exempt,
+    like the endpoints, so an unknown POST is a 404 too, not a CSRF 403."""
+
+    @csrf_exempt
+    def unknown_path(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        path = display.shorten(request.path, _PATH_CHARS)
+        metadata = {"method": request.method, "path": path}
+        message = f"no API endpoint serves {request.method} {path}"
+        try:
+            metadata["docs"] = reverse(f"{api.urls_namespace}:openapi-view", kwargs=kwargs)
+            message += f"; the endpoints are listed at {metadata['docs']}"
+        except NoReverseMatch:  # no docs page, or one under path parameters this request lacks
+            pass
+        return respond(api, request, 404, error_body("request", "not_found", message, metadata))
+
+    unknown_path._rivet_405 = True  # type: ignore[attr-defined]  # it never answers 405
+    return unknown_path
+
+
+def not_found_pattern(api: NinjaAPI) -> URLPattern:
+    """A URL pattern matching every path, for the end of the API's URL list: ``not_found_view``."""
+    return re_path(r"", not_found_view(api), name="unknown-path")
 
 
 def install(api: NinjaAPI) -> None:

@@ -7,6 +7,13 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from .. import display
+
+
+def _count(n: int, singular: str, plural: str) -> str:
+    """``"1 problem"`` / ``"2 problems"``: ``n`` with the noun in its number (English output)."""
+    return f"{n} {singular if n == 1 else plural}"
+
 
 def add_parsers(subs: Any) -> None:
     """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
@@ -51,16 +58,19 @@ def handle(command: Any, sub: str, options: dict) -> None:
         results = ops.check(django_runtime.get_runtime(), options.get("name"))
         bad = [r for r in results if r.outcome != "ok"]
         for r in results:
-            line = f"{r.outcome:8} {r.name}{r.key} {r.actor_id} [{r.workflow_state}]"
+            # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
+            line = f"{r.outcome:8} {r.name} {display.short_key(r.key)} {r.actor_id} [{r.workflow_state}]"
             if r.location:
                 line += f" at {r.location}"
             if r.outcome != "ok":
                 out.write(command.style.ERROR(line) + f"\n    {r.message}")
             else:
                 out.write(line)
-        out.write(f"checked {len(results)} in-flight workflow(s): {len(bad)} problem(s)")
+        checked = _count(len(results), "in-flight workflow", "in-flight workflows")
+        out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
         if bad:
-            raise CommandError(f"{len(bad)} in-flight workflow(s) do not replay on the current code")
+            failing = _count(len(bad), "in-flight workflow does", "in-flight workflows do")
+            raise CommandError(f"{failing} not replay on the current code")
     elif sub == "gates":
         report = ops.gates(options.get("name"))
         for name, count in sorted(report.in_flight.items()):
@@ -80,7 +90,9 @@ def handle(command: Any, sub: str, options: dict) -> None:
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         verb = "would delete" if options.get("dry_run") else "deleted"
-        out.write(f"{verb} {count} finished actor(s) older than {options['older_than']:g} day(s)")
+        days = options["older_than"]
+        age = f"{days:g} day" if days == 1 else f"{days:g} days"
+        out.write(f"{verb} {_count(count, 'finished actor', 'finished actors')} older than {age}")
 
 
 def _recover(command: Any, options: dict) -> None:

@@ -89,6 +89,6 @@ def test_workflow_error_stack_is_readable_text(admin_client_, declined):
 def test_actor_list_uses_one_dash_for_empty_values(admin_client_, rivet):
     rivet.client.counter.get_or_create("c1")  # no workflow: nothing to wait on, no wake-up
     html = admin_client_.get(reverse("admin:rivet_workflows_actor_changelist")).content.decode()
-    row = html[html.index("c1</a>") :]
+    row = html[html.index("[&quot;c1&quot;]</span></a>") :]
     row = row[: row.index("</tr>")]
     assert "—" in row and ">-<" not in row

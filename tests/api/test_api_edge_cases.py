@@ -159,3 +159,35 @@ def test_deeply_nested_json_is_a_clear_error(api):  # noqa: F811
     assert models.Actor.objects.count() == 0
     ok = '{"name": "counter", "key": "a", "input": ' + json.dumps([[[[1]]]]) + "}"
     assert raw_post(api, "/actors", ok).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("get", "/nope"),
+        ("get", "/actors/"),
+        ("get", "/actors/abc/"),
+        ("get", "/"),
+        ("post", "/nope"),
+        ("put", "/actors/abc/inspector"),
+        ("delete", "/actors/abc/queues/q/extra"),
+    ],
+)
+def test_unknown_paths_are_a_json_404(rivet, method, path):
+    from django.test import Client
+
+    # an anonymous client that enforces CSRF: an unknown POST is a 404, not an HTML CSRF 403
+    strict = Client(enforce_csrf_checks=True)
+    response = getattr(strict, method)(API + path)
+    assert response["Content-Type"].startswith("application/json")
+    body = assert_error(response, 404, "not_found")
+    assert body["group"] == "request"
+    assert body["metadata"]["method"] == method.upper() and body["metadata"]["path"] == API + path
+    assert f"{method.upper()} {API + path}" in body["message"]
+    assert body["metadata"]["docs"] == API + "/docs"  # where the endpoints are listed
+
+
+def test_a_long_unknown_path_is_not_echoed_whole(api):  # noqa: F811
+    body = assert_error(api.get(API + "/" + "x" * 5000), 404, "not_found")
+    assert len(body["metadata"]["path"]) <= 200 and body["metadata"]["path"].endswith("…")
+    assert len(body["message"]) < 400

@@ -47,7 +47,7 @@ def test_check_catches_a_renamed_step_and_passes_after_removed(deploy) -> None:
     assert "ok" in rivet("check")
 
     deploy("v2")
-    with pytest.raises(CommandError, match="do not replay"):
+    with pytest.raises(CommandError, match="1 in-flight workflow does not replay"):
         out = io.StringIO()
         try:
             call_command("rivet", "check", stdout=out)
@@ -59,12 +59,28 @@ def test_check_catches_a_renamed_step_and_passes_after_removed(deploy) -> None:
     assert handle.state() == {"validated": True}
 
     deploy("v3")
-    assert "0 problem(s)" in rivet("check")
+    assert "0 problems" in rivet("check")
     handle = django_runtime.client().flow.get_for_id(handle.actor_id)
     handle.send("go", 1)
     django_runtime.drain(timeout=2)
     assert handle.workflow_state() == ports.COMPLETED
     assert handle.state() == {"validated": True, "finished": True}
+
+
+def test_check_shows_keys_as_short_json_and_counts_in_words(deploy) -> None:
+    deploy("v1")
+    long_key = django_runtime.client().flow.get_or_create(["k" * 1000, "tail"])
+    pair = django_runtime.client().flow.get_or_create([1, 2])
+    slash = django_runtime.client().flow.get_or_create("1/2")
+    django_runtime.drain(timeout=2)
+    out = rivet("check")
+    lines = out.splitlines()
+    assert all(len(line) < 200 for line in lines), max(map(len, lines))  # a 1 KB key is cut short
+    line = next(line for line in lines if long_key.actor_id in line)
+    assert '["kkkk' in line and "…" in line and "tail" not in line
+    assert any(pair.actor_id in line and "flow [1, 2] " in line for line in lines)
+    assert any(slash.actor_id in line and 'flow ["1/2"] ' in line for line in lines)  # not "1/2" twice
+    assert "checked 3 in-flight workflows: 0 problems" in out
 
 
 def test_gates_counts_in_flight_instances_per_version(deploy) -> None:

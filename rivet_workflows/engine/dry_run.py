@@ -10,6 +10,7 @@ needs: does the recorded history still match the code up to the point where new 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +75,9 @@ class _DrySession(RunSession):
 
 @dataclass
 class CheckResult:
-    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error), ``location`` (the history key
-    where it diverged, or None), ``message``."""
+    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error), ``location`` (the recorded
+    history key where it diverged, or None), ``reached`` (the key of the new entry the code reached there,
+    or None), ``message`` (what diverged and how to fix it)."""
 
     actor_id: str
     name: str
@@ -84,6 +86,7 @@ class CheckResult:
     outcome: str
     location: str | None = None
     message: str = ""
+    reached: str | None = None
 
 
 async def _replay(session: _DrySession) -> None:
@@ -92,9 +95,18 @@ async def _replay(session: _DrySession) -> None:
     ctx.end_scope()
 
 
-def check_actor(runtime: Runtime, actor: ports.ActorRecord) -> CheckResult:
+def check_actor(
+    runtime: Runtime,
+    actor: ports.ActorRecord,
+    entries: list[ports.EntryRecord] | None = None,
+    *,
+    as_state: str | None = None,
+) -> CheckResult:
     """Replay ``actor``'s history against the registered code without side effects; return a CheckResult.
 
+    ``entries`` replaces the stored history (the history as a replay or recover would leave it: the
+    inspector checks that before it changes anything); ``as_state`` replays as if the workflow were in
+    that state (e.g. ``sleeping`` for a failed run about to be recovered), with no output or error.
     Raises ``ActorNotFoundError`` for an actor type that is no longer registered.
     """
     definition = runtime.registry.get(actor.name)
@@ -104,7 +116,11 @@ def check_actor(runtime: Runtime, actor: ports.ActorRecord) -> CheckResult:
     dry = copy.copy(runtime)  # no __init__: the registry stays bound to the real runtime
     dry.store = ReadOnlyStore(runtime.store)
     dry.vars = {}
-    history = History(runtime.store.load_history(actor.actor_id))
+    if entries is None:
+        entries = runtime.store.load_history(actor.actor_id)
+    history = History(copy.deepcopy(list(entries)))  # the replay marks entries; the caller keeps its own
+    if as_state is not None:
+        actor = dataclasses.replace(actor, workflow_state=as_state, output=None, error=None)
     session = _DrySession(dry, actor, definition, actor.lease_token, history, live_until=None)
     # Not ``session.dry_run = True``: that makes new work raise RollbackStop before ``check_scope`` runs,
     # which would hide a renamed step; here the stop comes at the first write, after the scope check.
@@ -113,6 +129,7 @@ def check_actor(runtime: Runtime, actor: ports.ActorRecord) -> CheckResult:
     except errors.HistoryDivergedError as exc:
         result.outcome, result.message = DIVERGED, str(exc)
         result.location = getattr(exc, "location", None) or _location_of(exc)
+        result.reached = exc.metadata.get("reached")
     except (DryRunStop, errors.WaitSignal, RollbackStop):
         pass
     except errors.WorkflowSignal:
@@ -131,11 +148,20 @@ def _location_of(exc: BaseException) -> str | None:
     return None
 
 
-def check_all(runtime: Runtime, actors: list[ports.ActorRecord]) -> list[CheckResult]:
-    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped)."""
+def check_all(
+    runtime: Runtime, actors: list[ports.ActorRecord], *, include_failed: bool = False
+) -> list[CheckResult]:
+    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped).
+
+    With ``include_failed`` failed workflows are checked too, on the history as ``recover`` would leave
+    it (failed and exhausted steps reset, the workflow sleeping): recover restarts them on this code.
+    """
+    from .inspector import history_after_recover
+
     results = []
     for actor in actors:
-        if actor.workflow_state in ports.FINISHED_STATES:
+        failed = include_failed and actor.workflow_state == ports.FAILED
+        if actor.workflow_state in ports.FINISHED_STATES and not failed:
             continue
         try:
             definition = runtime.registry.get(actor.name)
@@ -148,5 +174,9 @@ def check_all(runtime: Runtime, actors: list[ports.ActorRecord]) -> list[CheckRe
             continue
         if definition.run is None:
             continue
-        results.append(check_actor(runtime, actor))
+        if failed:
+            after = history_after_recover(runtime.store.load_history(actor.actor_id))
+            results.append(check_actor(runtime, actor, after, as_state=ports.SLEEPING))
+        else:
+            results.append(check_actor(runtime, actor))
     return results

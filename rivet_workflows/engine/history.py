@@ -57,6 +57,29 @@ def check_name(name: object, what: str = "entry") -> str:
     return name
 
 
+def removed_args(key: str, entry: ports.EntryRecord | None) -> tuple[str, str]:
+    """``(name, original_type)`` to pass to ``ctx.removed`` for the recorded entry at ``key``.
+
+    A queue wait's entries (``wait:count``, ``wait:0``, ``wait:deadline``) are all retired by
+    ``ctx.removed("wait", "message")``; a key without an entry is a try block (``"try"``).
+    """
+    last = key.rsplit("/", 1)[-1]
+    if ":" in last:
+        return last.split(":", 1)[0], "message"
+    if entry is None:
+        return last, "try"
+    if entry.kind == "removed":  # a placeholder ``ctx.removed`` wrote: retire it as what it stood for
+        return last, str(entry.data.get("original_type") or "step")
+    return last, entry.kind
+
+
+def describe(key: str, kind: str | None) -> str:
+    """``step 'charge'`` (or ``entry 'charge'`` when the kind is unknown) for a divergence message."""
+    name = key.rsplit("/", 1)[-1]
+    shown = f"{name!r}" if name == key else f"{name!r} (at {key!r})"
+    return f"{kind or 'entry'} {shown}"
+
+
 class History:
     """Entries of one actor by key, plus a parent -> children index and the set of keys visited this run.
 
@@ -71,6 +94,8 @@ class History:
         self.entries: dict[str, ports.EntryRecord] = {}
         self.children: dict[str, dict[str, None]] = {}
         self.visited: set[str] = set()
+        #: keys a ``ctx.removed`` call visited this run (a divergence right after one is a run past the change)
+        self.retired: set[str] = set()
         #: key -> number of its loaded children (entries, or try-block scopes) not visited yet; makes
         #: check_scope O(1) for a clean scope
         self._unvisited: dict[str, int] = {}
@@ -160,41 +185,74 @@ class History:
             self._mark(key)
         return keys
 
-    def check_scope(self, scope: str, before: str | None = None) -> None:
+    def check_scope(self, scope: str, before: str | None = None, before_kind: str | None = None) -> None:
         """Raise ``HistoryDivergedError`` if a recorded direct child of ``scope`` was not visited this run.
 
-        Called when a scope finishes and, with ``before`` (the key about to be created), before a new entry
-        is created in it, so a renamed step fails before it runs (ENGINE-SEMANTICS.md section 2).
+        Called when a scope finishes and, with ``before`` (the key about to be created, of kind
+        ``before_kind``), before a new entry is created in it, so a renamed step fails before it runs
+        (ENGINE-SEMANTICS.md section 2). The message says what to do: ``ctx.removed(name, kind)`` for a
+        recorded entry the code skipped or dropped, and, when the code reached a new entry while the run has
+        recorded entries after the point the code replayed to (the run is already past the change), a
+        version gate (``ctx.get_version``), which ``ctx.removed`` cannot replace. The error's metadata:
+        ``location`` (the first recorded entry not reached), ``kind`` and, with ``before``, ``reached``.
         """
         if not self._unvisited.get(scope):
             return
-        hint = ""
-        if before is not None:
-            hint = (
-                f" (raised before creating the new entry {before!r}: a new entry may not be added ahead of "
-                "recorded entries an in-flight instance has not replayed yet; gate the new code with "
-                "ctx.get_version(name, latest), which resolves to 1 for instances that already ran this "
-                "scope, and retire old entries with ctx.removed() before any new entry)"
-            )
-        for key in self.children.get(scope, ()):
-            if key in self.visited or key not in self._loaded:
-                continue
-            if key not in self.entries:
-                raise errors.HistoryDivergedError(
-                    f"history diverged: recorded block {key!r} was not reached by the workflow code; if it "
-                    f"was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, 'try') where it "
-                    "used to be" + hint,
-                    location=key,
-                    kind="try",
-                )
-            entry = self.entries[key]
+        kids = list(self.children.get(scope, ()))
+        unvisited = [k for k in kids if k not in self.visited and k in self._loaded]
+        if not unvisited:  # pragma: no cover - the counter says there is one
+            return
+        last_seen = max(
+            (i for i, k in enumerate(kids) if k in self.visited and k in self._loaded), default=-1
+        )
+        skipped = [k for k in unvisited if kids.index(k) < last_seen]
+        if before is None or skipped:
+            key = (skipped or unvisited)[0]
+            name, kind = removed_args(key, self.entries.get(key))
+            what = "block" if kind == "try" else kind
+            if skipped:
+                how = "was skipped by the workflow code (the code replayed entries recorded after it)"
+            else:
+                how = "was not reached by the workflow code"
+            hint = ""
+            if before is not None:
+                hint = f" (raised before creating the new {describe(before, before_kind)})"
             raise errors.HistoryDivergedError(
-                f"history diverged: recorded {entry.kind} {key!r} was not reached by the workflow code; "
-                f"if it was removed on purpose, call ctx.removed({key.rsplit('/', 1)[-1]!r}, "
-                f"{entry.kind!r}) where it used to be{hint}",
+                f"history diverged: recorded {what} {key!r} {how}; if it was removed on purpose, call "
+                f"ctx.removed({name!r}, {kind!r}) where it used to be{hint}",
                 location=key,
-                kind=entry.kind,
+                kind=kind,
+                **({"reached": before} if before is not None else {}),
             )
+        # The code reached a new entry, and every recorded entry it has not replayed was recorded after the
+        # last one it did replay: the run went on past this point under the old code.
+        ahead: list[
+            tuple[str, str, str]
+        ] = []  # (first key, name, kind) per recorded entry, queue waits merged
+        for key in unvisited:
+            name, kind = removed_args(key, self.entries.get(key))
+            if not any(a[1] == name and a[2] == kind for a in ahead):
+                ahead.append((key, name, kind))
+        first_key, first_name, first_kind = ahead[0]
+        listed = ", ".join(f"{kind} {name!r}" for _, name, kind in ahead[:3])
+        if len(ahead) > 3:
+            listed += f" and {len(ahead) - 3} more"
+        new = describe(before, before_kind)
+        message = (
+            f"history diverged: the code reached the new {new}, but this run had already recorded {listed} "
+            "after the point the code replayed to, so the run is past this change. ctx.removed() only helps "
+            "runs that have not reached that point yet: keep the old path for runs like this one behind a "
+            "version gate, e.g. `if await ctx.get_version('<gate-name>', 2) == 2: <new code> else: <old "
+            "code>` (a run already past this point resolves 1 and replays the old entries)"
+        )
+        previous = kids[last_seen] if last_seen >= 0 else None
+        just_removed = previous in self.retired
+        if len(ahead) == 1 and first_kind == (before_kind or first_kind) and not just_removed:
+            message += (
+                f"; or, if {first_kind} {first_name!r} was renamed or replaced by {new} and this run has not "
+                f"gone past it, call ctx.removed({first_name!r}, {first_kind!r}) before it"
+            )
+        raise errors.HistoryDivergedError(message, location=first_key, kind=first_kind, reached=before)
 
     # --- writes ------------------------------------------------------------------------------------
 

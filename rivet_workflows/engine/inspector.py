@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors, ports, serde
+from . import dry_run, errors, ports, serde
 from .history import parent_key
 
 if TYPE_CHECKING:
@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 __all__ = [
     "EntryNotFoundError",
     "InvalidReplayTargetError",
+    "WorkflowRolledBackError",
     "RepairResult",
     "TraceNode",
     "WorkflowNotEnabledError",
     "WorkflowNotFailedError",
     "build_trace",
     "entry_view",
+    "history_after_recover",
     "in_flight",
     "plan_recover",
     "plan_replay",
@@ -66,6 +68,14 @@ class ActorTypeNotRegisteredError(errors.RivetWorkflowsError):
 
     group = "inspector"
     code = "actor_type_not_registered"
+    http_status = 409
+
+
+class WorkflowRolledBackError(errors.RivetWorkflowsError):
+    """The run was rolled back: a replay or recover would carry on past work its compensations undid."""
+
+    group = "inspector"
+    code = "rolled_back"
     http_status = 409
 
 
@@ -198,6 +208,64 @@ def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
     return fixed
 
 
+def history_after_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """``entries`` as ``recover`` would leave them: the ``plan_recover`` resets in place of the originals."""
+    reset = {e.key: e for e in plan_recover(entries)}
+    return [reset.get(e.key, e) for e in entries]
+
+
+def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """Entries whose rollback handler ran (``rollback_completed_at``) or failed (``rollback_error``), in
+    creation order: the work they did was undone, or partly undone, by the workflow's rollback."""
+    hit = [e for e in entries if e.rollback_completed_at is not None or e.rollback_error is not None]
+    return sorted(hit, key=lambda e: e.seq)
+
+
+def _refuse_rolled_back(actor_id: str, kept: list[ports.EntryRecord], operation: str) -> None:
+    """Raise ``WorkflowRolledBackError`` when a step that stays in the history was compensated."""
+    undone = compensated(kept)
+    if not undone:
+        return
+    first = undone[0]
+    names = ", ".join(repr(e.key) for e in undone[:5]) + (
+        f" and {len(undone) - 5} more" if len(undone) > 5 else ""
+    )
+    raise WorkflowRolledBackError(
+        f"{operation} refused: the workflow was rolled back and the rollback handlers of {names} ran, so "
+        f"carrying on from here would build on work already undone (nothing was changed). Replay from "
+        f"{first.key!r}, the earliest compensated step, or replay all, to redo that work",
+        actor_id=actor_id,
+        operation=operation,
+        compensated=[e.key for e in undone],
+        replay_from=first.key,
+    )
+
+
+def _refuse_divergence(
+    runtime: Runtime, record: ports.ActorRecord, after: list[ports.EntryRecord], operation: str
+) -> None:
+    """Dry-replay (``rivet check``'s replay: no step body, hook or write) the history ``after`` as the
+    operation would leave it, with the workflow sleeping; raise ``HistoryDivergedError`` if it diverges."""
+    result = dry_run.check_actor(runtime, record, after, as_state=ports.SLEEPING)
+    if result.outcome != dry_run.DIVERGED:
+        return
+    other = "replay from an earlier step or replay all" if operation.startswith("replay") else "replay"
+    hint = (
+        "change the code so it replays this history (ctx.removed(name, kind) where a recorded entry was "
+        "dropped; a ctx.get_version gate for runs already past a change; `manage.py rivet check` shows the "
+        f"same), or {other}, which keeps less of the history"
+    )
+    raise errors.HistoryDivergedError(
+        f"{operation} refused: the history it would leave does not replay on the current code, so the "
+        f"workflow would fail with HistoryDivergedError (nothing was changed). {result.message}",
+        actor_id=record.actor_id,
+        operation=operation,
+        location=result.location,
+        reached=result.reached,
+        hint=hint,
+    )
+
+
 # --- repairs -------------------------------------------------------------------------------------------
 
 
@@ -278,14 +346,26 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
     """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
 
     Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
-    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9). Raises ``WorkflowInFlightError``
-    (409 ``workflow_in_flight``) while an executor holds the lease, ``ActorNotFoundError``,
-    ``EntryNotFoundError``, ``InvalidReplayTargetError``, ``WorkflowNotEnabledError`` and
-    ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
+    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9).
+
+    Before changing anything it checks the history it would keep: refused with ``WorkflowRolledBackError``
+    (409 ``rolled_back``) when a kept step was compensated by a rollback (replay from the earliest
+    compensated step, named in the message and ``metadata.replay_from``, or replay all), and with
+    ``HistoryDivergedError`` (409 ``history_diverged``, ``metadata.location``/``hint``) when the kept
+    entries do not replay on the current code (the dry replay of ``rivet check``). Also raises
+    ``WorkflowInFlightError`` (409 ``workflow_in_flight``) while an executor holds the lease,
+    ``ActorNotFoundError``, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
     """
+    operation = "replay" if entry_id is None else f"replay from {entry_id!r}"
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        return plan_replay(entries, entry_id), []
+        deletes = plan_replay(entries, entry_id)
+        gone = set(deletes)
+        kept = [e for e in entries if e.key not in gone]
+        _refuse_rolled_back(actor_id, kept, operation)
+        _refuse_divergence(runtime, record, kept, operation)
+        return deletes, []
 
     return _repair(runtime, actor_id, plan)
 
@@ -302,9 +382,13 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
     """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
     the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
 
-    Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowInFlightError``
-    while an executor holds the lease, ``ActorNotFoundError``, ``WorkflowNotEnabledError`` and
-    ``ActorTypeNotRegisteredError`` (409: the actor's type is not registered).
+    Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowRolledBackError``
+    (409 ``rolled_back``) when the run was rolled back (a step's compensation ran: replay from that step or
+    replay all instead), ``HistoryDivergedError`` (409 ``history_diverged``) when the history with the
+    failed steps reset does not replay on the current code (checked by a dry replay up to the first step
+    that would run), ``WorkflowInFlightError`` while an executor holds the lease, ``ActorNotFoundError``,
+    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409: the actor's type is not
+    registered). Nothing is written when it raises.
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
@@ -314,7 +398,10 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
                 actor_id=actor_id,
                 workflow_state=record.workflow_state,
             )
-        return [], plan_recover(entries)
+        _refuse_rolled_back(actor_id, entries, "recover")
+        upserts = plan_recover(entries)
+        _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
+        return [], upserts
 
     return _repair(runtime, actor_id, plan)
 

@@ -98,3 +98,46 @@ def test_importing_the_engine_loads_no_django():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_queue_wait_that_was_not_reached_is_retired_by_its_wait_name():
+    history = History(
+        [_entry("a", seq=0), _entry("wait-go:count", "message", 1), _entry("wait-go:0", "message", 2)]
+    )
+    history.visit("a", "step", "a")
+    with pytest.raises(errors.HistoryDivergedError, match=r"ctx.removed\('wait-go', 'message'\)"):
+        history.check_scope("")
+
+
+def test_a_new_entry_reached_with_later_entries_recorded_says_the_run_is_past_the_change():
+    # recorded: validate-v2, then a wait that received a message; the code retired validate-v2 and reached
+    # a new step validate-v3, which this run can no longer run before its wait
+    history = History(
+        [_entry("validate-v2", seq=0), _entry("wait:count", "message", 1), _entry("wait:0", "message", 2)]
+    )
+    history.visit("validate-v2", "step", "validate-v2")
+    history.retired.add("validate-v2")
+    with pytest.raises(errors.HistoryDivergedError) as caught:
+        history.check_scope("", before="validate-v3", before_kind="step")
+    message = str(caught.value)
+    assert "new step 'validate-v3'" in message and "message 'wait'" in message
+    assert "past this change" in message and "ctx.get_version" in message
+    assert "ctx.removed('wait" not in message  # the wait is still in the code: retiring it is wrong advice
+    assert caught.value.metadata["reached"] == "validate-v3"
+
+
+def test_a_single_renamed_step_gets_both_fixes():
+    history = History([_entry("a", seq=0), _entry("b", seq=1)])
+    history.visit("a", "step", "a")
+    with pytest.raises(errors.HistoryDivergedError) as caught:
+        history.check_scope("", before="b2", before_kind="step")
+    message = str(caught.value)
+    assert "ctx.removed('b', 'step')" in message and "ctx.get_version" in message
+
+
+def test_a_skipped_entry_is_named_for_removal():
+    history = History([_entry("a", seq=0), _entry("b", seq=1), _entry("c", seq=2)])
+    history.visit("a", "step", "a")
+    history.visit("c", "step", "c")
+    with pytest.raises(errors.HistoryDivergedError, match=r"'b' was skipped.*ctx.removed\('b', 'step'\)"):
+        history.check_scope("", before="d", before_kind="step")

@@ -105,8 +105,11 @@ async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: 
     history = session.history
     entry = history.entries.get(key)
     found = False
+    history.retired.add(key)
     if original_type == "message":
-        found = bool(history.visit_prefixed(ctx._scope, f"{key}:"))
+        waits = history.visit_prefixed(ctx._scope, f"{key}:")
+        history.retired.update(waits)
+        found = bool(waits)
     if original_type == "try" and entry is None and history.child_keys(key):
         history.enter_scope(key)
         return
@@ -149,7 +152,7 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="rollback_checkpoint")
         history.new(
             key, "rollback_checkpoint", {"name": name}, now=session.stamp()
         ).status = ports.ENTRY_COMPLETED

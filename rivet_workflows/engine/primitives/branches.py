@@ -107,7 +107,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="join")
         entry = history.new(
             key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=session.stamp()
         )
@@ -186,7 +186,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="race")
         entry = history.new(
             key,
             "race",

@@ -58,7 +58,7 @@ async def run_loop(
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="loop")
         initial = (
             serde.roundtrip(state, where=f"loop {name!r} state", max_bytes=max_bytes) if stateful else None
         )

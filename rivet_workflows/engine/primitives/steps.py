@@ -177,7 +177,7 @@ async def run_step(
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
         entry = history.new(key, "step", now=now)
         if rollback is not None:

@@ -46,7 +46,7 @@ async def run_sleep(
     if entry is None:
         if session.forward_blocked:
             raise RollbackStop()
-        history.check_scope(ctx._scope, before=key)
+        history.check_scope(ctx._scope, before=key, before_kind="sleep")
         if until is not None:
             deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
         else:
@@ -185,7 +185,7 @@ async def run_next_batch(
 
     if session.forward_blocked:
         raise RollbackStop()
-    history.check_scope(ctx._scope, before=key)
+    history.check_scope(ctx._scope, before=key, before_kind="message")
     now = await session.now()
     deadline: datetime | None = None
     if timeout is not None:

@@ -1,0 +1,187 @@
+"""Replay and recover check the history they would leave before changing anything (ENGINE-SEMANTICS.md 9):
+a replay or recover that would diverge on the current code, or carry on past work a rollback undid, is
+refused and writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from rivet_workflows.engine import errors, inspector, ports
+from rivet_workflows.engine.definitions import queue, workflow
+from rivet_workflows.engine.errors import CriticalError
+
+
+def _snapshot(h, aid):
+    """What a user sees of a run: workflow state, output, error and every entry with its metadata."""
+    actor = h.actor(aid)
+    entries = [
+        (e.key, e.kind, e.status, e.attempts, e.data, e.error, e.rollback_completed_at)
+        for e in sorted(h.runtime.store.load_history(aid), key=lambda e: e.seq)
+    ]
+    return actor.workflow_state, actor.output, actor.error, entries
+
+
+def _swap(h, run):
+    h.runtime.registry.get("wf").run = workflow(run)
+
+
+# --- divergence --------------------------------------------------------------------------------------
+
+
+def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h):
+    async def v1(ctx):
+        await ctx.step("validate-v2", lambda s: "valid")
+        [msg] = await ctx.queue.next_batch("wait-approval")
+        return await ctx.step("finalize", lambda s: f"done:{msg.body}")
+
+    async def v2(ctx):  # the README recipe for a rename, but this run is already past it
+        await ctx.removed("validate-v2", "step")
+        await ctx.step("validate-v3", lambda s: "valid")
+        [msg] = await ctx.queue.next_batch("wait-approval")
+        return await ctx.step("finalize", lambda s: f"done:{msg.body}")
+
+    h.setup(wf=workflow(run=v1, queues={"approval": queue()}))
+    aid = h.start()
+    h.drain()
+    h.send(aid, "approval", "yes")
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.COMPLETED
+    _swap(h, v2)
+    before = _snapshot(h, aid)
+
+    with pytest.raises(errors.HistoryDivergedError) as caught:
+        inspector.replay(h.runtime, aid, "finalize")
+    exc = caught.value
+    assert exc.code == "history_diverged" and exc.http_status == 409
+    assert exc.metadata["location"] == "wait-approval:count"
+    assert exc.metadata["reached"] == "validate-v3"
+    assert "validate-v3" in exc.message and "get_version" in exc.message
+    assert "replay all" in exc.metadata["hint"]
+    assert _snapshot(h, aid) == before  # output kept, nothing deleted
+    assert h.actor(aid).output == "done:yes" and h.actor(aid).lease_owner is None
+
+    # replaying everything keeps no history, so it runs on the new code
+    result = inspector.replay(h.runtime, aid)
+    assert sorted(result.deleted) == sorted(k for k, *_ in before[3])
+    h.send(aid, "approval", "again")
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "done:again"
+    assert "validate-v3" in h.history(aid)
+
+
+def test_recover_that_would_diverge_is_refused_until_the_code_replays_the_run(h):
+    flags = {"broken": True}
+
+    def charge(step):
+        if flags["broken"]:
+            raise RuntimeError("card declined")
+        return "charged"
+
+    async def v1(ctx):
+        await ctx.step("validate", lambda s: "valid")
+        return await ctx.step("charge", charge, max_retries=0)
+
+    async def renamed(ctx):  # validate renamed, no removed marker, no gate
+        await ctx.step("validate-v2", lambda s: "valid")
+        return await ctx.step("charge", charge, max_retries=0)
+
+    async def gated(ctx):  # runs past the rename keep the old step
+        if await ctx.get_version("validate-gate", 2) == 2:
+            await ctx.step("validate-v2", lambda s: "valid")
+        else:
+            await ctx.step("validate", lambda s: "valid")
+        return await ctx.step("charge", charge, max_retries=0)
+
+    h.setup(wf=workflow(run=v1))
+    aid = h.start()
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.FAILED
+    flags["broken"] = False
+    _swap(h, renamed)
+    before = _snapshot(h, aid)
+
+    with pytest.raises(errors.HistoryDivergedError) as caught:
+        inspector.recover(h.runtime, aid)
+    assert caught.value.metadata["location"] == "validate"
+    assert "'validate-v2'" in caught.value.message
+    assert _snapshot(h, aid) == before  # still failed, charge still exhausted
+
+    _swap(h, gated)
+    result = inspector.recover(h.runtime, aid)
+    assert result.reset == ["charge"]
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "charged"
+
+
+# --- rollback ----------------------------------------------------------------------------------------
+
+
+def _booking(h, calls: list, flags: dict):
+    def notify(step):
+        calls.append("notify")
+        if flags["broken"]:
+            raise CriticalError("mail server rejected us")
+        return "sent"
+
+    async def run(ctx):
+        await ctx.rollback_checkpoint("start")
+        await ctx.step(
+            "reserve",
+            lambda s: calls.append("reserve") or "r-1",
+            rollback=lambda s, out: calls.append("release"),
+        )
+        await ctx.step(
+            "charge",
+            lambda s: calls.append("charge") or "c-1",
+            rollback=lambda s, out: calls.append("refund"),
+        )
+        await ctx.step("notify", notify)
+        return await ctx.step("finalize", lambda s: calls.append("finalize") or "booked")
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    assert calls == ["reserve", "charge", "notify", "refund", "release"]
+    assert h.actor(aid).workflow_state == ports.FAILED
+    return aid
+
+
+@pytest.mark.parametrize("target", ["charge", "notify"])
+def test_replay_after_a_step_whose_compensation_ran_is_refused(h, target):
+    calls: list = []
+    flags = {"broken": True}
+    aid = _booking(h, calls, flags)
+    flags["broken"] = False
+    before = _snapshot(h, aid)
+
+    with pytest.raises(inspector.WorkflowRolledBackError) as caught:
+        inspector.replay(h.runtime, aid, target)
+    exc = caught.value
+    assert exc.code == "rolled_back" and exc.http_status == 409
+    assert exc.metadata["replay_from"] == "reserve"
+    assert "'reserve'" in exc.message and "replay all" in exc.message
+    assert _snapshot(h, aid) == before
+    h.drain()
+    assert calls == ["reserve", "charge", "notify", "refund", "release"]  # nothing re-ran
+
+
+def test_recover_of_a_rolled_back_run_is_refused(h):
+    calls: list = []
+    flags = {"broken": True}
+    aid = _booking(h, calls, flags)
+    before = _snapshot(h, aid)
+    with pytest.raises(inspector.WorkflowRolledBackError, match="'reserve'"):
+        inspector.recover(h.runtime, aid)
+    assert _snapshot(h, aid) == before
+
+
+def test_replay_from_the_earliest_compensated_step_redoes_the_undone_work(h):
+    calls: list = []
+    flags = {"broken": True}
+    aid = _booking(h, calls, flags)
+    flags["broken"] = False
+    result = inspector.replay(h.runtime, aid, "reserve")
+    assert result.deleted == ["reserve", "charge", "notify"]
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "booked"
+    assert calls[5:] == ["reserve", "charge", "notify", "finalize"]

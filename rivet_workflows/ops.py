@@ -17,23 +17,26 @@ from . import models
 from .engine import dry_run, errors, ports, serde
 
 
-def _in_flight_rows(names: list[str] | None = None) -> Any:
-    rows = models.Actor.objects.exclude(workflow_state__in=list(ports.FINISHED_STATES)).filter(
-        destroyed=False
-    )
+def _in_flight_rows(names: list[str] | None = None, *, include_failed: bool = False) -> Any:
+    finished = set(ports.FINISHED_STATES) - ({ports.FAILED} if include_failed else set())
+    rows = models.Actor.objects.exclude(workflow_state__in=sorted(finished)).filter(destroyed=False)
     if names:
         rows = rows.filter(name__in=names)
     return rows.order_by("name", "created_at")
 
 
-def check(runtime: Any, names: list[str] | None = None) -> list[dry_run.CheckResult]:
+def check(
+    runtime: Any, names: list[str] | None = None, *, include_failed: bool = False
+) -> list[dry_run.CheckResult]:
     """Dry-run replay of every in-flight actor (of the types ``names``, or all) against the current code.
 
-    Nothing is written and no step, hook or rollback runs (engine.dry_run). Returns one CheckResult per
-    in-flight workflow actor; ``outcome`` is ok, diverged (with ``location``) or error.
+    With ``include_failed`` failed workflows are checked too, as ``recover`` would restart them (failed
+    steps reset). Nothing is written and no step, hook or rollback runs (engine.dry_run). Returns one
+    CheckResult per workflow actor checked; ``outcome`` is ok, diverged (with ``location``) or error.
     """
-    actors = [runtime.store.get_actor(pk) for pk in _in_flight_rows(names).values_list("pk", flat=True)]
-    return dry_run.check_all(runtime, actors)
+    rows = _in_flight_rows(names, include_failed=include_failed)
+    actors = [runtime.store.get_actor(pk) for pk in rows.values_list("pk", flat=True)]
+    return dry_run.check_all(runtime, actors, include_failed=include_failed)
 
 
 @dataclass

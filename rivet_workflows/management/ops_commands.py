@@ -22,6 +22,11 @@ def add_parsers(subs: Any) -> None:
         help="Replay every in-flight history against the current code (no step runs); exit 1 on divergence.",
     )
     check.add_argument("--name", action="append", help="only this actor type (repeatable)")
+    check.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="also check failed workflows, as recover would restart them (failed steps reset)",
+    )
     gates = subs.add_parser(
         "gates", help="Version gates and removed entries with the in-flight instances pinned to each."
     )
@@ -55,21 +60,25 @@ def handle(command: Any, sub: str, options: dict) -> None:
 
     out = command.stdout
     if sub == "check":
-        results = ops.check(django_runtime.get_runtime(), options.get("name"))
+        include_failed = bool(options.get("include_failed"))
+        results = ops.check(django_runtime.get_runtime(), options.get("name"), include_failed=include_failed)
         bad = [r for r in results if r.outcome != "ok"]
         for r in results:
             # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
             line = f"{r.outcome:8} {r.name} {display.short_key(r.key)} {r.actor_id} [{r.workflow_state}]"
             if r.location:
                 line += f" at {r.location}"
+            if r.reached:
+                line += f" (the code reached new entry {r.reached})"
             if r.outcome != "ok":
                 out.write(command.style.ERROR(line) + f"\n    {r.message}")
             else:
                 out.write(line)
-        checked = _count(len(results), "in-flight workflow", "in-flight workflows")
+        what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
+        checked = _count(len(results), what, what + "s")
         out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
         if bad:
-            failing = _count(len(bad), "in-flight workflow does", "in-flight workflows do")
+            failing = _count(len(bad), f"{what} does", f"{what}s do")
             raise CommandError(f"{failing} not replay on the current code")
     elif sub == "gates":
         report = ops.gates(options.get("name"))

@@ -83,6 +83,31 @@ def test_check_shows_keys_as_short_json_and_counts_in_words(deploy) -> None:
     assert "checked 3 in-flight workflows: 0 problems" in out
 
 
+def test_check_include_failed_replays_failed_workflows_as_recover_would_restart_them(deploy) -> None:
+    deploy("v1")
+    handle = django_runtime.client().flow.get_or_create("order-1")
+    django_runtime.drain(timeout=2)
+    models.Actor.objects.filter(pk=handle.actor_id).update(
+        workflow_state=ports.FAILED, wake_at=None, error={"name": "X", "message": "boom"}
+    )
+    history_before = [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")]
+
+    deploy("v2")  # "validate" renamed to "check": recover would restart this run on code it does not fit
+    assert "checked 0 in-flight workflows: 0 problems" in rivet("check")  # failed runs are not in flight
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="1 in-flight or failed workflow does not replay"):
+        call_command("rivet", "check", "--include-failed", stdout=out)
+    report = out.getvalue()
+    assert f'diverged flow ["order-1"] {handle.actor_id} [failed] at validate' in report
+    assert "the code reached new entry check" in report
+    assert "ctx.removed('validate', 'step')" in report and "ctx.get_version" in report
+    assert [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")] == history_before
+    assert handle.workflow_state() == ports.FAILED
+
+    deploy("v3")
+    assert "checked 1 in-flight or failed workflow: 0 problems" in rivet("check", "--include-failed")
+
+
 def test_gates_counts_in_flight_instances_per_version(deploy) -> None:
     deploy("v1")
     for key in ("a", "b", "c"):

@@ -277,7 +277,10 @@ class ActorAdmin(admin.ModelAdmin):
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
         except errors.RivetWorkflowsError as exc:
-            self.message_user(request, f"{action.capitalize()} refused: {exc.message}", messages.ERROR)
+            # a refused repair changed nothing; a divergence also says how to make the code fit the history
+            hint = exc.metadata.get("hint")
+            text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
+            self.message_user(request, text, messages.ERROR)
             return HttpResponseRedirect(back)
         self.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)

@@ -231,9 +231,9 @@ def _refuse_rolled_back(actor_id: str, kept: list[ports.EntryRecord], operation:
         f" and {len(undone) - 5} more" if len(undone) > 5 else ""
     )
     raise WorkflowRolledBackError(
-        f"{operation} refused: the workflow was rolled back and the rollback handlers of {names} ran, so "
-        f"carrying on from here would build on work already undone (nothing was changed). Replay from "
-        f"{first.key!r}, the earliest compensated step, or replay all, to redo that work",
+        f"the workflow was rolled back (the rollback handlers of {names} ran), so a {operation} would carry "
+        f"on from work already undone; nothing was changed. Replay from {first.key!r}, the earliest "
+        "compensated step, or replay all, to redo that work",
         actor_id=actor_id,
         operation=operation,
         compensated=[e.key for e in undone],
@@ -256,8 +256,8 @@ def _refuse_divergence(
         f"same), or {other}, which keeps less of the history"
     )
     raise errors.HistoryDivergedError(
-        f"{operation} refused: the history it would leave does not replay on the current code, so the "
-        f"workflow would fail with HistoryDivergedError (nothing was changed). {result.message}",
+        f"the history a {operation} would leave does not replay on the current code, so the workflow would "
+        f"fail with HistoryDivergedError; nothing was changed. {result.message}",
         actor_id=record.actor_id,
         operation=operation,
         location=result.location,

@@ -107,6 +107,32 @@ def test_buttons_are_disabled_and_refused_while_in_flight(admin_client_, rivet):
     assert handle.workflow_state() == "failed"
 
 
+def test_a_replay_that_would_diverge_is_refused_with_an_error_message(admin_client_, rivet, monkeypatch):
+    from rivet_workflows.engine import definitions as d
+    from tests.api import registry as test_registry
+
+    handle = rivet.failed_order()
+
+    async def renamed(ctx):  # "fetch-order" renamed without ctx.removed or a version gate
+        await ctx.step("load-order", lambda s: {"order": 42})
+        await ctx.step(name="charge", run=lambda s: {"charged": True}, max_retries=0)
+
+    monkeypatch.setattr(test_registry.registry.get("order"), "run", d.workflow(renamed))
+    before = list(models.HistoryEntry.objects.filter(actor_id=handle.actor_id).values_list("key", "status"))
+    url = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    response = admin_client_.post(url, {"entry_id": "charge"}, follow=True)
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "Replay refused" in text and "HistoryDivergedError" in text and "load-order" in text
+    assert "ctx.removed(&#x27;fetch-order&#x27;, &#x27;step&#x27;)" in text and "Fix:" in text
+    assert 'class="error"' in text  # shown as an error message
+    assert (
+        list(models.HistoryEntry.objects.filter(actor_id=handle.actor_id).values_list("key", "status"))
+        == before
+    )
+    assert handle.workflow_state() == "failed"
+
+
 def test_buttons_need_post_csrf_and_the_permission(client, rivet, django_user_model):
     from django.test import Client
 

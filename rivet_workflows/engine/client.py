@@ -410,7 +410,9 @@ class ActorHandle:
 
         Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
-        failed; raises ``WorkflowInFlightError`` when an executor holds the actor.
+        failed; raises ``WorkflowInFlightError`` when an executor holds the actor, and, changing nothing,
+        ``HistoryDivergedError`` when the history with the failed steps reset does not replay on the current
+        code and ``inspector.WorkflowRolledBackError`` when the run was rolled back (replay it instead).
         """
         from . import inspector
 

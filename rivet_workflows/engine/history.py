@@ -202,10 +202,9 @@ class History:
         unvisited = [k for k in kids if k not in self.visited and k in self._loaded]
         if not unvisited:  # pragma: no cover - the counter says there is one
             return
-        last_seen = max(
-            (i for i, k in enumerate(kids) if k in self.visited and k in self._loaded), default=-1
-        )
-        skipped = [k for k in unvisited if kids.index(k) < last_seen]
+        position = {k: i for i, k in enumerate(kids)}
+        last_seen = max((position[k] for k in kids if k in self.visited and k in self._loaded), default=-1)
+        skipped = [k for k in unvisited if position[k] < last_seen]
         if before is None or skipped:
             key = (skipped or unvisited)[0]
             name, kind = removed_args(key, self.entries.get(key))
@@ -226,9 +225,8 @@ class History:
             )
         # The code reached a new entry, and every recorded entry it has not replayed was recorded after the
         # last one it did replay: the run went on past this point under the old code.
-        ahead: list[
-            tuple[str, str, str]
-        ] = []  # (first key, name, kind) per recorded entry, queue waits merged
+        # (first key, name, kind) of each recorded entry, the entries of one queue wait merged
+        ahead: list[tuple[str, str, str]] = []
         for key in unvisited:
             name, kind = removed_args(key, self.entries.get(key))
             if not any(a[1] == name and a[2] == kind for a in ahead):

@@ -258,8 +258,13 @@ def test_action_can_destroy_its_actor():
         client.counter.get("a")
 
 
+async def run_load_charge(ctx):  # the code the history below was recorded by (recover checks it)
+    await ctx.step("load", lambda s: 1)
+    await ctx.step("charge", lambda s: 2)
+
+
 def test_recover_restarts_a_failed_workflow():
-    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime, client, _ = build(w=d.workflow(run=run_load_charge))
     handle = client.w.get_or_create("a")
     store = runtime.store
     assert handle.recover() is False  # not failed

@@ -252,7 +252,9 @@ def workflow_history(request: HttpRequest, actor_id: str) -> Any:
 )
 def replay_workflow(request: HttpRequest, actor_id: str, payload: s.ReplayIn | None = None) -> Any:
     """Replay from the step ``entryId`` (or everything when omitted); 409 ``workflow_in_flight`` while an
-    executor holds the actor."""
+    executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
+    code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
+    (``metadata.replay_from``). A refused replay changes nothing."""
     entry_id = payload.entryId if payload is not None else None
     return inspector.replay(runtime(), actor_id, entry_id).as_dict()
 
@@ -265,5 +267,7 @@ def replay_workflow(request: HttpRequest, actor_id: str, payload: s.ReplayIn | N
     summary="Recover a failed workflow",
 )
 def recover_workflow(request: HttpRequest, actor_id: str) -> Any:
-    """Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight."""
+    """Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
+    ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
+    when the run was rolled back. A refused recover changes nothing."""
     return inspector.recover(runtime(), actor_id).as_dict()

@@ -108,8 +108,9 @@ def p1_sequential(
     }
 
 
-def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, Any]:
-    """One waiting workflow; send ``messages`` one at a time, each after the previous was received.
+def p2_wake_latency(messages: int = 200, idle_window: float = 2.0, gap: float = 0.0) -> dict[str, Any]:
+    """One waiting workflow; send ``messages`` one at a time, each after the previous was received
+    (and ``gap`` seconds more, default 0).
 
     Latency is from just before ``DBOS.send`` to the start of the step that follows ``DBOS.recv``.
     """
@@ -125,6 +126,8 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
     meter.start()
     samples = []
     for _ in range(messages):
+        if gap:
+            time.sleep(gap)
         DBOS.send(wf_id, time.time(), "wake")
         samples.append(_latencies.get(timeout=30))
     commits = meter.stop()

@@ -252,11 +252,13 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
     }
 
 
-def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, Any]:
+def p2_wake_latency(messages: int = 200, idle_window: float = 2.0, gap: float = 0.0) -> dict[str, Any]:
     """A Celery worker runs an actor waiting on a queue; latency from ``handle.send`` to the next step.
 
     Also counts transactions per message (sender and worker together, the sweep's idle rate
-    subtracted) and connections opened while measuring.
+    subtracted) and connections opened while measuring. ``gap`` (seconds, default 0) pauses before
+    each send, so the run is waiting when the message comes: below ``WARM_WAIT`` a warm wait takes it,
+    above it the actor was released and the message goes through the broker.
     """
     rw = _django()
     _flush_redis()
@@ -270,6 +272,8 @@ def p2_wake_latency(messages: int = 200, idle_window: float = 2.0) -> dict[str, 
             if seq == 5:  # the first messages warm the worker up
                 meter.measure_idle(idle_window)
                 meter.start()
+            if gap:
+                time.sleep(gap)
             handle.send("wake", {"sent_at": time.time(), "seq": seq, "port": port})
             got = _receive(sock, 1, 30.0)
             if not got:

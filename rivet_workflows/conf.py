@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_KEY_BYTES": 1024,
     "MAX_BODY_BYTES": 2_097_152,
     "LIVE_WAIT_THRESHOLD": 0.5,
+    "WARM_WAIT": 0.25,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
@@ -48,6 +49,10 @@ class RivetSettings:
     MAX_KEY_BYTES: largest serialized actor key (keys are indexed; PostgreSQL caps an index row at ~2.7 kB).
     MAX_BODY_BYTES: largest HTTP request body accepted by the API.
     LIVE_WAIT_THRESHOLD: waits shorter than this are done in memory by the running executor.
+    WARM_WAIT: how long a Celery worker's run that reaches a queue wait with no message keeps its lease and
+        listens for a send (PostgreSQL LISTEN/NOTIFY) before it releases the actor; 0 disables it. A send
+        in the window is received by the same run without a broker round trip; the worker is held for at
+        most this long per wait (on other databases the run releases at once).
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock, send(wait=True)).
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
@@ -67,6 +72,7 @@ class RivetSettings:
     MAX_KEY_BYTES: int
     MAX_BODY_BYTES: int
     LIVE_WAIT_THRESHOLD: float
+    WARM_WAIT: float
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
     DISPATCHER: str
@@ -90,6 +96,7 @@ class RivetSettings:
             "LEASE_SECONDS",
             "SWEEP_INTERVAL",
             "LIVE_WAIT_THRESHOLD",
+            "WARM_WAIT",
             "ACTION_TIMEOUT",
             "POLL_INTERVAL",
         ):

@@ -48,6 +48,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         max_payload_bytes=conf.MAX_PAYLOAD_BYTES,
         max_key_bytes=conf.MAX_KEY_BYTES,
         live_wait_threshold=conf.LIVE_WAIT_THRESHOLD,
+        warm_wait=conf.WARM_WAIT,
         action_timeout=conf.ACTION_TIMEOUT,
         poll_interval=conf.POLL_INTERVAL,
         dev_mode=conf.DEV_MODE,

@@ -595,6 +595,10 @@ class DjangoStore(DjangoCronMixin):
                 woke = True
                 if row["wake_at"] is None or row["wake_at"] > now:
                     self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
+            if row["lease_owner"] is not None and self._fast():
+                # A run holds the lease: it may be in a warm queue wait, listening (storage_pg).
+                with connections[self.using].cursor() as cursor:
+                    storage_pg.notify_waiter(cursor, actor_id)
         return self._message(message), woke
 
     def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
@@ -602,9 +606,23 @@ class DjangoStore(DjangoCronMixin):
 
         Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body).
         """
+        if self._fast():
+            return storage_pg.send(self, actor_id, name, body, completable)[0]
         with self._atomic():
             message, _ = self._deliver(actor_id, name, body, completable, self.now())
         return message
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[ports.MessageRecord, bool | None]:
+        """``send``, plus whether the sender should wake the actor (``actor_context.wake_if_due``'s answer)
+        when the store learns it in the same statement (PostgreSQL), else None (the caller asks).
+
+        Raises as ``send``.
+        """
+        if self._fast():
+            return storage_pg.send(self, actor_id, name, body, completable)
+        return self.send(actor_id, name, body, completable), None
 
     def pending_messages(
         self, actor_id: str, names: list[str] | None, limit: int
@@ -616,6 +634,19 @@ class DjangoStore(DjangoCronMixin):
         if names is not None and "*" not in names:
             rows = rows.filter(name__in=list(names))
         return [self._message(row) for row in rows.order_by("id")[: max(limit, 0)]]
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a pending message on one of ``names`` (``"*"``: any) exists
+        for ``actor_id`` or a new one may have arrived; True then (the caller looks at its messages), False
+        when the window passed (or at once on a database without notifications: the caller then releases
+        the actor as usual).
+
+        For a run that holds the lease (a warm queue wait): on PostgreSQL it LISTENs for the notification
+        every delivery to a leased actor sends (``storage_pg.wait_for_messages``).
+        """
+        if not self._fast():
+            return False
+        return storage_pg.wait_for_messages(self, actor_id, list(names), timeout)
 
     def get_message(self, message_id: str) -> ports.MessageRecord:
         """One message by id; raises ``LookupError`` if there is none."""

@@ -312,9 +312,9 @@ def _actor_sets(commit: ports.Commit) -> tuple[list[str], list[Any], Any, bool, 
 
 
 def _simple(commit: ports.Commit) -> bool:
-    """True when the commit is one statement's work: actor columns and history upserts only, and a release
-    that needs no pending-message re-check (no queue wait, or a finished workflow)."""
-    if commit.outbox or commit.deletes or commit.receive_messages or commit.complete_messages:
+    """True when the commit is one statement's work: actor columns, history upserts and message receipts
+    only, and a release that needs no pending-message re-check (no queue wait, or a finished workflow)."""
+    if commit.outbox or commit.deletes or commit.complete_messages:
         return False
     if not commit.release:
         return True
@@ -427,7 +427,9 @@ _VALUES_ROW = (
 def _commit_one_statement(
     store: DjangoStore, actor_id: str, token: int, commit: ports.Commit
 ) -> ports.CommitResult:
-    """A ``_simple`` commit as one statement (one round trip, one transaction)."""
+    """A ``_simple`` commit as one statement (one round trip, one transaction): the fenced actor UPDATE,
+    then the history upsert and the message receipts as data-modifying CTEs joined to it (so they write
+    nothing when the fence rejects the commit)."""
     sets, params, fresh_state, _release_now, want_state = _actor_sets(commit)
     returning = "c.now, a.wake_at, a.waiting_for, a.workflow_state" + (", a.state" if want_state else "")
     sql = (
@@ -464,6 +466,19 @@ def _commit_one_statement(
             "rollback_error) CROSS JOIN u" + _UPSERT_TAIL + ")"
         )
         params += [actor_id, *rows]
+    if commit.receive_messages:  # the messages a queue wait took, marked received (only if still pending)
+        from .storage import _message_pk
+
+        sql += (
+            f", r AS (UPDATE {_MESSAGE} AS m SET status = %s FROM u WHERE m.actor_id = %s "
+            "AND m.id = ANY(%s) AND m.status = %s)"
+        )
+        params += [
+            ports.MESSAGE_RECEIVED,
+            actor_id,
+            [_message_pk(m) for m in commit.receive_messages],
+            ports.MESSAGE_PENDING,
+        ]
     sql += " SELECT * FROM u"
     with connections[store.using].cursor() as cursor:
         cursor.execute(sql, params)
@@ -481,3 +496,112 @@ def _commit_one_statement(
     if isinstance(commit.step_lock_until, datetime):
         result.state = serde.from_json(fresh_state)
     return result
+
+
+# --- warm queue waits (LISTEN/NOTIFY) ---------------------------------------------------------------------
+
+
+def wake_channel(actor_id: str) -> str:
+    """The NOTIFY channel a warm-waiting run of ``actor_id`` listens on (an actor id is 32 hex digits)."""
+    return f"rivet_wake_{actor_id}"
+
+
+def notify_waiter(cursor: Any, actor_id: str) -> None:
+    """Queue a notification for a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it
+    when the surrounding transaction commits (so the listener sees the message it announces)."""
+    cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
+
+
+def _has_pending(cursor: Any, actor_id: str, names: list[str]) -> bool:
+    any_name = "*" in names
+    cursor.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
+        + ("" if any_name else " AND name = ANY(%s)")
+        + ")",
+        [actor_id, ports.MESSAGE_PENDING, *([] if any_name else [list(names)])],
+    )
+    return bool(cursor.fetchone()[0])
+
+
+def wait_for_messages(store: DjangoStore, actor_id: str, names: list[str], timeout: float) -> bool:
+    """``DjangoStore.wait_for_messages`` on PostgreSQL: LISTEN on the actor's channel, look for a pending
+    message, then wait up to ``timeout`` seconds for a notification (``notify_waiter``, sent by every
+    delivery to an actor whose lease is held) and look again; UNLISTEN before returning.
+
+    Listening starts before the look, so a message committed at any point is either seen by the look or
+    announced by a notification that arrives while waiting. Returns True when the look found a pending
+    message matching ``names`` (``"*"``: any) or a notification arrived (the caller looks at the messages
+    next: a notification may announce a message on another queue), False when the window passed.
+    """
+    import time
+
+    connection = connections[store.using]
+    if connection.in_atomic_block or not actor_id.isalnum():
+        return False
+    channel = wake_channel(actor_id)
+    deadline = time.monotonic() + max(timeout, 0.0)
+    with connection.cursor() as cursor:
+        cursor.execute(f'LISTEN "{channel}"')
+        try:
+            pg = connection.connection
+            for _ in pg.notifies(timeout=0):  # drop notifications left from earlier waits
+                pass
+            if _has_pending(cursor, actor_id, names):
+                return True
+            remaining = deadline - time.monotonic()
+            return remaining > 0 and bool(list(pg.notifies(timeout=remaining, stop_after=1)))
+        finally:
+            cursor.execute(f'UNLISTEN "{channel}"')
+
+
+def send(
+    store: DjangoStore, actor_id: str, name: str, body: Any, completable: bool
+) -> tuple[ports.MessageRecord, bool]:
+    """``DjangoStore.send_and_check`` on PostgreSQL as one statement (same contract as ``_deliver``): lock
+    the actor row, insert the message, apply the wake rule (``wake_at`` = now when the actor waits on
+    ``name`` or ``"*"``, or a run holds its lease, and it is unfinished and not due yet) and notify a run
+    holding the lease (``notify_waiter``; delivered at commit). Returns ``(message, hint)``: ``hint`` is
+    ``actor_context.wake_if_due``'s answer read in the same statement (the actor is due now and no live
+    lease is held). Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body)."""
+    encoded = serde.to_json(body, where=f"body of queue message {name!r}")
+    live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
+    sql = (
+        "WITH c AS (SELECT clock_timestamp() AS now), "
+        "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
+        f"FROM {_ACTOR} "
+        "WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
+        f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status) "
+        "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s FROM a, c RETURNING id, created_at), "
+        f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
+        f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
+        "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
+        "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1) "
+        f"SELECT m.id, m.created_at, CASE WHEN a.lease_owner IS NOT NULL AND {live} "
+        "THEN pg_notify(%s, '') END, "
+        "(EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
+        "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) FROM m, a, c"
+    )
+    params = [
+        actor_id,
+        name,
+        _jsonb(encoded),
+        completable,
+        ports.MESSAGE_PENDING,
+        name,
+        wake_channel(actor_id),
+    ]
+    with connections[store.using].cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+    message = ports.MessageRecord(
+        id=str(row[0]),
+        actor_id=actor_id,
+        name=name,
+        body=serde.from_json(encoded),
+        created_at=_utc(row[1]),
+        completable=completable,
+        status=ports.MESSAGE_PENDING,
+    )
+    return message, bool(row[3])

@@ -34,7 +34,11 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     # the worker (waiting costs nothing, DESIGN.md section 5).
     budget = max(runtime.settings.live_wait_threshold, runtime.settings.lease_seconds / 3)
     live_until = datetime.now(UTC) + timedelta(seconds=budget)
-    summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until)
+    # A queue wait with no message keeps the lease for WARM_WAIT seconds, listening for a send, so a reply
+    # that comes right away is taken by this run without a release, a broker hop and a replay. Not when
+    # eager: the task then runs inside the sender's call, which would only be held up.
+    warm = 0.0 if run_actor.app.conf.task_always_eager else runtime.settings.warm_wait
+    summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
     _wake_soon(actor_id, summary.wake_at)
 
 

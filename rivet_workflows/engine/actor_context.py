@@ -56,15 +56,30 @@ def call_maybe_async(fn: Any, *args: Any) -> Any:
 
 
 def wake_if_due(runtime: Runtime, actor_id: str) -> bool:
-    """Hand ``actor_id`` to the dispatcher when its ``wake_at`` has come (after a send); return whether it did."""
+    """Hand ``actor_id`` to the dispatcher when its ``wake_at`` has come (after a send); return whether it did.
+
+    No hint while a live lease is held: the holder takes the message itself (a warm queue wait is notified
+    by the store; any other run finds the actor due when it releases and runs again), and a holder that
+    dies leaves the actor due for the sweep once its lease expires. A hint then would only start a run
+    that finds the lease taken, or replays to the same wait after the holder took the message.
+    """
     try:
         record = runtime.store.get_actor(actor_id)
     except Exception:  # destroyed meanwhile: nothing to wake
         return False
-    if record.wake_at is not None and record.wake_at <= runtime.store.now():
-        runtime.wake(actor_id)
-        return True
-    return False
+    if record.wake_at is None:
+        return False
+    now = runtime.store.now()
+    if record.wake_at > now:
+        return False
+    if (
+        record.lease_owner is not None
+        and record.lease_expires_at is not None
+        and record.lease_expires_at > now
+    ):
+        return False
+    runtime.wake(actor_id)
+    return True
 
 
 def send_message(
@@ -83,8 +98,16 @@ def send_message(
     """
     definition.check_queue(name)
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
-    message = runtime.store.send(actor_id, name, body, completable)
-    wake_if_due(runtime, actor_id)
+    send_and_check = getattr(runtime.store, "send_and_check", None)  # optional store fast path
+    hint = None
+    if send_and_check is not None:
+        message, hint = send_and_check(actor_id, name, body, completable)
+    else:
+        message = runtime.store.send(actor_id, name, body, completable)
+    if hint is None:
+        wake_if_due(runtime, actor_id)
+    elif hint:
+        runtime.wake(actor_id)
     return message
 
 

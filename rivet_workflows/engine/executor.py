@@ -79,6 +79,8 @@ class _Run:
         self.final_error: dict | None = None
         #: ``time.monotonic()`` instant after which no new step starts (drain's timeout); None: no limit
         self.stop_at: float | None = None
+        #: seconds a queue wait with no message listens before unwinding (``RunSession.warm_wait``)
+        self.warm_wait = 0.0
 
     async def execute(self) -> None:
         runtime, actor = self.runtime, self.actor
@@ -91,6 +93,7 @@ class _Run:
         session = RunSession(
             runtime, actor, definition, self.token, History(entries), live_until=self.live_until
         )
+        session.warm_wait = self.warm_wait
         self.session = session
         session.stop_at = self.stop_at  # type: ignore[attr-defined]  # read by the step primitive
         if now is not None:
@@ -318,6 +321,7 @@ def run_actor(
     token: int | None = None,
     live_until: datetime | None = None,
     stop_at: float | None = None,
+    warm_wait: float = 0.0,
 ) -> RunSummary:
     """Run ``actor_id``'s workflow until it completes, fails or waits, then release the lease (DESIGN.md 5).
 
@@ -326,8 +330,10 @@ def run_actor(
     waits ending before it are done in memory; None means every wait unwinds the run. If a message
     arrived during the run (the release finds the actor due again) it runs again. A rejected (fenced)
     commit stops the run without further writes. ``stop_at`` (a ``time.monotonic()`` instant, for drain)
-    stops starting new steps after it: the run commits what it did and leaves the workflow due. Sync; call
-    it from a worker thread, not an event loop.
+    stops starting new steps after it: the run commits what it did and leaves the workflow due.
+    ``warm_wait`` (seconds, within ``live_until``): a queue wait that finds no message keeps the lease and
+    listens this long for one before the run releases (``RunSession._warm_wait``; 0, the default for
+    drain, releases at once). Sync; call it from a worker thread, not an event loop.
     """
     store, settings = runtime.store, runtime.settings
     owner = owner or runtime.owner
@@ -365,6 +371,7 @@ def run_actor(
             return summary
         run = _Run(runtime, actor, token, live_until, loaded)
         run.stop_at = stop_at
+        run.warm_wait = warm_wait
         try:
             async_to_sync(run.execute)()
         except StoreUnavailable as exc:  # the database went away mid-run: nothing more was written

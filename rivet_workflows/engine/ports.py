@@ -170,7 +170,14 @@ class CommitResult:
 
 @runtime_checkable
 class Store(Protocol):
-    """Storage port. Synchronous; the engine calls it through ``Runtime.call`` (a thread hop for Django)."""
+    """Storage port. Synchronous; the engine calls it through ``Runtime.call`` (a thread hop for Django).
+
+    Optional fast paths the engine uses when a store has them (``DjangoStore`` on PostgreSQL):
+    ``claim_and_load``/``load_for_run`` (claim and read actor + history together), ``send_and_check``
+    (``send`` returning ``(message, hint)``: whether the sender should wake the actor, None = ask) and
+    ``wait_for_messages(actor_id, names, timeout) -> bool`` (block up to ``timeout`` seconds for a message
+    to an actor whose lease the caller holds; the warm queue wait of ``RunSession``).
+    """
 
     # clock
     def now(self) -> datetime: ...

@@ -83,6 +83,9 @@ class Settings:
     * ``max_key_bytes``: cap on an actor key's serialized size (``PayloadTooLargeError`` above it): keys
       are indexed, and PostgreSQL refuses an index row over about 2.7 kB.
     * ``live_wait_threshold``: waits whose remaining time is below this are done in memory.
+    * ``warm_wait``: how long a run given a warm-wait budget (``executor.run_actor(warm_wait=...)``, the
+      Celery task) listens for a message at a queue wait before it releases the actor (store support:
+      ``Store.wait_for_messages``).
     * ``action_timeout``: how long an action waits for a running step to release the step lock.
     * ``poll_interval``: polling period of waits on the store (step lock, ``send(wait=True)``).
     * ``dev_mode``: relaxes inspector authorization.
@@ -93,6 +96,7 @@ class Settings:
     max_payload_bytes: int = 1_048_576
     max_key_bytes: int = 1024
     live_wait_threshold: float = 1.0
+    warm_wait: float = 0.0
     action_timeout: float = 60.0
     poll_interval: float = 0.02
     dev_mode: bool = True

@@ -109,6 +109,9 @@ class RunSession:
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False
+        #: seconds a queue wait with no message listens for one before the run unwinds (0: never; the
+        #: Celery task sets it from ``settings.warm_wait``, see ``warm_wait``)
+        self.warm_wait = 0.0
 
     @property
     def forward_blocked(self) -> bool:
@@ -280,13 +283,22 @@ class RunSession:
     ) -> None:
         """Wait until ``deadline`` (or until ``check()`` is true) in memory when short, else unwind the run.
 
-        Returns when the deadline passed or ``check()`` reported work; raises ``WaitSignal(deadline,
+        Returns when the deadline passed or ``check()`` reported work, or when a warm queue wait
+        (``_warm_wait``) heard of a message (the caller looks again); raises ``WaitSignal(deadline,
         queue_names)`` when the wait is too long for this run (ENGINE-SEMANTICS.md section 5).
         """
         if self.dry_run:
             raise RollbackStop()
         now = self.anchored_now() or await self.now()
         if not self.can_wait_live(now, deadline):
+            # A warm wait only when nothing else of this run is executing (it holds the store's thread).
+            if (
+                self.bodies_running == 0
+                and queue_names
+                and check is not None
+                and await self._warm_wait(now, deadline, queue_names)
+            ):
+                return
             if deadline is None or self.bodies_running == 0:
                 raise errors.WaitSignal(deadline, queue_names)
             # Another branch's step body is running, so the run cannot unwind before it ends anyway: wait
@@ -345,6 +357,27 @@ class RunSession:
         """A step body of this run finished, failed or was cancelled."""
         self.bodies_running -= 1
         self._bodies_changed.set()
+
+    async def _warm_wait(self, now: datetime, deadline: datetime | None, queue_names: frozenset[str]) -> bool:
+        """Keep the lease for up to ``warm_wait`` seconds listening for a message (``Store.wait_for_messages``)
+        instead of unwinding at once; True when one arrived (the caller takes it in this run).
+
+        The run's pending writes (the last step's outcome, the step lock release) are committed first, so
+        nothing rides on an idle run. Only while the run's live budget (``live_until``) lasts and never past
+        ``deadline``. False (the run unwinds and releases as usual; a message arriving later is found by the
+        release's re-check or wakes the actor) when the store cannot wait or the window passed.
+        """
+        waiter = getattr(self.store, "wait_for_messages", None)
+        if self.warm_wait <= 0 or waiter is None or self.live_until is None:
+            return False
+        window = min(self.warm_wait, (self.live_until - now).total_seconds())
+        if deadline is not None:
+            window = min(window, (deadline - now).total_seconds())
+        if window <= 0:
+            return False
+        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
+            await self.flush()
+        return bool(await self.call(waiter, self.actor_id, sorted(queue_names), window))
 
     # --- hooks ---------------------------------------------------------------------------------------
 

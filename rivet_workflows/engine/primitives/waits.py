@@ -186,7 +186,8 @@ async def run_next_batch(
     if session.forward_blocked:
         raise RollbackStop()
     history.check_scope(ctx._scope, before=key, before_kind="message")
-    now = await session.now()
+    # Without a timeout the clock only stamps the entries: the anchored clock (no round trip) will do.
+    now = (timeout is None and session.anchored_now()) or await session.now()
     deadline: datetime | None = None
     if timeout is not None:
         if deadline_entry is None:
@@ -208,7 +209,7 @@ async def run_next_batch(
 
     while True:
         records = await fetch()
-        now = await session.now()
+        now = (deadline is None and session.anchored_now()) or await session.now()
         if records or (deadline is not None and now >= deadline):
             break
         await session.wait(deadline, frozenset(queue_names or [ANY_QUEUE]), check=available)
@@ -238,8 +239,9 @@ async def run_next_batch(
         )
         received.append(QueueMessage(session, entry))
         session.receive.append(record.id)
-    if records:
-        await session.flush()  # receiving and recording commit together
+    # Receiving and recording commit together, in the run's next commit: the one that starts the next
+    # step (before its body runs), a wait's, or the run's last. Until then the messages stay pending in
+    # the store, so a run that dies first leaves them to be received again by the next run.
     return received
 
 

@@ -396,25 +396,31 @@ def commit(store: DjangoStore, actor_id: str, token: int, commit: ports.Commit) 
     return result
 
 
+def _entry_params(rec: ports.EntryRecord, created_at: datetime | None) -> list[Any]:
+    """The 12 column values of one history entry after ``actor_id``, in ``_UPSERT_ROW``/``_VALUES_ROW``
+    order (key, location, kind, data, status, attempts, error, last_attempt_at, created_at, completed_at,
+    rollback_completed_at, rollback_error); JSON columns serialised (``SerializationError``)."""
+    return [
+        rec.key,
+        _jsonb(list(rec.location)),
+        rec.kind,
+        _jsonb(serde.to_json(rec.data, where=f"history entry {rec.key!r}")),
+        rec.status,
+        rec.attempts,
+        _jsonb(serde.to_json(rec.error, where=f"error of {rec.key!r}")),
+        rec.last_attempt_at,
+        created_at,
+        rec.completed_at,
+        rec.rollback_completed_at,
+        _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
+    ]
+
+
 def _upsert(cursor: Any, actor_id: str, upserts: list[ports.EntryRecord], now: datetime) -> None:
     """All history upserts of a commit as one multi-row INSERT ... ON CONFLICT DO UPDATE."""
     params: list[Any] = []
     for rec in upserts:
-        params += [
-            actor_id,
-            rec.key,
-            _jsonb(list(rec.location)),
-            rec.kind,
-            _jsonb(serde.to_json(rec.data, where=f"history entry {rec.key!r}")),
-            rec.status,
-            rec.attempts,
-            _jsonb(serde.to_json(rec.error, where=f"error of {rec.key!r}")),
-            rec.last_attempt_at,
-            rec.created_at or now,
-            rec.completed_at,
-            rec.rollback_completed_at,
-            _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
-        ]
+        params += [actor_id, *_entry_params(rec, rec.created_at or now)]
     cursor.execute(_UPSERT_HEAD + ", ".join([_UPSERT_ROW] * len(upserts)) + _UPSERT_TAIL, params)
 
 
@@ -442,20 +448,7 @@ def _commit_one_statement(
     if commit.upserts:
         rows: list[Any] = []
         for rec in commit.upserts:
-            rows += [
-                rec.key,
-                _jsonb(list(rec.location)),
-                rec.kind,
-                _jsonb(serde.to_json(rec.data, where=f"history entry {rec.key!r}")),
-                rec.status,
-                rec.attempts,
-                _jsonb(serde.to_json(rec.error, where=f"error of {rec.key!r}")),
-                rec.last_attempt_at,
-                rec.created_at,
-                rec.completed_at,
-                rec.rollback_completed_at,
-                _jsonb(serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}")),
-            ]
+            rows += _entry_params(rec, rec.created_at)
         sql += (
             f', i AS (INSERT INTO {_ENTRY} (actor_id, "key", location, kind, data, status, attempts, error, '
             "last_attempt_at, created_at, completed_at, rollback_completed_at, rollback_error) "

@@ -57,7 +57,7 @@ def key_text(key: list) -> str:
     return json.dumps(serde.to_json(list(key), where="actor key"), separators=(",", ":"), sort_keys=True)
 
 
-class DjangoStore(DjangoCronMixin):
+class DjangoStore(DjangoCronMixin, ports.BaseStore):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 
     ``poll_interval`` (seconds) paces ``run_action`` while a step holds the actor's step lock.
@@ -152,20 +152,6 @@ class DjangoStore(DjangoCronMixin):
             lease_token=row.lease_token,
         )
 
-    def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
-    ) -> tuple[ports.ActorRecord, bool]:
-        """Return ``(record, created)`` for the actor ``(name, key)``, creating it pending if there is none.
-
-        ``create_state()`` is called only when creating (a look-up first, then ``create_actor``); its value
-        and ``input`` are serialised (SerializationError). ``due=True`` creates it with ``wake_at`` = the
-        database clock, else NULL. A creator losing the unique race gets the winner's row.
-        """
-        existing = self.find_actor(name, key)
-        if existing is not None:
-            return existing, False
-        return self.create_actor(name, key, input, create_state(), due=due)
-
     def create_actor(
         self, name: str, key: list, input: Any, state: Any, *, due: bool = False
     ) -> tuple[ports.ActorRecord, bool]:
@@ -211,6 +197,13 @@ class DjangoStore(DjangoCronMixin):
         """The live (not destroyed) actor ``(name, key)`` or None."""
         row = self._actors().filter(name=name, key_text=key_text(key), destroyed=False).first()
         return None if row is None else self._record(row)
+
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
+        """Live actors (of type ``name``, or all), oldest first, at most ``limit``."""
+        rows = self._actors().filter(destroyed=False).order_by("created_at", "actor_id")
+        if name is not None:
+            rows = rows.filter(name=name)
+        return [self._record(row) for row in (rows if limit is None else rows[:limit])]
 
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.
@@ -265,21 +258,13 @@ class DjangoStore(DjangoCronMixin):
         and one transaction (pipelined)."""
         if self._fast():
             return storage_pg.claim_and_load(self, actor_id, owner, lease_seconds)
-        token = self.claim(actor_id, owner, lease_seconds)
-        if token is None:
-            return None
-        try:
-            actor, history, now = self.load_for_run(actor_id)
-        except errors.ActorNotFoundError:
-            return None
-        return token, actor, history, now
+        return super().claim_and_load(actor_id, owner, lease_seconds)
 
     def load_for_run(self, actor_id: str) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
         """``(actor, history, now)`` for a run that holds the lease; ActorNotFoundError if gone or destroyed."""
         if self._fast():
             return storage_pg.load_for_run(self, actor_id)
-        actor = self.get_actor(actor_id)
-        return actor, self.load_history(actor_id), self.now()
+        return super().load_for_run(actor_id)
 
     def due_queryset(self, now: datetime):
         """Ids of the actors due at ``now``, earliest first (served by the partial index rivet_actor_due_idx)."""
@@ -622,7 +607,7 @@ class DjangoStore(DjangoCronMixin):
         """
         if self._fast():
             return storage_pg.send(self, actor_id, name, body, completable)
-        return self.send(actor_id, name, body, completable), None
+        return super().send_and_check(actor_id, name, body, completable)
 
     def pending_messages(
         self, actor_id: str, names: list[str] | None, limit: int
@@ -645,7 +630,7 @@ class DjangoStore(DjangoCronMixin):
         every delivery to a leased actor sends (``storage_pg.wait_for_messages``).
         """
         if not self._fast():
-            return False
+            return super().wait_for_messages(actor_id, names, timeout)
         return storage_pg.wait_for_messages(self, actor_id, list(names), timeout)
 
     def get_message(self, message_id: str) -> ports.MessageRecord:

@@ -84,7 +84,7 @@ def _matches(waiting_for: list[str], name: str) -> bool:
     return "*" in waiting_for or name in waiting_for
 
 
-class MemoryStore(MemoryCronMixin):
+class MemoryStore(MemoryCronMixin, ports.BaseStore):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
@@ -260,10 +260,11 @@ class MemoryStore(MemoryCronMixin):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
 
-    def list_actors(self, name: str | None = None) -> list[ports.ActorRecord]:
-        """Every actor (optionally of one type), oldest first. A test helper, not part of the port."""
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
+        """Every actor (of type ``name``, or all), oldest first, at most ``limit``."""
         with self._lock:
-            return [self._record(r) for r in self._actors.values() if name is None or r.name == name]
+            rows = [r for r in self._actors.values() if name is None or r.name == name]
+            return [self._record(r) for r in rows[:limit]]
 
     # --- leases -------------------------------------------------------------------------------------
 

@@ -98,12 +98,7 @@ def send_message(
     """
     definition.check_queue(name)
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
-    send_and_check = getattr(runtime.store, "send_and_check", None)  # optional store fast path
-    hint = None
-    if send_and_check is not None:
-        message, hint = send_and_check(actor_id, name, body, completable)
-    else:
-        message = runtime.store.send(actor_id, name, body, completable)
+    message, hint = runtime.store.send_and_check(actor_id, name, body, completable)
     if hint is None:
         wake_if_due(runtime, actor_id)
     elif hint:

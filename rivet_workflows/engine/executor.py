@@ -252,9 +252,8 @@ class _Heartbeat(threading.Thread):
                         pass
                     return
         finally:
-            close = getattr(store, "close_thread_connection", None)
-            if self._used_store and close is not None:
-                close()
+            if self._used_store:
+                store.close_thread_connection()
 
 
 #: errors of a store write that retrying cannot fix (``StoreRejectedError``: a database DataError)
@@ -338,27 +337,16 @@ def run_actor(
     store, settings = runtime.store, runtime.settings
     owner = owner or runtime.owner
     summary = RunSummary(actor_id)
-    claim_and_load = getattr(store, "claim_and_load", None)  # optional store fast paths (DjangoStore)
-    load_for_run = getattr(store, "load_for_run", None)
     while True:
-        loaded: tuple[list[ports.EntryRecord], datetime] | None = None
         try:
-            if token is None and claim_and_load is not None:
-                got = claim_and_load(actor_id, owner, settings.lease_seconds)
+            if token is None:
+                got = store.claim_and_load(actor_id, owner, settings.lease_seconds)
                 if got is None:
                     return summary
                 token, actor, entries, now = got
-                loaded = (entries, now)
             else:
-                if token is None:
-                    token = store.claim(actor_id, owner, settings.lease_seconds)
-                    if token is None:
-                        return summary
-                if load_for_run is not None:
-                    actor, entries, now = load_for_run(actor_id)
-                    loaded = (entries, now)
-                else:
-                    actor = store.get_actor(actor_id)
+                actor, entries, now = store.load_for_run(actor_id)
+            loaded = (entries, now)
         except errors.ActorNotFoundError:
             return summary
         if actor.name not in runtime.registry:

@@ -27,10 +27,13 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
+
+from .errors import ActorNotFoundError
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -168,93 +171,7 @@ class CommitResult:
     state: Any = UNSET  # fresh state when the commit took the step lock
 
 
-@runtime_checkable
-class Store(Protocol):
-    """Storage port. Synchronous; the engine calls it through ``Runtime.call`` (a thread hop for Django).
-
-    Optional fast paths the engine uses when a store has them (``DjangoStore`` on PostgreSQL):
-    ``claim_and_load``/``load_for_run`` (claim and read actor + history together), ``send_and_check``
-    (``send`` returning ``(message, hint)``: whether the sender should wake the actor, None = ask) and
-    ``wait_for_messages(actor_id, names, timeout) -> bool`` (block up to ``timeout`` seconds for a message
-    to an actor whose lease the caller holds; the warm queue wait of ``RunSession``).
-    """
-
-    # clock
-    def now(self) -> datetime: ...
-
-    # actors
-    def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
-    ) -> tuple[ActorRecord, bool]:
-        """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
-
-        ``create_state()`` is called only when creating. ``due=True`` creates it due (``wake_at`` = the
-        store's now), else with ``wake_at`` None. A creator losing a concurrent race gets the winner's
-        actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
-        unserializable input or state (nothing written).
-        """
-        ...
-
-    def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
-    ) -> tuple[ActorRecord, bool]:
-        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
-
-        ``due=True``: ``wake_at`` is the store's now (the database clock) in the same write, so the actor
-        is due as soon as it exists; else ``wake_at`` None. If the actor exists already (or a concurrent
-        creator wins), nothing is written and ``(existing record, False)`` is returned; else
-        ``(new record, True)``. ``SerializationError`` for an unserializable input or state.
-        """
-        ...
-
-    def get_actor(self, actor_id: str) -> ActorRecord: ...  # ActorNotFoundError
-    def find_actor(self, name: str, key: list) -> ActorRecord | None: ...
-    def destroy_actor(self, actor_id: str) -> None: ...
-
-    # leases
-    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None: ...
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]: ...
-    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool: ...
-    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
-        """Take over a lease claimed with ``token`` by someone else (the sweep hands its claims to run tasks):
-        atomically, if the token still holds it, bump the token, set owner and expiry; return the new token.
-        A duplicate delivery of the same hand-over (e.g. a broker redelivery) then gets None."""
-        ...
-
-    def next_deadline(self) -> datetime | None: ...  # earliest wake_at of any unfinished actor
-
-    # history
-    def load_history(self, actor_id: str) -> list[EntryRecord]: ...
-    def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult: ...
-
-    # queues
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord: ...
-    def pending_messages(self, actor_id: str, names: list[str] | None, limit: int) -> list[MessageRecord]: ...
-    def get_message(self, message_id: str) -> MessageRecord: ...
-    def complete_message(self, message_id: str, response: Any) -> None: ...  # MessageAlreadyCompletedError
-
-    # actions (serialised with step bodies through the step lock)
-    def run_action(
-        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
-    ) -> tuple[Any, Any]:
-        """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, under the actor's
-        row lock, save the state and return ``(result, state)``.
-
-        ``make_due=True`` also sets ``wake_at`` to the store's now (unless it is earlier already, the
-        workflow is finished or ``fn`` destroyed the actor) in the same write: the client creates an
-        actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
-        ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
-        """
-        ...
-
-
-class Dispatcher(Protocol):
-    """Dispatch port: turns "actor X has work" into execution (a Celery task, or nothing under drain())."""
-
-    def wake(self, actor_id: str) -> None: ...
-
-
-# --- cron and one-off schedules (DESIGN.md section 4, issue 5) ------------------------------------------
+# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
 
 #: kinds of a schedule entry
 CRON_INTERVAL = "interval"  # every interval_seconds
@@ -311,35 +228,266 @@ class CronFireRecord:
     error: dict | None = None
 
 
-@runtime_checkable
-class CronStore(Protocol):
-    """The schedule part of the storage port (implemented by MemoryStore and DjangoStore).
 
-    Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that
-    saw the same due entry exactly one advances it, and only that one runs the action (at most one fire
-    per slot; a crash between the advance and the action loses that one fire).
+@runtime_checkable
+class Store(Protocol):
+    """The storage port: every capability the engine, the client and the adapters use of a store.
+
+    Synchronous; the engine calls it through ``Runtime.call`` (a thread hop for a database store) unless
+    ``inline_calls`` is True. Implementations subclass ``BaseStore`` (which gives the portable defaults
+    marked below) and implement the abstract members; nobody probes a store for a capability. The
+    invariants of the module docstring hold for every member. Implemented by ``testing.MemoryStore``,
+    ``storage.DjangoStore`` and its PostgreSQL subclass; one conformance suite checks all three.
     """
 
+    #: True when every member is quick and safe from any thread: the engine calls it without a thread hop
+    inline_calls: bool
+
+    # --- clock -------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The store's clock as an aware UTC datetime (the database clock for a database store)."""
+
+    # --- actors ------------------------------------------------------------------------------------
+
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+    ) -> tuple[ActorRecord, bool]:
+        """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
+
+        ``create_state()`` is called only when creating. ``due=True`` creates it due (``wake_at`` = the
+        store's now), else with ``wake_at`` None. A creator losing a concurrent race gets the winner's
+        actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
+        unserializable input or state (nothing written). Default: ``find_actor``, then ``create_actor``.
+        """
+        ...
+
+    @abstractmethod
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ActorRecord, bool]:
+        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+
+        ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
+        exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
+        is written and ``(existing record, False)`` is returned; else ``(new record, True)``.
+        ``SerializationError`` for an unserializable input or state.
+        """
+
+    @abstractmethod
+    def get_actor(self, actor_id: str) -> ActorRecord:
+        """The actor's record; ``ActorNotFoundError`` if unknown or destroyed."""
+
+    @abstractmethod
+    def find_actor(self, name: str, key: list) -> ActorRecord | None:
+        """The live actor ``(name, key)``, or None."""
+
+    @abstractmethod
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
+        """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    @abstractmethod
+    def destroy_actor(self, actor_id: str) -> None:
+        """Delete the actor with its history, messages and schedules; its key is free again and a running
+        executor's next write is fenced off. ``ActorNotFoundError`` if there is no such actor."""
+
+    # --- leases ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired: bump and return the fencing token (None if held, or
+        the actor is gone). Keeps ``wake_at``; clears a dead step lock."""
+
+    def claim_and_load(
+        self, actor_id: str, owner: str, lease_seconds: float
+    ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:
+        """``claim`` plus a run's initial reads: ``(token, actor, history, now)`` (store clock), or None when
+        the lease is held elsewhere or the actor is gone. Default: ``claim`` then ``load_for_run``."""
+        ...
+
+    def load_for_run(self, actor_id: str) -> tuple[ActorRecord, list[EntryRecord], datetime]:
+        """``(actor, history, now)`` for a run that holds the lease already; ``ActorNotFoundError``.
+        Default: ``get_actor``, ``load_history`` and ``now``."""
+        ...
+
+    @abstractmethod
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest
+        ``wake_at`` first: ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+
+    @abstractmethod
+    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
+        """Extend the lease held with ``token`` to ``lease_seconds`` from now; False = the lease is lost."""
+
+    @abstractmethod
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        """Take over a lease claimed with ``token`` by someone else (the sweep hands its claims to run tasks):
+        atomically, if the token still holds it, bump the token, set owner and expiry; return the new token.
+        A duplicate delivery of the same hand-over (e.g. a broker redelivery) then gets None."""
+
+    def release(self, actor_id: str, token: int) -> CommitResult:
+        """Give the lease back without changing the workflow (``commit(Commit(release=True))``)."""
+        ...
+
+    @abstractmethod
+    def next_deadline(self) -> datetime | None:
+        """The earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+
+    # --- history and the run's writes ---------------------------------------------------------------
+
+    @abstractmethod
+    def load_history(self, actor_id: str) -> list[EntryRecord]:
+        """Every history entry of the actor in creation order (``seq``); ``ActorNotFoundError``."""
+
+    @abstractmethod
+    def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult:
+        """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
+        if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
+
+    # --- queues ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord:
+        """Store a message and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
+        its workflow is finished. ``ActorNotFoundError``, ``SerializationError``."""
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[MessageRecord, bool | None]:
+        """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
+        live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
+        Default: ``(send(...), None)``."""
+        ...
+
+    @abstractmethod
+    def pending_messages(self, actor_id: str, names: list[str] | None, limit: int) -> list[MessageRecord]:
+        """Up to ``limit`` not yet received messages, oldest first; ``names`` None or with ``"*"`` = any."""
+
+    @abstractmethod
+    def get_message(self, message_id: str) -> MessageRecord:
+        """One message by id; ``LookupError`` if there is none."""
+
+    @abstractmethod
+    def complete_message(self, message_id: str, response: Any) -> None:
+        """Answer a completable message; ``MessageAlreadyCompletedError`` the second time, ``LookupError``."""
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a pending message on ``names`` (``"*"``: any) exists for
+        ``actor_id``, whose lease the caller holds (a warm queue wait); True then (the caller looks at its
+        messages: it may be on another queue), False when the window passed. Default: False at once (a
+        store without notifications: the run releases the actor as usual)."""
+        ...
+
+    # --- actions -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
+        """Run ``fn(state)`` (which may mutate ``state``) while no live step lock is held, serialised with
+        commits on the actor, save the state and return ``(result, state)``.
+
+        ``make_due=True`` also sets ``wake_at`` to the store's now (unless it is earlier already, the
+        workflow is finished or ``fn`` destroyed the actor) in the same write: the client creates an
+        actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
+        ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
+        """
+
+    # --- schedules (cron and one-off actions) -------------------------------------------------------
+    # Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that
+    # saw the same due entry exactly one advances it, and only that one runs the action (at most one fire
+    # per slot; a crash between the advance and the action loses that one fire).
+
+    @abstractmethod
     def cron_upsert(self, record: CronRecord) -> CronRecord:
         """Create or replace the entry ``(record.actor_id, record.name)``. A replacement on the same schedule
         keeps the stored ``next_fire_at`` (registering again in ``on_create``/``on_wake`` never delays or
-        doubles a fire); another schedule takes ``record.next_fire_at``. ActorNotFoundError."""
-        ...
+        doubles a fire); another schedule takes ``record.next_fire_at``. ``ActorNotFoundError``."""
 
-    def cron_list(self, actor_id: str | None = None) -> list[CronRecord]: ...
-    def cron_delete(self, actor_id: str, name: str) -> bool: ...
+    @abstractmethod
+    def cron_list(self, actor_id: str | None = None) -> list[CronRecord]:
+        """Entries (of ``actor_id``, or all) in creation order."""
+
+    @abstractmethod
+    def cron_delete(self, actor_id: str, name: str) -> bool:
+        """Delete the entry ``name`` of ``actor_id`` and its fire log; True if it existed."""
+
+    @abstractmethod
     def cron_due(self, limit: int) -> list[CronRecord]:
         """Entries with ``next_fire_at <= now`` (store clock) of live actors, earliest first."""
-        ...
 
+    @abstractmethod
     def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
         """If the entry's ``next_fire_at`` still equals ``expected``, set it to ``next_fire_at`` and
         ``last_fired_at = now`` (``next_fire_at=None``: a one-off that fired, kept for its log); True = won."""
-        ...
 
+    @abstractmethod
     def cron_record_fire(self, cron_id: str, fire: CronFireRecord, max_history: int) -> None:
         """Append ``fire`` to the entry's fire log, keeping the newest ``max_history`` rows (no-op if gone)."""
+
+    @abstractmethod
+    def cron_fires(self, cron_id: str) -> list[CronFireRecord]:
+        """The fire log of ``cron_id``, oldest first."""
+
+    @abstractmethod
+    def cron_next_deadline(self) -> datetime | None:
+        """The earliest ``next_fire_at`` of any entry of a live actor, or None."""
+
+    # --- connections -------------------------------------------------------------------------------
+
+    def close_thread_connection(self) -> None:
+        """Close what the calling thread holds open (a database connection); called by threads the engine
+        starts (the lease heartbeat) when they end. Default: nothing to close."""
         ...
 
-    def cron_fires(self, cron_id: str) -> list[CronFireRecord]: ...
-    def cron_next_deadline(self) -> datetime | None: ...
+
+class BaseStore(Store):
+    """The portable defaults of ``Store``: implementations subclass this and implement the abstract
+    members (and override a default where they can do it faster or atomically)."""
+
+    inline_calls = False
+
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+    ) -> tuple[ActorRecord, bool]:
+        existing = self.find_actor(name, key)
+        if existing is not None:
+            return existing, False
+        return self.create_actor(name, key, input, create_state(), due=due)
+
+    def claim_and_load(
+        self, actor_id: str, owner: str, lease_seconds: float
+    ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:
+        token = self.claim(actor_id, owner, lease_seconds)
+        if token is None:
+            return None
+        try:
+            actor, history, now = self.load_for_run(actor_id)
+        except ActorNotFoundError:
+            return None
+        return token, actor, history, now
+
+    def load_for_run(self, actor_id: str) -> tuple[ActorRecord, list[EntryRecord], datetime]:
+        actor = self.get_actor(actor_id)
+        return actor, self.load_history(actor_id), self.now()
+
+    def release(self, actor_id: str, token: int) -> CommitResult:
+        return self.commit(actor_id, token, Commit(release=True))
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[MessageRecord, bool | None]:
+        return self.send(actor_id, name, body, completable), None
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        return False
+
+    def close_thread_connection(self) -> None:
+        return None
+
+
+class Dispatcher(Protocol):
+    """Dispatch port: turns "actor X has work" into execution (a Celery task, or nothing under drain())."""
+
+    def wake(self, actor_id: str) -> None: ...

@@ -358,9 +358,7 @@ def fire_due(
 
 def next_deadline(store: Any) -> datetime | None:
     """The earliest of the store's actor deadline (``next_deadline``) and schedule deadline."""
-    deadlines = [store.next_deadline()]
-    if hasattr(store, "cron_next_deadline"):
-        deadlines.append(store.cron_next_deadline())
+    deadlines = [store.next_deadline(), store.cron_next_deadline()]
     present = [d for d in deadlines if d is not None]
     return min(present) if present else None
 
@@ -370,9 +368,7 @@ def sweep_schedules(
     limit: int = 100,
     runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
 ) -> int:
-    """``fire_due`` for stores that implement the schedule port (0 for those that do not)."""
-    if not hasattr(runtime.store, "cron_due"):
-        return 0
+    """``fire_due``: the schedule sweep of the periodic sweep and of ``drain()``."""
     return fire_due(runtime, limit, runner)
 
 

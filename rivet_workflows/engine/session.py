@@ -105,7 +105,7 @@ class RunSession:
         self.commits = 0
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
-        self._inline = getattr(self.store, "inline_calls", False) is True
+        self._inline = self.store.inline_calls is True
         self._lock_mutex = asyncio.Lock()
         #: True while this run holds the step lock in the store (set by the commit that took it)
         self._held = False
@@ -367,8 +367,7 @@ class RunSession:
         ``deadline``. False (the run unwinds and releases as usual; a message arriving later is found by the
         release's re-check or wakes the actor) when the store cannot wait or the window passed.
         """
-        waiter = getattr(self.store, "wait_for_messages", None)
-        if self.warm_wait <= 0 or waiter is None or self.live_until is None:
+        if self.warm_wait <= 0 or self.live_until is None:
             return False
         window = min(self.warm_wait, (self.live_until - now).total_seconds())
         if deadline is not None:
@@ -377,7 +376,7 @@ class RunSession:
             return False
         if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
             await self.flush()
-        return bool(await self.call(waiter, self.actor_id, sorted(queue_names), window))
+        return bool(await self.call(self.store.wait_for_messages, self.actor_id, sorted(queue_names), window))
 
     # --- hooks ---------------------------------------------------------------------------------------
 

@@ -228,7 +228,6 @@ class CronFireRecord:
     error: dict | None = None
 
 
-
 @runtime_checkable
 class Store(Protocol):
     """The storage port: every capability the engine, the client and the adapters use of a store.

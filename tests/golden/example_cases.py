@@ -41,6 +41,16 @@ def service() -> fake_service.FakeService:
         return _service
 
 
+def stop_service() -> None:
+    """Stop the fake service if it was started (and forget its URL)."""
+    global _service
+    with _service_lock:
+        if _service is not None:
+            _service.stop()
+            _service = None
+            os.environ.pop(fake_service.URL_ENV, None)
+
+
 @contextmanager
 def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
     old = getattr(module, name)

@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 LINT_PATHS := rivet_workflows tests project manage.py $(wildcard bench)
 
-.PHONY: setup migrate demo test lint format bench bench-smoke worker clean
+.PHONY: setup migrate demo test golden lint format bench bench-smoke worker clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ demo: migrate
 ## make test: the whole suite (SQLite by default; DATABASE_URL=postgres://... REDIS_URL=redis://... for services)
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## make golden: re-record tests/golden's histories from the current engine (only for an intended behaviour change)
+golden: setup
+	$(PY) -m tests.golden.generate
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -47,6 +47,7 @@ from .engine.primitives.waits import QueueMessage
 from .engine.runtime import StoreRejectedError
 from .engine.scheduling import ScheduledFireInfo
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
+from .golden import ReplayReport
 
 
 def client() -> Client:
@@ -90,6 +91,7 @@ __all__ = [
     "RaceError",
     "RaceResult",
     "ReentrantCallError",
+    "ReplayReport",
     "Registry",
     "RivetWorkflowsError",
     "RollbackCheckpointError",

@@ -22,8 +22,19 @@ from .engine import errors, ports, serde
 from .engine.definitions import Registry
 from .engine.memory_cron import MemoryCronMixin
 from .engine.runtime import Runtime, Settings
+from .golden import ReplayReport, export_history, replay_history
 
-__all__ = ["GroupProcess", "InlineDispatcher", "ManualClock", "MemoryStore", "drain", "make_runtime"]
+__all__ = [
+    "GroupProcess",
+    "InlineDispatcher",
+    "ManualClock",
+    "MemoryStore",
+    "ReplayReport",
+    "drain",
+    "export_history",
+    "make_runtime",
+    "replay_history",
+]
 
 
 def _utcnow() -> datetime:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from . import errors, ports
+from . import errors, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
 from .session import RollbackStop, RunSession, maybe_await
@@ -77,7 +77,9 @@ class _DrySession(RunSession):
 class CheckResult:
     """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error), ``location`` (the recorded
     history key where it diverged, or None), ``reached`` (the key of the new entry the code reached there,
-    or None), ``message`` (what diverged and how to fix it)."""
+    or None), ``message`` (what diverged and how to fix it), ``error`` (for the error outcome: the
+    exception the replay raised, as ``serde.error_to_dict`` describes it, so a caller can tell the
+    workflow's own recorded failure replayed from a new one)."""
 
     actor_id: str
     name: str
@@ -87,6 +89,7 @@ class CheckResult:
     location: str | None = None
     message: str = ""
     reached: str | None = None
+    error: dict | None = None
 
 
 async def _replay(session: _DrySession) -> None:
@@ -138,6 +141,7 @@ def check_actor(
         if isinstance(exc, errors.RivetWorkflowsError) and getattr(exc, "_rivet_reported", False):
             return result  # a recorded step failure replayed: not a divergence
         result.outcome, result.message = ERROR, f"{type(exc).__name__}: {exc}"
+        result.error = serde.error_to_dict(exc)
     return result
 
 

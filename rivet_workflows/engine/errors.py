@@ -184,6 +184,14 @@ class MessageAlreadyCompletedError(RivetWorkflowsError):
     http_status = 409
 
 
+class InvalidExportError(RivetWorkflowsError):
+    """The exported history is malformed: not what rivet_workflows.testing.export_history returns."""
+
+    group = "inspector"
+    code = "invalid_export"
+    http_status = 400
+
+
 class LeaseLostError(RivetWorkflowsError):
     """This executor no longer holds the actor's lease; its writes were rejected."""
 

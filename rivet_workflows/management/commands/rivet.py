@@ -1,8 +1,9 @@
-"""``manage.py rivet <subcommand>``: drain due work, run the demo (DESIGN.md section 8)."""
+"""``manage.py rivet <subcommand>``: drain due work, export a history, run the demo (DESIGN.md sections 8, 11)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -34,7 +35,7 @@ class _SubParser(argparse.ArgumentParser):
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: drain, check, gates, recover, prune, demo."
+    help = "rivet_workflows operations: drain, check, gates, recover, prune, export, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
@@ -44,6 +45,13 @@ class Command(BaseCommand):
             "drain", help="Run due work in this process until quiescent or the timeout (seconds) passes."
         )
         drain.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+        export = subs.add_parser(
+            "export",
+            help="Print an actor's workflow history as JSON (rivet_workflows.testing.export_history), e.g. "
+            "to keep as a golden history that tests replay with replay_history.",
+        )
+        export.add_argument("actor_id", metavar="ACTOR_ID", help="the actor's id")
+        export.add_argument("-o", "--output", metavar="FILE", help="write the JSON to FILE (default: stdout)")
         subs.add_parser(
             "demo",
             help="Run the example workflows end to end (project.examples.demo; `rivet demo --help` lists "
@@ -58,6 +66,8 @@ class Command(BaseCommand):
         try:
             if sub == "drain":
                 self._drain(options["timeout"])
+            elif sub == "export":
+                self._export(options["actor_id"], options.get("output"))
             elif sub == "demo":
                 self._demo(options.get("demo_args") or [])
             elif sub in ops_commands.HANDLED:
@@ -76,6 +86,21 @@ class Command(BaseCommand):
             f"actors run: {summary.actors_run}, steps executed: {summary.steps_executed}, "
             f"still waiting: {len(waiting)}" + (f" ({', '.join(waiting)})" if waiting else "")
         )
+
+    def _export(self, actor_id: str, output: str | None) -> None:
+        from ... import django_runtime, golden
+
+        exported = golden.export_history(actor_id, runtime=django_runtime.get_runtime())
+        text = json.dumps(exported, indent=2, ensure_ascii=False) + "\n"
+        if output is None:
+            self.stdout.write(text, ending="")
+            return
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        self.stdout.write(f"wrote the history of actor {actor_id} to {output}")
 
     def _demo(self, argv: list[str]) -> None:
         try:

@@ -96,10 +96,12 @@ class Cluster:
         self._count += 1
         return self._count
 
-    def start_worker(self, concurrency: int = 4, **env: str) -> Proc:
+    def start_worker(self, concurrency: int = 4, *, pool: str = "threads", **env: str) -> Proc:
+        """Start a Celery worker (``pool`` "threads" or "prefork", ``concurrency`` threads/processes);
+        ``env`` overrides environment variables of that worker only."""
         n = self._next()
         cmd = [
-            sys.executable, "-m", "celery", "-A", "project", "worker", "--pool=threads",
+            sys.executable, "-m", "celery", "-A", "project", "worker", f"--pool={pool}",
             f"--concurrency={concurrency}", "-n", f"sys{n}-{os.getpid()}@%h", "-l", "WARNING",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]  # fmt: skip

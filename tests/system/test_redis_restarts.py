@@ -60,25 +60,21 @@ def test_prefork_workers_survive_redis_restarts_under_load(cluster, rt) -> None:
         cluster.redis.kill()  # SIGKILL: connections reset, every queued and unacked task is gone
         time.sleep(1.0)
         cluster.start_redis()  # same port, empty
-        # the workers reconnect (and restore what they held unacknowledged): give them time to fall over
-        done = cluster.count("done-one")
+        # the workers reconnect and finish everything (lost hints: the sweep, after the lease of a claim
+        # whose task was lost); a worker that exits ends the wait at once
+        ids = steps + sleepers
         cluster.wait_for(
-            lambda d=done: cluster.count("done-one") > d or _unexpected_exits(cluster),
-            60,
-            what=f"progress after restart {restart + 1}",
+            lambda ids=ids: _finished(ids) == len(ids) or _unexpected_exits(cluster),
+            90,
+            what=f"every workflow after restart {restart + 1}",
         )
-        time.sleep(1.0)
-    ids = steps + sleepers
-    cluster.wait_for(
-        lambda: _finished(ids) == len(ids) or _unexpected_exits(cluster), 120, what="every workflow"
-    )
     exits = _unexpected_exits(cluster)
     assert not exits, f"{exits}\n{cluster.logs()}"
     assert all(w.alive() for w in workers)
     losses = [w.log_path.read_text(errors="replace").count("Connection to broker lost") for w in workers]
     late_acks = sum(w.log_path.read_text(errors="replace").count("Couldn't ack") for w in workers)
     print(f"\nconnection losses per worker {losses}; acks refused on a lost connection: {late_acks}")
-    assert all(n >= 1 for n in losses), losses  # every worker really lost (and regained) its broker
+    assert all(n >= RESTARTS for n in losses), losses  # each restart really cut every worker off
     assert cluster.beat is not None and cluster.beat.alive(), cluster.logs()
 
     from rivet_workflows import models
@@ -88,11 +84,8 @@ def test_prefork_workers_survive_redis_restarts_under_load(cluster, rt) -> None:
     c = cluster.counts()
     for aid in steps:
         for step in ("one", "two", "three"):
-            assert (c[(aid, f"start-{step}")], c[(aid, f"done-{step}")]) == (1, 1), (
-                aid,
-                step,
-                cluster.logs(),
-            )
+            once = (c[(aid, f"start-{step}")], c[(aid, f"done-{step}")]) == (1, 1)
+            assert once, (aid, step, cluster.logs())
         assert rt.store.get_actor(aid).state["done"] == ["one", "two", "three"]
     for aid in sleepers:
         assert c[(aid, "woke")] == 1, (aid, cluster.logs())

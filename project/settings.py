@@ -106,6 +106,10 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport, except that a channel whose connection was already collected raises a
+    # connection error instead of AttributeError: without it Celery 5.7 workers can exit ("Unrecoverable
+    # error") when Redis restarts while they hold unacknowledged tasks (field case C60).
+    CELERY_BROKER_TRANSPORT = "rivet_workflows.redis_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
     for _sub in ("out", "processed", "control"):
@@ -127,6 +131,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker blip must not kill the steps that are running: they commit to the database, not the broker, and
+# a redelivered copy of their task finds the lease held and does nothing. (Celery 6 flips the default.)
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Channels -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -96,11 +97,15 @@ class Cluster:
         self._count += 1
         return self._count
 
-    def start_worker(self, concurrency: int = 4, **env: str) -> Proc:
+    def start_worker(
+        self, concurrency: int = 4, *, pool: str = "threads", loglevel: str = "WARNING", **env: str
+    ) -> Proc:
+        """Start a Celery worker (``pool`` "threads" or "prefork", ``concurrency`` threads/processes,
+        Celery's ``loglevel``); ``env`` overrides environment variables of that worker only."""
         n = self._next()
         cmd = [
-            sys.executable, "-m", "celery", "-A", "project", "worker", "--pool=threads",
-            f"--concurrency={concurrency}", "-n", f"sys{n}-{os.getpid()}@%h", "-l", "WARNING",
+            sys.executable, "-m", "celery", "-A", "project", "worker", f"--pool={pool}",
+            f"--concurrency={concurrency}", "-n", f"sys{n}-{os.getpid()}@%h", "-l", loglevel,
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]  # fmt: skip
         worker = Proc(f"worker-{n}", cmd, {**self.env, **env}, self.tmp)
@@ -115,6 +120,15 @@ class Cluster:
         ]  # fmt: skip
         self.beat = Proc(f"beat-{n}", cmd, self.env, self.tmp)
         return self.beat
+
+    def dump_worker_stacks(self) -> None:
+        """Send SIGUSR1 to each live worker's main process: Celery logs the stack of every thread."""
+        for worker in self.live_workers():
+            try:
+                os.kill(worker.pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        time.sleep(1.0)
 
     def live_workers(self) -> list[Proc]:
         return [w for w in self.workers if w.alive()]
@@ -160,13 +174,15 @@ class Cluster:
         self, predicate: Callable[[], Any], timeout: float = 60.0, *, keep_workers: int = 0, what: str = ""
     ) -> Any:
         """Poll ``predicate`` every 0.1 s until truthy; with ``keep_workers`` restart killed workers so that
-        many stay alive. Fails the test (with the worker logs) on timeout."""
+        many stay alive. Fails the test (with the worker logs) on timeout, after asking every live worker for
+        the stacks of its threads (Celery's SIGUSR1 handler writes them to its log) to show where one hangs."""
         deadline = time.monotonic() + timeout
         while True:
             value = predicate()
             if value:
                 return value
             if time.monotonic() > deadline:
+                self.dump_worker_stacks()
                 pytest.fail(f"timed out waiting for {what or predicate}\n{self.logs()}\n{_unfinished()}")
             if keep_workers:
                 for _ in range(keep_workers - len(self.live_workers())):

@@ -146,7 +146,8 @@ RIVET_WORKFLOWS = {
     "INSPECTOR_TOKEN": os.environ.get("RIVET_INSPECTOR_TOKEN") or None,
     "API_TOKEN": os.environ.get("RIVET_API_TOKEN") or None,
     # Dev mode (DEBUG): the actor/action/queue API is open to anonymous requests, like the inspector.
-    # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user.
+    # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user holding the
+    # rivet_workflows.use_actor_api permission (README, Authorization).
     "API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth",
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),

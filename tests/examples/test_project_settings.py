@@ -65,3 +65,13 @@ def test_the_readme_production_section_lists_every_variable_the_settings_read():
     section = readme.split("### Production", 1)[1].split("\n## ", 1)[0]
     missing = sorted(name for name in read if f"`{name}`" not in section)
     assert not missing, f"README Production section does not list {missing}"
+
+
+def test_the_example_celery_app_is_the_readme_one():
+    """project/celery.py and the README's mysite/celery.py agree (they differed on autodiscover_tasks)."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n# mysite/celery\.py\n(.*?)```", readme, flags=re.S)
+    assert block, "the README's install section has no mysite/celery.py block"
+    ours = (ROOT / "project" / "celery.py").read_text()
+    code = ours.split("# --- the README's mysite/celery.py", 1)[1].split("\n", 1)[1]
+    assert code.strip() == block.group(1).replace("mysite", "project").strip()

@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 LINT_PATHS := rivet_workflows tests project manage.py $(wildcard bench)
 
-.PHONY: setup migrate demo test golden lint format bench bench-smoke worker clean
+DIST ?= dist
+
+.PHONY: setup migrate demo test golden lint format bench bench-smoke worker dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,5 +62,10 @@ bench-smoke: $(BENCH_STAMP)
 worker: migrate
 	$(VENV)/bin/celery -A project worker -B -l info
 
+## make dist: the wheel and the sdist in $(DIST)/ (pip install dist/rivet_workflows-<version>-py3-none-any.whl)
+dist: setup
+	rm -rf $(DIST)/rivet_workflows-* build/
+	$(PY) -m build --outdir $(DIST) .
+
 clean:
-	rm -rf var/broker var/test.sqlite3* .pytest_cache .ruff_cache
+	rm -rf var/broker var/test.sqlite3* .pytest_cache .ruff_cache build

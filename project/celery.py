@@ -1,4 +1,4 @@
-"""The Celery app of the example project.
+"""The Celery app of the example project; the README's install section shows this file as ``mysite/celery.py``.
 
 Run a worker with the sweep embedded: ``celery -A project worker -B -l info`` (``-B`` runs Celery beat
 inside the worker; beat sends ``rivet_workflows.sweep`` every SWEEP_INTERVAL seconds, which wakes due
@@ -8,6 +8,7 @@ actors and recovers expired leases, so the broker never holds long ETAs). Run ex
 
 from __future__ import annotations
 
+# --- the README's mysite/celery.py (with "mysite" for "project"): keep the two the same -------------------
 import os
 
 from celery import Celery
@@ -16,15 +17,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("project")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["rivet_workflows"])
-
-
-def _sweep_interval() -> float:
-    from django.conf import settings
-
-    return float(getattr(settings, "RIVET_WORKFLOWS", {}).get("SWEEP_INTERVAL", 1.0))
+app.autodiscover_tasks()  # the tasks.py of every installed app: rivet_workflows.tasks (and yours)
 
 
 @app.on_after_finalize.connect
-def _setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
-    sender.add_periodic_task(_sweep_interval(), sender.signature("rivet_workflows.sweep"), name="rivet sweep")
+def schedule_sweep(sender: Celery, **kwargs: object) -> None:
+    """Send ``rivet_workflows.sweep`` every SWEEP_INTERVAL seconds (through Celery beat: -B or celery beat)."""
+    from rivet_workflows.conf import rivet_settings
+
+    sweep = sender.signature("rivet_workflows.sweep")
+    sender.add_periodic_task(rivet_settings.SWEEP_INTERVAL, sweep, name="rivet sweep")

@@ -3,7 +3,8 @@
 Embedded by default (no server needed): SQLite in ``var/db.sqlite3``, a Celery broker on kombu's
 ``filesystem://`` transport under ``var/broker`` and the in-memory channel layer.
 ``DATABASE_URL`` (e.g. ``postgres://postgres@127.0.0.1:5432/rivet``, psycopg 3) switches the database,
-``REDIS_URL`` switches the Celery broker and the channel layer to Redis.
+``REDIS_URL`` switches the Celery broker and the channel layer to Redis. ``DJANGO_DEBUG=0`` (production)
+needs ``DJANGO_SECRET_KEY``; the README's Production section lists every variable.
 """
 
 from __future__ import annotations
@@ -12,13 +13,24 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("RIVET_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+#: the key development falls back to; published in this file, so never accepted outside DEBUG (case C53)
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY or SECRET_KEY == DEV_SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set (or is the published development key) and DJANGO_DEBUG is not 1: "
+            "set DJANGO_SECRET_KEY to a long random secret, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'` (README, Production)"
+        )
+    SECRET_KEY = DEV_SECRET_KEY
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
 
 INSTALLED_APPS = [
@@ -91,7 +103,20 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS: list[dict] = []
+# Development accepts any password (the demo's admin user); production gets Django's standard validators.
+AUTH_PASSWORD_VALIDATORS: list[dict] = (
+    []
+    if DEBUG
+    else [
+        {"NAME": f"django.contrib.auth.password_validation.{name}"}
+        for name in (
+            "UserAttributeSimilarityValidator",
+            "MinimumLengthValidator",
+            "CommonPasswordValidator",
+            "NumericPasswordValidator",
+        )
+    ]
+)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -153,7 +178,8 @@ RIVET_WORKFLOWS = {
     "INSPECTOR_TOKEN": os.environ.get("RIVET_INSPECTOR_TOKEN") or None,
     "API_TOKEN": os.environ.get("RIVET_API_TOKEN") or None,
     # Dev mode (DEBUG): the actor/action/queue API is open to anonymous requests, like the inspector.
-    # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user.
+    # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user holding the
+    # rivet_workflows.use_actor_api permission (README, Authorization).
     "API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth",
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),

@@ -14,5 +14,8 @@ class RivetWorkflowsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register system checks (checks.py) and reset cached settings/runtime on ``setting_changed``."""
-        from . import checks, conf  # noqa: F401 - imported for their registration side effects
+        """Register system checks (checks.py), reset cached settings/runtime on ``setting_changed`` and keep
+        Celery's per-run lines about the sweep at DEBUG (``tasks.install_quiet_sweep_logs``)."""
+        from . import checks, conf, tasks  # noqa: F401 - imported for their registration side effects
+
+        tasks.install_quiet_sweep_logs()

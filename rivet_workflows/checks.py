@@ -18,6 +18,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     W003: a step timeout longer than LEASE_SECONDS (another worker would take over a live step).
     W004: the in-memory channel layer with workers in other processes (``in_memory_layer_misses_workers``).
     W005: SWEEP_INTERVAL >= LEASE_SECONDS (late timers, slow takeover of a dead worker's actors).
+    E003: API_AUTH or AUTHORIZE cannot be imported or is not callable (every API request would fail).
+    W006: DEV_MODE on while DEBUG is off (the inspector, and with dev_mode_api_auth the actor API, open to
+    anonymous callers in what looks like production).
     """
     from django.utils.module_loading import import_string
 
@@ -94,8 +97,44 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="rivet_workflows.W005",
             )
         )
+    errors.extend(_check_auth(conf))
     errors.extend(_check_step_timeouts(registry, conf.LEASE_SECONDS))
     return errors
+
+
+def _check_auth(conf: Any) -> list[checks.CheckMessage]:
+    """E003 for an API_AUTH/AUTHORIZE path that does not import to a callable; W006 for DEV_MODE without DEBUG."""
+    from django.utils.module_loading import import_string
+
+    found: list[checks.CheckMessage] = []
+    for key in ("API_AUTH", "AUTHORIZE"):
+        path = getattr(conf, key)
+        if not path:
+            continue
+        try:
+            target = import_string(path)
+        except ImportError as exc:
+            problem = f"cannot be imported: {exc}"
+        else:
+            problem = None if callable(target) else f"is a {type(target).__name__}, not a callable"
+        if problem:
+            found.append(
+                checks.Error(
+                    f"RIVET_WORKFLOWS[{key!r}] = {path!r} {problem}",
+                    hint="Give the dotted path of a function (README, section Authorization).",
+                    id="rivet_workflows.E003",
+                )
+            )
+    if conf.DEV_MODE and not settings.DEBUG:
+        found.append(
+            checks.Warning(
+                "RIVET_WORKFLOWS['DEV_MODE'] is on while DEBUG is off: the inspector endpoints and WebSocket "
+                "(and, with dev_mode_api_auth, the actor API) accept anonymous callers.",
+                hint="Remove DEV_MODE (it defaults to DEBUG) or set it to False outside development.",
+                id="rivet_workflows.W006",
+            )
+        )
+    return found
 
 
 def _check_step_timeouts(registry: Any, lease_seconds: float) -> list[checks.CheckMessage]:

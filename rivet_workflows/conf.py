@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
     "API_AUTH": None,
     "API_TOKEN": None,
+    "AUTHORIZE": None,
 }
 
 
@@ -56,10 +57,15 @@ class RivetSettings:
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock, send(wait=True)).
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
-    API_AUTH: dotted path of the auth callable of the action/queue/actor API endpoints, ``auth(request)``
-        returning a truthy value to allow (None: ``rivet_workflows.api.auth.default_api_auth``, an
-        authenticated Django user or ``Authorization: Bearer <API_TOKEN>``).
-    API_TOKEN: bearer token of the action/queue/actor endpoints (None = no token access).
+    API_AUTH: dotted path of the authentication callable of the actor/action/queue API endpoints,
+        ``auth(request)`` returning the caller (a principal) or None for a 401 (None:
+        ``rivet_workflows.api.auth.default_api_auth``: ``Authorization: Bearer <API_TOKEN>`` or a logged-in
+        Django user). What a principal may then do is ``rivet_workflows.access.role_allows``: a Django
+        user needs the ``rivet_workflows.use_actor_api`` permission.
+    API_TOKEN: bearer token of the actor/action/queue endpoints (None = no token access).
+    AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
+        bool`` asked about every actor API request and WebSocket subscription the role rule allowed;
+        falsy refuses it (403 / close code 4403). Operations: ``access.OPERATIONS``. None: no hook.
     """
 
     REGISTRY: str
@@ -78,6 +84,7 @@ class RivetSettings:
     DISPATCHER: str
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
+    AUTHORIZE: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:

@@ -60,7 +60,11 @@ class Actor(models.Model):
             ),
             models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
         ]
-        permissions = [("replay_workflow", "Can replay and recover workflows")]
+        permissions = [
+            ("replay_workflow", "Can replay and recover workflows"),
+            # the actor API (create, read, list, call actions, send): rivet_workflows.access, case C52
+            ("use_actor_api", "Can use the actor API (create, read, call actions, send messages)"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name}{self.key} ({self.actor_id})"

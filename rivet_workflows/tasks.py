@@ -9,6 +9,49 @@ from celery import shared_task
 
 logger = logging.getLogger("rivet_workflows")
 
+SWEEP_TASK = "rivet_workflows.sweep"
+#: Celery's loggers of the lines every task run writes at INFO: beat's "Sending due task", the worker's
+#: "Task ... received" and "Task ... succeeded in ...s: <return value>"
+_CELERY_TASK_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.trace")
+
+
+class QuietSweepFilter(logging.Filter):
+    """Demote Celery's per-run lines about the sweep to DEBUG (case C64).
+
+    The sweep runs every SWEEP_INTERVAL seconds (1 s), so with ``-l info`` Celery's own lines about it
+    (beat sending it, the worker receiving it and its success) filled the log at two or three lines a
+    second while nothing happened. The sweep logs one INFO line itself when it queues actors or fires
+    schedules (``sweep``); Celery's lines about it are DEBUG records: dropped unless the logger is at DEBUG.
+    Failures are untouched (they are logged as errors, not by these lines). Installed on Celery's loggers
+    when this module is imported (``install_quiet_sweep_logs``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) or True with the record relabelled DEBUG for a line about the sweep; True otherwise."""
+        if record.levelno != logging.INFO or not _about_sweep(record):
+            return True
+        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+def _about_sweep(record: logging.LogRecord) -> bool:
+    args = record.args
+    if isinstance(args, dict):  # the worker's received/succeeded lines: a context dict
+        return args.get("name") == SWEEP_TASK
+    return isinstance(args, tuple) and SWEEP_TASK in args  # beat: (entry name, task name)
+
+
+def install_quiet_sweep_logs() -> None:
+    """Add ``QuietSweepFilter`` to Celery's task loggers (once; Celery's logging set-up keeps logger filters)."""
+    for name in _CELERY_TASK_LOGGERS:
+        celery_logger = logging.getLogger(name)
+        if not any(isinstance(f, QuietSweepFilter) for f in celery_logger.filters):
+            celery_logger.addFilter(QuietSweepFilter())
+
+
+install_quiet_sweep_logs()
+
 
 @shared_task(name="rivet_workflows.run_actor", ignore_result=True)
 def run_actor(actor_id: str, token: int | None = None) -> None:
@@ -65,14 +108,15 @@ def _wake_soon(actor_id: str, wake_at: datetime | None) -> None:
         logger.exception("could not queue the timed run of actor %s; the sweep will", actor_id)
 
 
-@shared_task(name="rivet_workflows.sweep", ignore_result=True)
+@shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
     """Fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
     queue a run for each.
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
     means two overlapping sweeps never queue the same actor twice, and an actor whose executor died is
-    taken over once its lease expires. Returns the number of actors queued.
+    taken over once its lease expires. Returns the number of actors queued. Logs one INFO line when it
+    queued actors or fired schedules, and nothing above DEBUG otherwise (``QuietSweepFilter``).
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
@@ -83,8 +127,9 @@ def sweep() -> int:
     def queue_fire(record, fire) -> None:
         fire_schedule.delay(scheduling.fire_to_dict(record, fire))
 
+    fired = 0
     try:  # due cron / scheduled actions: claimed here, run by fire_schedule tasks
-        scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
+        fired = scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
     claimed = runtime.store.claim_due(
@@ -101,8 +146,16 @@ def sweep() -> int:
                 runtime.store.commit(actor_id, token, ports.Commit(release=True))
             except Exception:
                 logger.exception("could not release the claim of actor %s; its lease will expire", actor_id)
-    if claimed:
-        logger.debug("sweep queued %d actors", len(claimed))
+    if claimed or fired:
+        shown = ", ".join(actor_id for actor_id, _ in claimed[:5]) + (", ..." if len(claimed) > 5 else "")
+        logger.info(
+            "sweep queued %d due actor(s)%s and %d schedule fire(s)",
+            len(claimed),
+            f" ({shown})" if claimed else "",
+            fired,
+        )
+    else:
+        logger.debug("sweep: nothing due")
     return len(claimed)
 
 

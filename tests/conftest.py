@@ -86,3 +86,49 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for name in {str(database.get("NAME") or ""), str(database.get("TEST", {}).get("NAME") or "")}:
         if name and "test" in os.path.basename(name):
             shutil.rmtree(f"{name}.locks", ignore_errors=True)
+
+
+#: markers that name a group of tests; a skipped test of none of them is grouped by its tests/ folder
+SKIP_GROUPS = ("install", "browser", "system", "postgres", "redis")
+
+
+def skip_group(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The group of a skipped test: its first marker of SKIP_GROUPS, else ``tests/<folder>``."""
+    keywords = getattr(report, "keywords", None) or {}  # a CollectReport has none
+    for marker in SKIP_GROUPS:
+        if marker in keywords:
+            return marker
+    path = report.nodeid.split("::")[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else path
+
+
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The reason given to ``pytest.skip``/``skipif`` (without pytest's ``Skipped: `` prefix)."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def summarize_skips(reports: list) -> list[str]:
+    """One line per (group, reason) of the skipped ``reports``, largest first: ``"postgres: 23 skipped
+    (needs PostgreSQL (set DATABASE_URL))"``."""
+    counts: dict[tuple[str, str], int] = {}
+    for report in reports:
+        key = (skip_group(report), skip_reason(report))
+        counts[key] = counts.get(key, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [f"{group}: {count} skipped ({reason})" for (group, reason), count in ordered]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> Any:
+    """After pytest's own summary: which groups of tests were skipped and why (case C64), so a run that
+    silently lacked PostgreSQL, Redis or Chromium says so at its very end."""
+    result = yield
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.skipped]
+    if skipped:
+        terminalreporter.write_sep("=", f"{len(skipped)} tests skipped, by group")
+        for line in summarize_skips(skipped):
+            terminalreporter.write_line(line)
+    return result

@@ -46,12 +46,14 @@ class ActorSummary(Schema):
 
 
 class ActorDetail(ActorSummary):
-    """One actor with its state, input, output and error (values as tagged JSON)."""
+    """One actor with its state, input, output and error (values as tagged JSON). ``redacted`` names the
+    fields withheld from a caller that may not inspect (``"input"``, ``"error.stack"``)."""
 
     state: Any = None
     input: Any = None
     output: Any = None
     error: Any = None
+    redacted: list[str] = []
     in_flight: bool = False
     lease_expires_at: datetime | None = None
 

@@ -7,12 +7,13 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 
-from .. import models
+from .. import access, models
+from ..conf import rivet_settings
 from ..engine import errors, inspector, ports, serde
 from ..engine.actor_context import send_message
 from ..engine.client import normalize_key
 from . import schemas as s
-from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth
+from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
 
 router = Router(tags=["actors"])
 
@@ -76,9 +77,13 @@ def _encode(value: Any) -> Any:
     return serde.to_json(value, where="response")
 
 
-def _handle(actor_id: str) -> Any:
+def _handle(request: HttpRequest, actor_id: str, operation: str) -> Any:
+    """The client handle and record of ``actor_id``, after checking the caller may do ``operation`` to it
+    (the role rule first, so a caller without access gets 403 whether or not the actor exists)."""
+    authorize(request, operation)
     rt = runtime()
     record = rt.store.get_actor(actor_id)
+    authorize(request, operation, record.name, actor_id)
     if record.name not in rt.registry:
         raise errors.ActorNotFoundError(
             f"actor {actor_id} has type {record.name!r}, which is not registered", actor_id=actor_id
@@ -91,8 +96,13 @@ def _handle(actor_id: str) -> Any:
 
 @router.post("/actors", response={200: s.CreateActorOut, **_ERRORS}, auth=api_auth, summary="Get or create")
 def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
-    """Get or create the actor ``(name, key)`` with ``input``; ``created`` says which happened."""
+    """Get or create the actor ``(name, key)`` with ``input``; ``created`` says which happened.
+
+    Operation ``create`` (rivet_workflows.access), also when the actor exists already."""
+    authorize(request, access.CREATE)
     rt = runtime()
+    if payload.name in rt.registry:  # an unknown type is a 404 below, asked of nobody
+        authorize(request, access.CREATE, payload.name)
     definition_client = rt.registry.client()[payload.name]  # ActorNotFoundError for an unknown type
     key = normalize_key(payload.key)
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
@@ -133,7 +143,10 @@ def _summary(row: models.Actor) -> dict:
 def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
     """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1-500)/``offset``.
 
-    An unknown ``state`` (not one of ``WORKFLOW_STATES``) is a 422 ``invalid_value``."""
+    An unknown ``state`` (not one of ``WORKFLOW_STATES``) is a 422 ``invalid_value``. With an
+    ``AUTHORIZE`` hook, only the types it allows to ``list`` are included (a ``name`` it refuses is a
+    403)."""
+    authorize(request, access.LIST)
     if not 1 <= filters.limit <= 500 or filters.offset < 0:
         raise InvalidValueError(
             "limit must be 1..500 and offset >= 0", limit=filters.limit, offset=filters.offset
@@ -148,6 +161,13 @@ def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
         rows = rows.filter(name=filters.name)
     if filters.state:
         rows = rows.filter(workflow_state=filters.state)
+    if rivet_settings.AUTHORIZE:
+        if filters.name:
+            authorize(request, access.LIST, filters.name)
+        else:
+            names = sorted(set(rows.values_list("name", flat=True)))
+            allowed = [n for n in names if access.hook_allows(request, n, access.LIST, None)]
+            rows = rows.filter(name__in=allowed)
     count = rows.count()
     page = rows.order_by("-created_at", "actor_id")[filters.offset : filters.offset + filters.limit]
     return {
@@ -162,9 +182,21 @@ def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
     "/actors/{actor_id}", response={200: s.ActorDetail, **_ERRORS}, auth=api_auth, summary="Get actor"
 )
 def get_actor(request: HttpRequest, actor_id: str) -> Any:
-    """One actor: identity, workflow status, state, input, output, error (tagged JSON) and lease status."""
+    """One actor: identity, workflow status, state, input, output, error (tagged JSON) and lease status.
+
+    Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
+    mode, the inspector token, staff with ``view_actor``); for others they are null and ``redacted``
+    names them."""
+    authorize(request, access.READ)
     rt = runtime()
     record = rt.store.get_actor(actor_id)
+    authorize(request, access.READ, record.name, actor_id)
+    actor_input, error, redacted = record.input, record.error, []
+    if not may_inspect(request):
+        if actor_input is not None:
+            actor_input, redacted = None, ["input"]
+        if isinstance(error, dict) and error.get("stack"):
+            error, redacted = {**error, "stack": None}, [*redacted, "error.stack"]
     return {
         "actor_id": record.actor_id,
         "name": record.name,
@@ -175,9 +207,10 @@ def get_actor(request: HttpRequest, actor_id: str) -> Any:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "state": _encode(record.state),
-        "input": _encode(record.input),
+        "input": _encode(actor_input),
         "output": _encode(record.output),
-        "error": _encode(record.error),
+        "error": _encode(error),
+        "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),
         "lease_expires_at": record.lease_expires_at,
     }
@@ -194,8 +227,9 @@ def get_actor(request: HttpRequest, actor_id: str) -> Any:
 )
 def call_action(request: HttpRequest, actor_id: str, action: str, payload: s.ActionIn) -> Any:
     """Run ``action(c, *args)`` on the actor and return ``{result}``. An exception raised by the action is
-    a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404."""
-    handle, _ = _handle(actor_id)
+    a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404. Operation
+    ``call``."""
+    handle, _ = _handle(request, actor_id, access.CALL)
     handle.definition.get_action(action)  # ActionNotFoundError before anything runs
     args = _decode(payload.args, "args")
     try:
@@ -217,8 +251,8 @@ def call_action(request: HttpRequest, actor_id: str, action: str, payload: s.Act
 )
 def send_to_queue(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
     """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response}``
-    (``completed`` or ``timed_out``). Unknown actor or undeclared queue -> 404."""
-    handle, _ = _handle(actor_id)
+    (``completed`` or ``timed_out``). Unknown actor or undeclared queue -> 404. Operation ``send``."""
+    handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:
         result = handle.send(queue, body, wait=True, timeout=payload.timeout)

@@ -11,49 +11,70 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import broadcaster
 
-#: close code sent when the connection is not authorized, or the actor does not exist
+#: close codes: no or a wrong credential; a caller that may not read this actor; an unknown actor
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
-def authorize(scope: dict) -> bool:
-    """May this connection subscribe? Dev mode; or ``?token=`` equal to INSPECTOR_TOKEN or API_TOKEN
-    (constant-time; unset tokens never match); or an authenticated session user (AuthMiddlewareStack)."""
-    from ..api.auth import token_matches
+def principal(scope: dict) -> Any:
+    """The caller of a connection (``rivet_workflows.access``): ``access.DEV_MODE`` while DEV_MODE is on;
+    else the API or inspector token given as ``?token=`` or ``Authorization: Bearer`` (constant-time;
+    unset tokens never match; a wrong one is None, not a fall-back to the session); else the
+    authenticated session user of ``AuthMiddlewareStack``; None when there is no caller."""
+    from .. import access
     from ..conf import rivet_settings
 
-    conf = rivet_settings.get()
-    if conf.DEV_MODE:
-        return True
+    if rivet_settings.get().DEV_MODE:
+        return access.DEV_MODE
     query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
-    token = (query.get("token") or [""])[0]
-    if token and (token_matches(token, conf.INSPECTOR_TOKEN) or token_matches(token, conf.API_TOKEN)):
-        return True
+    token = (query.get("token") or [None])[0]
+    if token is None:
+        token = access.bearer(access.ConnectionRequest.from_scope(scope, None).headers)
+    if token is not None:
+        return access.token_principal(token)
     user = scope.get("user")
-    return bool(user is not None and getattr(user, "is_authenticated", False) and user.is_active)
+    if user is not None and getattr(user, "is_authenticated", False) and user.is_active:
+        return user
+    return None
 
 
-def _actor_exists(actor_id: str) -> bool:
-    from .. import models
+def refusal(scope: dict, actor_id: str) -> int | None:
+    """The close code refusing a subscription to ``actor_id``, or None to accept it.
 
-    return models.Actor.objects.filter(pk=actor_id, destroyed=False).exists()
+    The same rule as ``GET /actors/{actor_id}`` (operation ``read``): no caller -> 4401; a caller the role
+    rule refuses (a user without ``use_actor_api``, or staff without ``view_actor``) -> 4403, before the
+    actor is looked up; an unknown actor -> 4404; the project's ``AUTHORIZE`` hook refusing -> 4403."""
+    from .. import access, models
+
+    caller = principal(scope)
+    if not caller:
+        return CLOSE_UNAUTHORIZED
+    if not access.role_allows(caller, access.READ):
+        return CLOSE_FORBIDDEN
+    name = models.Actor.objects.filter(pk=actor_id, destroyed=False).values_list("name", flat=True).first()
+    if name is None:
+        return CLOSE_NOT_FOUND
+    request = access.ConnectionRequest.from_scope(scope, caller)
+    if not access.hook_allows(request, name, access.READ, actor_id):
+        return CLOSE_FORBIDDEN
+    return None
 
 
 class ActorEventsConsumer(AsyncJsonWebsocketConsumer):
     """Streams an actor's events as ``{"type": "event", "name": ..., "args": [...]}`` and history changes
-    as ``{"type": "history", "actor_id": ...}``. Closes with 4401 when unauthorized, 4404 for an unknown
-    actor. Thin: the group and the sends live in ``broadcaster``."""
+    as ``{"type": "history", "actor_id": ...}``. Closes with 4401 without a caller, 4403 when the caller
+    may not read the actor and 4404 for an unknown actor (``refusal``). Thin: the group and the sends
+    live in ``broadcaster``."""
 
     actor_id: str = ""
     group: str = ""
 
     async def connect(self) -> None:
         self.actor_id = self.scope["url_route"]["kwargs"]["actor_id"]
-        if not await database_sync_to_async(authorize)(self.scope):
-            await self.close(code=CLOSE_UNAUTHORIZED)
-            return
-        if not await database_sync_to_async(_actor_exists)(self.actor_id):
-            await self.close(code=CLOSE_NOT_FOUND)
+        code = await database_sync_to_async(refusal)(self.scope, self.actor_id)
+        if code is not None:
+            await self.close(code=code)
             return
         broadcaster.remember_consumer_loop(asyncio.get_running_loop())
         self.group = broadcaster.group_name(self.actor_id)

@@ -17,6 +17,19 @@ BASE = {
 }
 
 
+def api_user(django_user_model: Any, username: str = "alice", *codenames: str, **fields: Any) -> Any:
+    """A user holding ``rivet_workflows.<codename>`` for each of ``codenames`` (default: ``use_actor_api``,
+    the permission the actor API needs); ``fields`` go to ``create_user`` (``is_staff=True``...)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username, password="pw", **fields)
+    for codename in codenames or ("use_actor_api",):
+        user.user_permissions.add(
+            Permission.objects.get(codename=codename, content_type__app_label="rivet_workflows")
+        )
+    return django_user_model.objects.get(pk=user.pk)  # fresh: no cached permissions
+
+
 class Rivet:
     """Test helper: the runtime of the current settings, a client, drain, and settings switches."""
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.api import registry as test_registry
+from tests.api.support import api_user
 
 API = "/api/rivet"
 
@@ -26,9 +27,8 @@ def assert_error(response, status, code):
 
 @pytest.fixture
 def api(rivet, client, django_user_model):
-    """A logged-in test client (the default API auth accepts any authenticated user)."""
-    user = django_user_model.objects.create_user("alice", password="pw")
-    client.force_login(user)
+    """A test client logged in as a user holding ``use_actor_api`` (dev mode: the inspector is open)."""
+    client.force_login(api_user(django_user_model))
     return client
 
 

@@ -8,13 +8,14 @@ import pytest
 from rivet_workflows.engine import definitions as d
 from rivet_workflows.engine.errors import CriticalError
 from tests.api import registry as test_registry
+from tests.api.support import api_user
 from tests.api.test_api import API, assert_error, post
 
 
 @pytest.fixture
 def api(rivet, client, django_user_model):
-    """A logged-in test client (dev mode: the inspector endpoints are open to it)."""
-    client.force_login(django_user_model.objects.create_user("alice", password="pw"))
+    """A test client logged in as a user holding ``use_actor_api`` (dev mode: the inspector is open)."""
+    client.force_login(api_user(django_user_model))
     return client
 
 

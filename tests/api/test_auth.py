@@ -55,8 +55,15 @@ def test_right_token_is_accepted(client, locked):
     auth = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
     assert history(client, locked.actor_id, **auth).json()["workflowState"] == "failed"
     assert replay(client, locked.actor_id, **auth).status_code == 200
-    # the inspector token is not an API token
-    assert client.get(f"{API}/actors", **auth).status_code == 401
+    # the inspector token may read the actor API but not drive it (test_actor_api_access covers every role)
+    assert client.get(f"{API}/actors", **auth).status_code == 200
+    action = client.post(
+        f"{API}/actors/{locked.actor_id}/actions/get_state",
+        data="{}",
+        content_type="application/json",
+        **auth,
+    )
+    assert action.status_code == 403
     assert client.get(f"{API}/actors", HTTP_AUTHORIZATION="Bearer api-token").status_code == 200
 
 
@@ -75,8 +82,8 @@ def test_staff_without_permission_is_forbidden(client, locked, django_user_model
     response = history(client, locked.actor_id)
     assert response.status_code == 403 and response.json()["code"] == "forbidden"
     assert replay(client, locked.actor_id).status_code == 403
-    # a logged-in user may still use the action/queue API (default auth: any authenticated user)
-    assert client.get(f"{API}/actors").status_code == 200
+    # nor the actor API: being logged in (or staff) is not a permission (case C52)
+    assert client.get(f"{API}/actors").status_code == 403
 
 
 def test_staff_with_permissions(client, locked, django_user_model):

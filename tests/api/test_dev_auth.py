@@ -56,6 +56,7 @@ def test_example_project_api_is_closed_outside_dev_mode(client, rivet):
 def test_example_project_settings_use_dev_auth_and_read_the_token_from_the_environment():
     assert _project_api_auth() == "rivet_workflows.api.auth.dev_mode_api_auth"
     env = {**os.environ, "RIVET_API_TOKEN": "from-env", "RIVET_INSPECTOR_TOKEN": "insp", "DJANGO_DEBUG": "0"}
+    env["DJANGO_SECRET_KEY"] = "a-test-secret-key-that-is-not-the-published-one"
     code = "import json, project.settings as s; print(json.dumps(s.RIVET_WORKFLOWS))"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True

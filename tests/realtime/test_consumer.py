@@ -100,3 +100,110 @@ async def test_project_asgi_routes_websockets():
     )
     connected, _ = await communicator.connect()
     assert not connected  # foreign origin refused by AllowedHostsOriginValidator
+
+
+# --- who may subscribe outside dev mode (case C52: the same rule as GET /actors/{id}) ----------------
+
+WS_API_TOKEN = "api-s3cret"
+WS_INSPECTOR_TOKEN = "inspector-s3cret"
+
+
+def _session_cookie(user) -> tuple[bytes, bytes]:
+    """The Cookie header of a session logged in as ``user`` (AuthMiddlewareStack reads it)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+def _make_user(kind: str):
+    from django.contrib.auth import get_user_model
+
+    from tests.api.support import api_user
+
+    users = get_user_model()
+    if kind == "plain user":
+        return users.objects.create_user("plain", password="pw")
+    if kind == "staff without permission":
+        return users.objects.create_user("staff", password="pw", is_staff=True)
+    if kind == "staff with view permission":
+        return api_user(users, "viewer", "view_actor", is_staff=True)
+    if kind == "user with use_actor_api":
+        return api_user(users, "driver")
+    raise AssertionError(kind)
+
+
+async def _connect(path: str, *, query: str = "", headers=(), user_kind: str | None = None):
+    headers = list(headers)
+    if user_kind is not None:
+        user = await database_sync_to_async(_make_user)(user_kind)
+        headers.append(await database_sync_to_async(_session_cookie)(user))
+    communicator = WebsocketCommunicator(app, path + (f"?{query}" if query else ""), headers=headers)
+    connected, code = await communicator.connect()
+    if connected:
+        await communicator.disconnect()
+    return connected, code
+
+
+@pytest.mark.parametrize(
+    "role,expected",
+    [
+        ("anonymous", (False, 4401)),
+        ("wrong token", (False, 4401)),
+        ("plain user", (False, 4403)),
+        ("staff without permission", (False, 4403)),
+        ("staff with view permission", (True, None)),
+        ("user with use_actor_api", (True, None)),
+        ("API token", (True, None)),
+        ("API token as a bearer header", (True, None)),
+        ("inspector token", (True, None)),
+    ],
+)
+async def test_outside_dev_mode_each_role_gets_the_http_rule(rivet, role, expected):
+    await database_sync_to_async(rivet.configure)(
+        DEV_MODE=False, API_TOKEN=WS_API_TOKEN, INSPECTOR_TOKEN=WS_INSPECTOR_TOKEN
+    )
+    handle = await database_sync_to_async(rivet.client.counter.get_or_create)("c")
+    path = f"/ws/rivet/actors/{handle.actor_id}/"
+    options: dict = {
+        "wrong token": {"query": "token=nope"},
+        "API token": {"query": f"token={WS_API_TOKEN}"},
+        "API token as a bearer header": {"headers": [(b"authorization", f"Bearer {WS_API_TOKEN}".encode())]},
+        "inspector token": {"query": f"token={WS_INSPECTOR_TOKEN}"},
+    }.get(role, {} if role == "anonymous" else {"user_kind": role})
+    connected, code = await _connect(path, **options)
+    assert connected is expected[0]
+    if not connected:
+        assert code == expected[1]
+
+
+async def test_a_refused_user_cannot_probe_which_actors_exist(rivet):
+    await database_sync_to_async(rivet.configure)(DEV_MODE=False)
+    assert await _connect("/ws/rivet/actors/nope/", user_kind="plain user") == (False, 4403)
+    assert await _connect("/ws/rivet/actors/nope/", user_kind="user with use_actor_api") == (False, 4404)
+
+
+WS_HOOK_CALLS: list[tuple] = []
+
+
+def no_orders(request, actor_name, operation, actor_id):
+    """AUTHORIZE hook of the test below: ``order`` actors may not be read."""
+    WS_HOOK_CALLS.append((actor_name, operation, actor_id, request.auth, request.method))
+    return actor_name != "order"
+
+
+async def test_the_authorize_hook_decides_subscriptions(rivet):
+    await database_sync_to_async(rivet.configure)(
+        DEV_MODE=False, API_TOKEN=WS_API_TOKEN, AUTHORIZE="tests.realtime.test_consumer.no_orders"
+    )
+    WS_HOOK_CALLS.clear()
+    order = await database_sync_to_async(rivet.client.order.get_or_create)("o")
+    counter = await database_sync_to_async(rivet.client.counter.get_or_create)("c")
+    query = f"token={WS_API_TOKEN}"
+    assert await _connect(f"/ws/rivet/actors/{order.actor_id}/", query=query) == (False, 4403)
+    assert (await _connect(f"/ws/rivet/actors/{counter.actor_id}/", query=query))[0]
+    assert WS_HOOK_CALLS == [
+        ("order", "read", order.actor_id, "api-token", "WEBSOCKET"),
+        ("counter", "read", counter.actor_id, "api-token", "WEBSOCKET"),
+    ]

@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _readme_registry():
     text = README.read_text()
-    block = re.search(r"```python\n# myproject/registry.py\n(.*?)```", text, re.S)
+    block = re.search(r"```python\n# mysite/registry.py\n(.*?)```", text, re.S)
     assert block, "README lost its registry example"
     namespace: dict = {}
     exec(compile(block.group(1), "README.md", "exec"), namespace)

@@ -1,0 +1,230 @@
+"""The README's install section works verbatim in a new project (case C64).
+
+Builds the wheel with ``make dist``, installs it (with the ``live`` extra) in a fresh virtualenv, runs
+``django-admin startproject mysite``, copies the README's ``# mysite/...`` blocks into it, adds a registry
+with a two-step workflow, migrates on SQLite, starts ``celery -A mysite worker -B -l info`` on the embedded
+filesystem broker and ``manage.py runserver``, creates an actor over HTTP without a token (the README's
+development setting) and checks that the worker completed the workflow, that the idle sweep kept the worker
+log quiet, and that ``daphne mysite.asgi:application`` accepts the actor's WebSocket.
+
+Slow (about a minute, most of it pip; pip's cache is reused) and independent of the suite's database: it
+runs on the SQLite pass only (skipped when DATABASE_URL is set), so CI runs it once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rivet_workflows.testing import GroupProcess
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.install,
+    pytest.mark.skipif(
+        bool(os.environ.get("DATABASE_URL")),
+        reason="the install test runs once per CI, on the SQLite pass (its new project uses SQLite)",
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+REGISTRY = """
+from rivet_workflows import setup, workflow
+
+
+def greet(step):
+    step.state["greeting"] = f"hello {step.state['name']}"
+    return step.state["greeting"]
+
+
+async def run(ctx):
+    greeting = await ctx.step("greet", greet)
+    return await ctx.step("shout", lambda step: greeting.upper())
+
+
+greeter = workflow(
+    state={"name": None, "greeting": None},
+    on_create=lambda c, input: c.state.update(name=input["name"]),
+    run=run,
+)
+
+registry = setup(use={"greeter": greeter})
+"""
+
+
+def install_section() -> str:
+    text = README.read_text()
+    return text.split("## Install in your project", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_files() -> dict[str, tuple[str, bool]]:
+    """The README install section's python blocks headed ``# mysite/<file>``: path -> (code, append?)."""
+    files: dict[str, tuple[str, bool]] = {}
+    for block in re.findall(r"```python\n(.*?)```", install_section(), flags=re.S):
+        header, _, body = block.partition("\n")
+        match = re.fullmatch(r"# (mysite/[\w/]+\.py)(: add at the end)?", header.strip())
+        if match:
+            files[match.group(1)] = (body, bool(match.group(2)))
+    return files
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a new user's shell: nothing of this checkout's venv, settings or services."""
+    drop = ("DJANGO_", "RIVET_", "DATABASE_URL", "REDIS_URL", "PYTHONPATH", "VIRTUAL_ENV", "CELERY_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
+    result = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: GroupProcess, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.alive(), f"{proc.name} exited:\n{proc.tail()}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{proc.name} did not listen on {port}:\n{proc.tail()}")
+
+
+def http(method: str, url: str, body: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def websocket_handshake(port: int, path: str) -> str:
+    """The status line the server answers to a WebSocket upgrade of ``path`` (``HTTP/1.1 101 ...``)."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://localhost:{port}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        return sock.recv(4096).decode("latin-1").split("\r\n", 1)[0]
+
+
+def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
+    # the wheel and the sdist, as `make dist` builds them
+    dist = tmp_path / "dist"
+    run(["make", "dist", f"DIST={dist}"], ROOT)
+    wheels = sorted(dist.glob("rivet_workflows-*-py3-none-any.whl"))
+    assert len(wheels) == 1 and len(list(dist.glob("rivet_workflows-*.tar.gz"))) == 1
+    assert f"dist/{wheels[0].name}" in install_section(), "the README names another wheel file"
+
+    # a fresh virtualenv with the wheel and the extra for live events
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path)
+    bin_dir = venv / "bin"
+    run(
+        [str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check", f"{wheels[0]}[live]"], tmp_path
+    )
+
+    # a new project, wired with the README's blocks
+    site = tmp_path / "site"
+    site.mkdir()
+    run([str(bin_dir / "django-admin"), "startproject", "mysite", str(site)], tmp_path)
+    files = readme_files()
+    expected = {
+        "mysite/settings.py",
+        "mysite/urls.py",
+        "mysite/celery.py",
+        "mysite/__init__.py",
+        "mysite/asgi.py",
+    }
+    assert set(files) == expected
+    for name, (code, append) in files.items():
+        target = site / name
+        target.write_text((target.read_text() + "\n\n" if append else "") + code)
+    (site / "mysite" / "registry.py").write_text(REGISTRY)
+    python = str(bin_dir / "python")
+    check = run([python, "manage.py", "check"], site)
+    assert "ERRORS" not in check
+    run([python, "manage.py", "migrate", "--noinput"], site)
+
+    env = clean_env()
+    port, asgi_port = free_port(), free_port()
+    worker = GroupProcess(
+        "worker",
+        [str(bin_dir / "celery"), "-A", "mysite", "worker", "-B", "-l", "info"],
+        env=env,
+        log_path=tmp_path / "worker.log",
+        cwd=site,
+    )
+    server = GroupProcess(
+        "runserver",
+        [python, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        env=env,
+        log_path=tmp_path / "runserver.log",
+        cwd=site,
+    )
+    daphne = GroupProcess(
+        "daphne",
+        [str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(asgi_port), "mysite.asgi:application"],
+        env=env,
+        log_path=tmp_path / "daphne.log",
+        cwd=site,
+    )
+    try:
+        wait_for_port(port, server)
+        base = f"http://127.0.0.1:{port}/api/rivet"
+        # the README's curl, no token: its development setting (DEBUG is on in a new project)
+        status, created = http(
+            "POST", f"{base}/actors", {"name": "greeter", "key": ["k-1"], "input": {"name": "rivet"}}
+        )
+        assert status == 200, created
+        assert created["created"] is True
+        actor_id = created["actor_id"]
+
+        deadline, detail = time.monotonic() + 90, {}
+        while time.monotonic() < deadline:
+            assert worker.alive(), f"the worker exited:\n{worker.tail()}"
+            _, detail = http("GET", f"{base}/actors/{actor_id}")
+            if detail.get("workflow_state") in ("completed", "failed"):
+                break
+            time.sleep(0.3)
+        assert detail.get("workflow_state") == "completed", f"{detail}\n{worker.tail(60)}"
+        assert detail["output"] == "HELLO RIVET"
+        assert detail["state"] == {"name": "rivet", "greeting": "hello rivet"}
+
+        wait_for_port(asgi_port, daphne)
+        assert " 101 " in websocket_handshake(asgi_port, f"/ws/rivet/actors/{actor_id}/") + " "
+        time.sleep(3)  # a few idle sweeps (every second)
+    finally:
+        for proc in (daphne, server, worker):
+            proc.stop(grace=10)
+    log = (tmp_path / "worker.log").read_text(errors="replace")
+    assert re.search(r"Task rivet_workflows\.run_actor\[.*\] succeeded", log), log[-3000:]
+    beats = re.findall(r"Sending due task rivet sweep|Task rivet_workflows\.sweep\[", log)
+    assert beats == [], f"the idle sweep logged {len(beats)} INFO lines:\n{log[-2000:]}"

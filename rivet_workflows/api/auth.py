@@ -31,10 +31,13 @@ def _bearer(request: HttpRequest) -> str | None:
 
 
 def token_matches(given: str | None, expected: str | None) -> bool:
-    """Constant-time comparison; False when no token is configured (no token access at all)."""
+    """Constant-time comparison; False when no token is configured (no token access at all). Any text
+    compares, a lone surrogate included (it simply does not match): never an exception."""
     if not expected or not given:
         return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def _session_user(request: HttpRequest) -> Any:

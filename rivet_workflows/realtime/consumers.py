@@ -34,8 +34,11 @@ def authorize(scope: dict) -> bool:
 
 
 def _actor_exists(actor_id: str) -> bool:
-    from .. import models
+    """Is there a live actor ``actor_id``? False without a query for an id no database can store (C48)."""
+    from .. import inputs, models
 
+    if inputs.text_problem(actor_id) is not None:
+        return False
     return models.Actor.objects.filter(pk=actor_id, destroyed=False).exists()
 
 

@@ -113,8 +113,9 @@ def test_non_finite_numbers_are_rejected(api, rivet):  # noqa: F811
 
 
 def test_unknown_state_filter_is_422(api):  # noqa: F811
-    body = assert_error(api.get(API + "/actors?state=bogus"), 422, "invalid_value")
-    assert "bogus" in body["message"]
+    body = assert_error(api.get(API + "/actors?state=bogus"), 422, "validation_error")
+    (problem,) = body["metadata"]["errors"]
+    assert problem["loc"] == ["query", "state"] and "'sleeping'" in problem["msg"], problem
     assert api.get(API + "/actors?state=sleeping").status_code == 200
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 from pydantic import StrictBool, StrictFloat
@@ -19,6 +19,9 @@ MAX_PAGE = 500
 MAX_NAME_CHARS = 200
 #: the length of an actor id (``models.new_actor_id``: 32 hex digits)
 ACTOR_ID_CHARS = 32
+
+#: text a database can store (no NUL; a lone surrogate is refused by the validator itself)
+StorableText = Annotated[str, Field(pattern=inputs.TEXT_PATTERN)]
 
 #: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1)
 WorkflowState = Literal[
@@ -46,7 +49,7 @@ class CreateActorIn(Schema):
     ``input`` (any JSON; tagged values are decoded)."""
 
     name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
-    key: str | list[str]
+    key: StorableText | list[StorableText]
     input: Any = None
 
 
@@ -59,7 +62,8 @@ class CreateActorOut(Schema):
 
 class ActorFilter(Schema):
     """``GET /actors`` query: type ``name``, workflow ``state`` (one of ``WorkflowState``), ``limit``
-    (1..500) and ``offset`` (0..2**53-1; beyond the last actor the page is empty)."""
+    (1..500) and ``offset`` (0..2**53-1; beyond the last actor the page is empty). An empty ``name=`` is no
+    filter; ``state=`` is not a state (422)."""
 
     name: str | None = Field(None, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
     state: WorkflowState | None = None

@@ -55,10 +55,13 @@ DEV_MODE = "dev-mode"
 
 def token_matches(given: str | None, expected: str | None) -> bool:
     """Constant-time comparison of a presented token with a configured one; False when either is empty
-    (no token configured = no token access at all)."""
+    (no token configured = no token access at all). Any text compares, a lone surrogate included (it
+    simply does not match): never an exception."""
     if not expected or not given:
         return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def token_principal(token: str) -> str | None:

@@ -55,7 +55,8 @@ class RivetSettings:
         in the window is received by the same run without a broker round trip; the worker is held for at
         most this long per wait (on other databases the run releases at once).
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
-    POLL_INTERVAL: polling period of waits on the database (action lock, send(wait=True)).
+    POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
+        backs off to engine.client.MAX_SEND_POLL_SECONDS).
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
     API_AUTH: dotted path of the authentication callable of the actor/action/queue API endpoints,
         ``auth(request)`` returning the caller (a principal) or None for a 401 (None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from .. import display, models
+from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
 from ..engine import errors, inspector
 from .trace import error_details, pretty, trace_rows
@@ -44,6 +46,28 @@ def _runtime() -> Any:
     from ..django_runtime import get_runtime
 
     return get_runtime()
+
+
+def reject_bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wrap an admin view so a request carrying text no database can store (``inputs.find_bad_input``: a
+    NUL character or a lone surrogate in the object id, a list filter, the search, a form field such as
+    the replay button's ``entry_id``, or the session cookie) gets a 400 JSON ``{group, code: "invalid_input",
+    message, metadata: {where}}`` before any query runs, instead of PostgreSQL's ``DataError`` (case C48)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        bad = inputs.find_bad_input(request, kwargs, form=True)
+        if bad is not None:
+            return JsonResponse(bad.error_body(), status=400)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _json_error(status: int, group: str, code: str, message: str, **metadata: Any) -> JsonResponse:
+    """An error of the trace JSON as ``{group, code, message, metadata}`` (it is read by a script)."""
+    body = {"group": group, "code": code, "message": message, "metadata": metadata}
+    return JsonResponse(body, status=status)
 
 
 def state_badge(state: str) -> str:
@@ -136,6 +160,14 @@ class ActorAdmin(admin.ModelAdmin):
     # --- extra pages --------------------------------------------------------------------------------
 
     def get_urls(self) -> list:
+        """The admin's own URLs and the trace JSON, replay and recover views, every one behind
+        ``reject_bad_input``."""
+        patterns = self._urls()
+        for pattern in patterns:
+            pattern.callback = reject_bad_input(pattern.callback)
+        return patterns
+
+    def _urls(self) -> list:
         view = self.admin_site.admin_view
         extra = [
             path(
@@ -234,8 +266,14 @@ class ActorAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "rivet_workflows/admin/actor_trace.html", context)
 
     def trace_json_view(self, request: HttpRequest, actor_id: str) -> JsonResponse:
-        """The live part of the trace page as ``{"version", "html", "workflowState", "inFlight"}`` (polling)."""
-        record = self._record(request, actor_id)
+        """The live part of the trace page as ``{"version", "html", "workflowState", "inFlight"}`` (polling);
+        an unknown actor is a 404 and a user without the view permission a 403, both as the JSON error body."""
+        if not self.has_view_permission(request):
+            return _json_error(403, "auth", "forbidden", "the view permission of actors is required")
+        try:
+            record = _runtime().store.get_actor(actor_id)
+        except errors.ActorNotFoundError as exc:
+            return _json_error(404, exc.group, exc.code, exc.message, **exc.metadata)
         live = self._live_context(request, record)
         html = render_to_string("rivet_workflows/admin/_live.html", live, request=request)
         # the CSRF token is masked differently on every render: leave it out of the version

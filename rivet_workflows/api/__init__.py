@@ -14,11 +14,16 @@ from . import errors
 from .parser import BoundedJSONParser
 from .views import router
 
+#: URL names of the schema and docs pages
+_DOCS_PAGES = frozenset({"openapi-json", "openapi-view"})
+
 
 class RivetAPI(NinjaAPI):
     """A ``NinjaAPI`` whose every error is the JSON body ``{group, code, message, metadata}``: a method the
     path does not serve is a 405 ``method_not_allowed`` (``metadata.allowed``), a path no endpoint serves
-    (``/api/rivet/nope``, ``/api/rivet/actors/``) a 404 ``not_found``."""
+    (``/api/rivet/nope``, ``/api/rivet/actors/``) a 404 ``not_found``, and text no database can store in a
+    path segment, query parameter or the session cookie a 422/400 before any query (``errors.reject_bad_input``).
+    """
 
     def _get_urls(self) -> list:
         patterns = super()._get_urls()
@@ -29,6 +34,8 @@ class RivetAPI(NinjaAPI):
                 pattern.callback = not_found
             callback = getattr(pattern, "callback", None)
             if callback is not None and not getattr(callback, "_rivet_405", False):
+                if getattr(pattern, "name", None) not in _DOCS_PAGES:  # they read nothing of the request
+                    callback = errors.reject_bad_input(self, callback)
                 pattern.callback = errors.json_method_not_allowed(self, callback)
         # last: it matches everything the patterns above did not
         return [*patterns, errors.not_found_pattern(self)]

@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
-from .. import display
+from .. import display, inputs
 from ..engine import errors
 
 logger = logging.getLogger("rivet_workflows")
@@ -73,6 +73,27 @@ def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable
         return response
 
     wrapper._rivet_405 = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def reject_bad_input(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the endpoint view ``view`` so a request carrying text no database can store
+    (``inputs.find_bad_input``: a NUL character or a lone surrogate) is answered before any query runs (case
+    C48): in a path segment or query parameter a 422 ``validation_error`` whose ``metadata.errors`` has one
+    ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's ``pattern`` promises), in the
+    session cookie a 400 ``invalid_input`` (``metadata.where``)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        bad = inputs.find_bad_input(request, kwargs)
+        if bad is None:
+            return view(request, *args, **kwargs)
+        if bad.loc[0] == "cookie":
+            return respond(api, request, 400, bad.error_body())
+        problem = {"type": "invalid_text", "loc": list(bad.loc), "msg": bad.message}
+        body = error_body("request", "validation_error", "the request is not valid", {"errors": [problem]})
+        return respond(api, request, 422, body)
+
     return wrapper
 
 

@@ -27,10 +27,12 @@ def _finite_float(text: str) -> float:
 class BoundedJSONParser(Parser):
     """Parses request bodies as strict JSON; raises ``BodyTooLargeError`` (413) over MAX_BODY_BYTES and
     ``MalformedBodyError`` (400) for invalid JSON (also NaN/Infinity and numbers out of the double range such
-    as ``1e400``), JSON nested too deeply for the parser, or a body that is not an object."""
+    as ``1e400``), JSON nested too deeply for the parser, or a body that is neither an object nor ``null``.
 
-    def parse_body(self, request: HttpRequest) -> dict:
-        """The body as a dict (shape checked later by the endpoint's schema)."""
+    A ``null`` body is None: "no body" where the body is optional (replay), a 422 where it is required."""
+
+    def parse_body(self, request: HttpRequest) -> dict | None:
+        """The body as a dict, or None for ``null`` (shape checked later by the endpoint's schema)."""
         limit = rivet_settings.MAX_BODY_BYTES
         body = request.body
         if len(body) > limit:
@@ -43,6 +45,8 @@ class BoundedJSONParser(Parser):
             raise MalformedBodyError(f"the request body is not valid JSON: {exc}") from exc
         except RecursionError as exc:
             raise MalformedBodyError("the request body is nested too deeply") from exc
+        if data is None:
+            return None
         if not isinstance(data, dict):
             raise MalformedBodyError("the request body must be a JSON object")
         return data

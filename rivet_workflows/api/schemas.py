@@ -3,10 +3,36 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import StrictBool
+from pydantic import StrictBool, StrictFloat
+
+from .. import inputs
+from ..engine import ports
+
+#: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
+MAX_SEND_TIMEOUT = 300.0
+#: the largest page of ``GET /actors``
+MAX_PAGE = 500
+#: the longest actor type, queue and action name (the columns are ``varchar(200)``)
+MAX_NAME_CHARS = 200
+#: the length of an actor id (``models.new_actor_id``: 32 hex digits)
+ACTOR_ID_CHARS = 32
+
+#: text a database can store (no NUL; a lone surrogate is refused by the validator itself)
+StorableText = Annotated[str, Field(pattern=inputs.TEXT_PATTERN)]
+
+#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1)
+WorkflowState = Literal[
+    ports.PENDING,
+    ports.RUNNING,
+    ports.SLEEPING,
+    ports.ROLLING_BACK,
+    ports.COMPLETED,
+    ports.FAILED,
+    ports.CANCELLED,
+]
 
 
 class ErrorOut(Schema):
@@ -22,8 +48,8 @@ class CreateActorIn(Schema):
     """``POST /actors``: the actor type ``name``, its ``key`` (a string or a list of strings) and an optional
     ``input`` (any JSON; tagged values are decoded)."""
 
-    name: str = Field(..., min_length=1, max_length=200)
-    key: str | list[str]
+    name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
+    key: StorableText | list[StorableText]
     input: Any = None
 
 
@@ -32,6 +58,17 @@ class CreateActorOut(Schema):
     name: str
     key: list[Any]
     created: bool
+
+
+class ActorFilter(Schema):
+    """``GET /actors`` query: type ``name``, workflow ``state`` (one of ``WorkflowState``), ``limit``
+    (1..500) and ``offset`` (0..2**53-1; beyond the last actor the page is empty). An empty ``name=`` is no
+    filter; ``state=`` is not a state (422)."""
+
+    name: str | None = Field(None, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
+    state: WorkflowState | None = None
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
+    offset: int = Field(0, ge=0, le=inputs.MAX_OFFSET)
 
 
 class ActorSummary(Schema):
@@ -77,12 +114,12 @@ class ActionOut(Schema):
 
 class SendIn(Schema):
     """``POST /actors/{id}/queues/{queue}``: the message ``body`` (required; ``null`` is a body); with ``wait``
-    (a JSON boolean) the call blocks until the workflow completes the message or ``timeout`` seconds (at most
-    300; default ACTION_TIMEOUT) pass."""
+    (a JSON boolean) the call blocks until the workflow completes the message, the workflow ends, or
+    ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass."""
 
     body: Any = Field(...)
     wait: StrictBool = False
-    timeout: float | None = Field(None, ge=0, le=300)
+    timeout: StrictFloat | None = Field(None, ge=0, le=MAX_SEND_TIMEOUT)
 
 
 class SendAccepted(Schema):
@@ -90,8 +127,14 @@ class SendAccepted(Schema):
 
 
 class SendOut(Schema):
-    status: str
+    """The answer of a waiting send: ``status`` ``completed`` (``response``: what the workflow passed to
+    ``message.complete``) or ``timed_out`` with ``detail``, the same sentence as the Python client's
+    ``SendResult.detail``: the timeout passed (the message not received yet, or received but not
+    completed), the workflow ended without completing it, or the actor was destroyed."""
+
+    status: Literal["completed", "timed_out"]
     response: Any = None
+    detail: str | None = None
 
 
 class HistoryOut(Schema):
@@ -103,7 +146,7 @@ class HistoryOut(Schema):
 class ReplayIn(Schema):
     """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything."""
 
-    entryId: str | None = None
+    entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
 
 
 class RepairOut(Schema):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema, Status
+from ninja import Path, Query, Router, Status
 
-from .. import access, models
+from .. import access, inputs, models
 from ..conf import rivet_settings
-from ..engine import errors, inspector, ports, serde
+from ..engine import errors, inspector, serde
 from ..engine.actor_context import send_message
 from ..engine.client import normalize_key
 from . import schemas as s
@@ -17,26 +17,18 @@ from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, au
 
 router = Router(tags=["actors"])
 
-_ERRORS = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    413: s.ErrorOut,
-    422: s.ErrorOut,
-}
-_IN_FLIGHT = {**_ERRORS, 409: s.ErrorOut}
 
-#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1)
-WORKFLOW_STATES = (
-    ports.PENDING,
-    ports.RUNNING,
-    ports.SLEEPING,
-    ports.ROLLING_BACK,
-    ports.COMPLETED,
-    ports.FAILED,
-    ports.CANCELLED,
-)
+def _errors(*statuses: int) -> dict[int, type[s.ErrorOut]]:
+    """``response=`` entries of the error statuses an operation really answers (case C59). Every operation
+    can answer 400 (a session cookie no database can store; malformed JSON where there is a body), 401 and
+    403 (auth; CSRF for a session's POST; an ``API_AUTH`` that refuses) and 422 (a parameter or body outside
+    its schema); a POST also 413 (a body over MAX_BODY_BYTES, a value over MAX_PAYLOAD_BYTES)."""
+    return {status: s.ErrorOut for status in sorted({400, 401, 403, 422, *statuses})}
+
+
+#: a path segment naming an actor, an action or a queue: text a database can store, of bounded length
+ActorId = Annotated[str, Path(max_length=s.ACTOR_ID_CHARS, pattern=inputs.TEXT_PATTERN)]
+Name = Annotated[str, Path(max_length=s.MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)]
 
 api_auth = ApiAuth()
 inspector_read_auth = InspectorAuth(VIEW_PERMISSION)
@@ -94,7 +86,9 @@ def _handle(request: HttpRequest, actor_id: str, operation: str) -> Any:
 # --- actors ------------------------------------------------------------------------------------------
 
 
-@router.post("/actors", response={200: s.CreateActorOut, **_ERRORS}, auth=api_auth, summary="Get or create")
+@router.post(
+    "/actors", response={200: s.CreateActorOut, **_errors(404, 413)}, auth=api_auth, summary="Get or create"
+)
 def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     """Get or create the actor ``(name, key)`` with ``input``; ``created`` says which happened.
 
@@ -119,13 +113,6 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 
-class ActorFilter(Schema):
-    name: str | None = None
-    state: str | None = None
-    limit: int = 50
-    offset: int = 0
-
-
 def _summary(row: models.Actor) -> dict:
     return {
         "actor_id": row.actor_id,
@@ -139,23 +126,13 @@ def _summary(row: models.Actor) -> dict:
     }
 
 
-@router.get("/actors", response={200: s.ActorPage, **_ERRORS}, auth=api_auth, summary="List actors")
-def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
-    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1-500)/``offset``.
-
-    An unknown ``state`` (not one of ``WORKFLOW_STATES``) is a 422 ``invalid_value``. With an
-    ``AUTHORIZE`` hook, only the types it allows to ``list`` are included (a ``name`` it refuses is a
-    403)."""
+@router.get("/actors", response={200: s.ActorPage, **_errors()}, auth=api_auth, summary="List actors")
+def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
+    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1..500) and
+    ``offset`` (0..2**53-1). Values outside those bounds, or a ``state`` that is not one of
+    ``schemas.WorkflowState``, are a 422 ``validation_error``. Operation ``list``: with an ``AUTHORIZE``
+    hook, only the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
     authorize(request, access.LIST)
-    if not 1 <= filters.limit <= 500 or filters.offset < 0:
-        raise InvalidValueError(
-            "limit must be 1..500 and offset >= 0", limit=filters.limit, offset=filters.offset
-        )
-    if filters.state and filters.state not in WORKFLOW_STATES:
-        raise InvalidValueError(
-            f"unknown workflow state {filters.state!r}; expected one of {', '.join(WORKFLOW_STATES)}",
-            state=filters.state,
-        )
     rows = models.Actor.objects.filter(destroyed=False)
     if filters.name:
         rows = rows.filter(name=filters.name)
@@ -179,9 +156,9 @@ def list_actors(request: HttpRequest, filters: Query[ActorFilter]) -> Any:
 
 
 @router.get(
-    "/actors/{actor_id}", response={200: s.ActorDetail, **_ERRORS}, auth=api_auth, summary="Get actor"
+    "/actors/{actor_id}", response={200: s.ActorDetail, **_errors(404)}, auth=api_auth, summary="Get actor"
 )
-def get_actor(request: HttpRequest, actor_id: str) -> Any:
+def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     """One actor: identity, workflow status, state, input, output, error (tagged JSON) and lease status.
 
     Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
@@ -221,14 +198,14 @@ def get_actor(request: HttpRequest, actor_id: str) -> Any:
 
 @router.post(
     "/actors/{actor_id}/actions/{action}",
-    response={200: s.ActionOut, **_IN_FLIGHT},
+    response={200: s.ActionOut, **_errors(404, 409, 413)},
     auth=api_auth,
     summary="Call an action",
 )
-def call_action(request: HttpRequest, actor_id: str, action: str, payload: s.ActionIn) -> Any:
+def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: s.ActionIn) -> Any:
     """Run ``action(c, *args)`` on the actor and return ``{result}``. An exception raised by the action is
-    a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404. Operation
-    ``call``."""
+    a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404; a step that holds the
+    actor longer than ACTION_TIMEOUT a 409 ``workflow_in_flight``. Operation ``call``."""
     handle, _ = _handle(request, actor_id, access.CALL)
     handle.definition.get_action(action)  # ActionNotFoundError before anything runs
     args = _decode(payload.args, "args")
@@ -245,18 +222,21 @@ def call_action(request: HttpRequest, actor_id: str, action: str, payload: s.Act
 
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_ERRORS},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
     auth=api_auth,
     summary="Send to a queue",
 )
-def send_to_queue(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
-    """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response}``
-    (``completed`` or ``timed_out``). Unknown actor or undeclared queue -> 404. Operation ``send``."""
+def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload: s.SendIn) -> Any:
+    """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response,
+    detail}``: ``completed``, or ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
+    timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
+    actor or undeclared queue -> 404. Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:
         result = handle.send(queue, body, wait=True, timeout=payload.timeout)
-        return Status(200, {"status": result.status, "response": _encode(result.response)})
+        answer = {"status": result.status, "response": _encode(result.response), "detail": result.detail}
+        return Status(200, answer)
     rt = handle.runtime
     message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
     return Status(202, {"message_id": str(message.id)})
@@ -267,25 +247,26 @@ def send_to_queue(request: HttpRequest, actor_id: str, queue: str, payload: s.Se
 
 @router.get(
     "/actors/{actor_id}/inspector/workflow-history",
-    response={200: s.HistoryOut, **_ERRORS},
+    response={200: s.HistoryOut, **_errors(404)},
     auth=inspector_read_auth,
     tags=["inspector"],
     summary="Workflow history",
 )
-def workflow_history(request: HttpRequest, actor_id: str) -> Any:
+def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
     """``{history, workflowState, isWorkflowEnabled}`` (ENGINE-SEMANTICS.md section 9)."""
     return inspector.workflow_history(runtime(), actor_id)
 
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/replay",
-    response={200: s.RepairOut, **_IN_FLIGHT},
+    response={200: s.RepairOut, **_errors(404, 409, 413)},
     auth=inspector_write_auth,
     tags=["inspector"],
     summary="Replay the workflow",
 )
-def replay_workflow(request: HttpRequest, actor_id: str, payload: s.ReplayIn | None = None) -> Any:
-    """Replay from the step ``entryId`` (or everything when omitted); 409 ``workflow_in_flight`` while an
+def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn | None = None) -> Any:
+    """Replay from the step ``entryId`` (or everything when it, or the whole body, is omitted or ``null``);
+    400 for an ``entryId`` the history has not or that is not a step; 409 ``workflow_in_flight`` while an
     executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
     code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
     (``metadata.replay_from``). A refused replay changes nothing."""
@@ -295,13 +276,13 @@ def replay_workflow(request: HttpRequest, actor_id: str, payload: s.ReplayIn | N
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/recover",
-    response={200: s.RepairOut, **_IN_FLIGHT},
+    response={200: s.RepairOut, **_errors(404, 409, 413)},
     auth=inspector_write_auth,
     tags=["inspector"],
     summary="Recover a failed workflow",
 )
-def recover_workflow(request: HttpRequest, actor_id: str) -> Any:
-    """Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
+def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
+    """Takes no body (one sent, ``null`` included, is ignored). Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
     ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
     when the run was rolled back. A refused recover changes nothing."""
     return inspector.recover(runtime(), actor_id).as_dict()

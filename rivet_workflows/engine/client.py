@@ -39,6 +39,35 @@ class SendResult:
 
 #: how often (seconds) a waiting send also checks whether the workflow ended without answering
 _ENDED_CHECK_SECONDS = 0.25
+#: the longest pause (seconds) between two checks of a waiting send's message (case C55)
+MAX_SEND_POLL_SECONDS = 0.5
+
+
+class _Backoff:
+    """The pauses of a waiting send (case C55): the first is ``first`` seconds (``poll_interval``), each next
+    one twice as long up to ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past
+    ``deadline`` (a ``time.monotonic()`` value), so the last check happens at the deadline itself.
+
+    A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
+    two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).
+    PostgreSQL's LISTEN/NOTIFY wake on the message's completion will replace the pause itself
+    (``ActorHandle._pause``), not this schedule.
+    """
+
+    def __init__(self, first: float, deadline: float) -> None:
+        self.pause = max(first, 0.001)
+        self.cap = max(MAX_SEND_POLL_SECONDS, self.pause)
+        self.deadline = deadline
+
+    def next_pause(self) -> float:
+        """Seconds to pause before the next check (0 at or after the deadline)."""
+        pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
+        self.pause = min(self.pause * 2, self.cap)
+        return pause
+
+
+#: ``SendResult.detail`` of a waiting send whose actor was destroyed (its messages went with it)
+_DESTROYED = "the actor was destroyed before completing the message"
 
 
 def _gave_up(
@@ -48,7 +77,7 @@ def _gave_up(
     try:
         state = runtime.store.get_actor(actor_id).workflow_state
     except errors.ActorNotFoundError:
-        return SendResult("timed_out", None, "the actor was destroyed before completing the message")
+        return SendResult("timed_out", None, _DESTROYED)
     if state in ports.FINISHED_STATES:
         return SendResult("timed_out", None, f"the workflow {state} without completing the message")
     if not timed_out:
@@ -327,9 +356,11 @@ class ActorHandle:
         """Send ``body`` to the actor's queue ``queue``; wakes the workflow if it waits on that queue.
 
         With ``wait=False`` returns None. With ``wait=True`` the message is completable and this blocks
-        (polling every ``settings.poll_interval`` s) until the workflow calls ``message.complete(response)``
-        -> ``SendResult("completed", response)``, or ``timeout`` seconds (float/timedelta; None means
-        ``settings.action_timeout``) pass -> ``SendResult("timed_out")``. Raises ``QueueNotFoundError``,
+        until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
+        ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
+        ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
+        It polls the store: first after ``settings.poll_interval`` s, then backing off to every
+        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
         from .runtime import to_seconds
@@ -341,10 +372,13 @@ class ActorHandle:
             return None
         limit = to_seconds(timeout)
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
-        poll = max(self.runtime.settings.poll_interval, 0.001)
+        backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
-            current = self.runtime.store.get_message(message.id)
+            try:
+                current = self.runtime.store.get_message(message.id)
+            except LookupError:  # destroying the actor deleted the message
+                return SendResult("timed_out", None, _DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
@@ -353,12 +387,18 @@ class ActorHandle:
                 result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            time.sleep(min(poll, max(remaining, 0.0)))
+            self._pause(backoff.next_pause())
+
+    def _pause(self, seconds: float) -> None:
+        """The pause between two checks of a waiting send. The hook of a store that can wake the sender
+        when the message is completed (PostgreSQL LISTEN/NOTIFY, like ``wait_for_messages``): it would
+        block here up to ``seconds`` and return early on the notification."""
+        time.sleep(seconds)
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
-        """Async twin of ``send`` (the wait polls with ``asyncio.sleep``, not blocking the loop)."""
+        """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
         import asyncio
 
         from .runtime import to_seconds
@@ -372,12 +412,15 @@ class ActorHandle:
             return None
         limit = to_seconds(timeout)
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
-        poll = max(self.runtime.settings.poll_interval, 0.001)
+        backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
         gave_up = sync_to_async(_gave_up, thread_sensitive=True)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
-            current = await get(message.id)
+            try:
+                current = await get(message.id)
+            except LookupError:  # destroying the actor deleted the message
+                return SendResult("timed_out", None, _DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
@@ -386,7 +429,7 @@ class ActorHandle:
                 result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            await asyncio.sleep(min(poll, max(remaining, 0.0)))
+            await asyncio.sleep(backoff.next_pause())
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

@@ -87,7 +87,8 @@ class Settings:
       Celery task) listens for a message at a queue wait before it releases the actor (store support:
       ``Store.wait_for_messages``).
     * ``action_timeout``: how long an action waits for a running step to release the step lock.
-    * ``poll_interval``: polling period of waits on the store (step lock, ``send(wait=True)``).
+    * ``poll_interval``: polling period of waits on the store (step lock; ``send(wait=True)`` starts at it
+      and backs off to ``client.MAX_SEND_POLL_SECONDS``).
     * ``dev_mode``: relaxes inspector authorization.
     """
 

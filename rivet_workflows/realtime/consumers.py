@@ -45,13 +45,15 @@ def refusal(scope: dict, actor_id: str) -> int | None:
     The same rule as ``GET /actors/{actor_id}`` (operation ``read``): no caller -> 4401; a caller the role
     rule refuses (a user without ``use_actor_api``, or staff without ``view_actor``) -> 4403, before the
     actor is looked up; an unknown actor -> 4404; the project's ``AUTHORIZE`` hook refusing -> 4403."""
-    from .. import access, models
+    from .. import access, inputs, models
 
     caller = principal(scope)
     if not caller:
         return CLOSE_UNAUTHORIZED
     if not access.role_allows(caller, access.READ):
         return CLOSE_FORBIDDEN
+    if inputs.text_problem(actor_id) is not None:  # no database can store it: unknown (C48)
+        return CLOSE_NOT_FOUND
     name = models.Actor.objects.filter(pk=actor_id, destroyed=False).values_list("name", flat=True).first()
     if name is None:
         return CLOSE_NOT_FOUND

@@ -79,6 +79,15 @@ async def waiter_run(ctx):
 
 waiter_actor = d.actor(state={}, queues={"approval": d.queue()}, run=d.workflow(waiter_run))
 
+
+async def reader_run(ctx):
+    first = await ctx.queue.next("first", names=["inbox"])  # received, never completed
+    await ctx.queue.next("second", names=["inbox"])
+    return first.body
+
+
+reader_actor = d.actor(state={}, queues={"inbox": d.queue()}, run=d.workflow(reader_run))
+
 counter_actor = d.actor(
     state={"count": 0},
     actions={"increment": lambda c, n=1: c.state.update(count=c.state["count"] + n) or c.state["count"]},
@@ -92,5 +101,11 @@ def _needs_order_id(c, input):
 picky_actor = d.actor(state={}, on_create=_needs_order_id, actions={"get_state": lambda c: c.state})
 
 registry = d.setup(
-    use={"order": order_actor, "waiter": waiter_actor, "counter": counter_actor, "picky": picky_actor}
+    use={
+        "order": order_actor,
+        "waiter": waiter_actor,
+        "counter": counter_actor,
+        "picky": picky_actor,
+        "reader": reader_actor,
+    }
 )

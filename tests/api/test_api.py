@@ -115,7 +115,9 @@ def test_list_and_get_actors(api, rivet):
     assert [i["actor_id"] for i in done["items"]] == [handle.actor_id]
     limited = api.get(f"{API}/actors?limit=1&offset=1").json()
     assert limited["count"] == 3 and len(limited["items"]) == 1
-    assert_error(api.get(f"{API}/actors?limit=0"), 422, "invalid_value")
+    for bound in ("limit=0", "limit=501", "offset=-1", f"offset={2**53}"):  # the schema's bounds (C59)
+        body = assert_error(api.get(f"{API}/actors?{bound}"), 422, "validation_error")
+        assert body["metadata"]["errors"][0]["loc"] == ["query", bound.split("=")[0]], body
     assert_error(api.get(f"{API}/actors?limit=abc"), 422, "validation_error")
     detail = api.get(f"{API}/actors/{handle.actor_id}").json()
     assert detail["workflow_state"] == "completed"
@@ -182,7 +184,7 @@ def test_send_and_wait_for_the_response(api, rivet):
     )
     worker.join()
     assert response.status_code == 200, response.content
-    assert response.json() == {"status": "completed", "response": {"ok": True, "got": "yes"}}
+    assert response.json() == {"status": "completed", "response": {"ok": True, "got": "yes"}, "detail": None}
 
 
 def test_send_errors(api, rivet):
@@ -194,7 +196,11 @@ def test_send_errors(api, rivet):
     timed_out = post(
         api, f"/actors/{handle.actor_id}/queues/approval", {"body": 1, "wait": True, "timeout": 0}
     )
-    assert timed_out.json() == {"status": "timed_out", "response": None}
+    assert timed_out.json() == {
+        "status": "timed_out",
+        "response": None,
+        "detail": "timed out: the workflow has not received the message yet (is it waiting on this queue?)",
+    }
 
 
 def test_workflow_history(api, rivet):

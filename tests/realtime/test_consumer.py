@@ -79,6 +79,15 @@ async def test_unknown_actor_is_refused(rivet):
     assert not connected and code == 4404
 
 
+@pytest.mark.parametrize("actor_id", ["ab\x00cd", "ab\ud800cd"])
+async def test_an_actor_id_no_database_can_store_is_refused_as_unknown(rivet, actor_id):
+    """C48: a NUL or a lone surrogate in the path is a 4404, not PostgreSQL's DataError (close 1011)."""
+    communicator = WebsocketCommunicator(app, "/ws/rivet/actors/nope/")
+    communicator.scope["path"] = f"/ws/rivet/actors/{actor_id}/"
+    connected, code = await communicator.connect()
+    assert not connected and code == 4404
+
+
 async def test_outside_dev_mode_a_subscriber_needs_a_user_or_a_token(rivet):
     await database_sync_to_async(rivet.configure)(DEV_MODE=False, INSPECTOR_TOKEN="tok")
     handle = await database_sync_to_async(rivet.client.counter.get_or_create)("c")

@@ -202,6 +202,96 @@ def test_send_wait_returns_the_response_or_times_out():
     )
 
 
+class FakeTime:
+    """``time`` for the client module: ``sleep`` moves ``monotonic`` on, and is recorded."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps = []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds
+
+
+def counting_store(runtime, monkeypatch):
+    reads = {"get_message": 0, "get_actor": 0}
+    for name in reads:
+        original = getattr(runtime.store, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            reads[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(runtime.store, name, counted)
+    return reads
+
+
+def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeypatch):
+    """C55: the waiting send polled every poll_interval for the whole timeout (~54 reads/s); now the
+    pauses double from poll_interval to MAX_SEND_POLL_SECONDS and the last one ends at the deadline."""
+    from rivet_workflows.engine import client as client_module
+
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime.settings.poll_interval = 0.02
+    handle = client.w.get_or_create("a")
+    fake = FakeTime()
+    monkeypatch.setattr(client_module, "time", fake)
+    reads = counting_store(runtime, monkeypatch)
+    start = fake.now
+    result = handle.send("rpc", 1, wait=True, timeout=30)
+    assert result.status == "timed_out" and "not received" in result.detail
+    assert fake.sleeps[:6] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.5]
+    assert set(fake.sleeps[6:-1]) == {0.5} and 0 < fake.sleeps[-1] <= 0.5
+    assert fake.now == pytest.approx(start + 30)  # the last check is at the deadline, not before or after
+    assert reads["get_message"] == len(fake.sleeps) + 1 <= 30 / 0.5 + 8  # was 30 / 0.02 = 1500
+    assert reads["get_actor"] <= reads["get_message"]
+
+
+def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
+    from rivet_workflows.engine import client as client_module
+
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime.settings.poll_interval = 0.02
+    handle = client.w.get_or_create("a")
+    fake = FakeTime()
+    monkeypatch.setattr(client_module, "time", fake)
+
+    async def fake_sleep(seconds):
+        fake.sleep(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    result = asyncio.run(handle.asend("rpc", 1, wait=True, timeout=10))
+    assert result.status == "timed_out"
+    assert fake.sleeps[:6] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.5] and max(fake.sleeps) == 0.5
+    assert len(fake.sleeps) <= 10 / 0.5 + 8
+
+
+def test_a_send_wait_sees_a_quick_reply_after_a_short_pause(monkeypatch):
+    """The backoff starts at poll_interval: a reply within a few polls is seen within those polls."""
+    from rivet_workflows.engine import client as client_module
+
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime.settings.poll_interval = 0.02
+    handle = client.w.get_or_create("a")
+    fake = FakeTime()
+
+    def sleep_and_reply(seconds):
+        fake.sleep(seconds)
+        if len(fake.sleeps) == 3:  # the workflow completes the message during the third pause
+            (message,) = runtime.store.pending_messages(handle.actor_id, ["rpc"], 1)
+            runtime.store.complete_message(message.id, "done")
+
+    monkeypatch.setattr(
+        client_module, "time", SimpleNamespace(monotonic=fake.monotonic, sleep=sleep_and_reply)
+    )
+    assert handle.send("rpc", 1, wait=True, timeout=30) == SendResult("completed", "done")
+    assert fake.sleeps == [0.02, 0.04, 0.08]
+
+
 def test_oversized_or_unserializable_payloads_are_rejected():
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.max_payload_bytes = 100

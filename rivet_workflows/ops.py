@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Q
 
 from . import models
-from .engine import dry_run, errors, ports, serde
+from .engine import dry_run, errors, ports, repairs, serde
 
 
 def _in_flight_rows(names: list[str] | None = None, *, include_failed: bool = False) -> Any:
@@ -35,8 +35,15 @@ def check(
     CheckResult per workflow actor checked; ``outcome`` is ok, diverged (with ``location``) or error.
     """
     rows = _in_flight_rows(names, include_failed=include_failed)
-    actors = [runtime.store.get_actor(pk) for pk in rows.values_list("pk", flat=True)]
-    return dry_run.check_all(runtime, actors, include_failed=include_failed)
+    results: list[dry_run.CheckResult] = []
+    for pk in rows.values_list("pk", flat=True):
+        actor = runtime.store.get_actor(pk)
+        if actor.workflow_state == ports.FAILED:
+            result = repairs.check_recover(runtime, actor)
+            results.extend([result] if result is not None else [])
+        else:
+            results.extend(dry_run.check_all(runtime, [actor]))
+    return results
 
 
 @dataclass

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
-from ..engine import errors, inspector
+from ..engine import errors, inspector, repairs
 from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
@@ -296,7 +296,7 @@ class ActorAdmin(admin.ModelAdmin):
         entry_id = request.POST.get("entry_id") or None
         try:
             if action == "recover":
-                result = inspector.recover(_runtime(), actor_id)
+                result = repairs.recover(_runtime(), actor_id)
                 reset = len(result.reset)
                 text = ngettext(
                     "Recovered the workflow: %(count)d step reset; it runs again now.",
@@ -304,7 +304,7 @@ class ActorAdmin(admin.ModelAdmin):
                     reset,
                 ) % {"count": reset}
             else:
-                result = inspector.replay(_runtime(), actor_id, entry_id)
+                result = repairs.replay(_runtime(), actor_id, entry_id)
                 where = f"step {entry_id!r}" if entry_id else "the start"
                 deleted = len(result.deleted)
                 text = ngettext(

@@ -9,7 +9,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models
 from ..conf import rivet_settings
-from ..engine import errors, inspector, serde
+from ..engine import errors, inspector, repairs, serde
 from ..engine.actor_context import send_message
 from ..engine.client import normalize_key
 from . import schemas as s
@@ -271,7 +271,7 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
     code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
     (``metadata.replay_from``). A refused replay changes nothing."""
     entry_id = payload.entryId if payload is not None else None
-    return inspector.replay(runtime(), actor_id, entry_id).as_dict()
+    return repairs.replay(runtime(), actor_id, entry_id).as_dict()
 
 
 @router.post(
@@ -285,4 +285,4 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
     """Takes no body (one sent, ``null`` included, is ignored). Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
     ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
     when the run was rolled back. A refused recover changes nothing."""
-    return inspector.recover(runtime(), actor_id).as_dict()
+    return repairs.recover(runtime(), actor_id).as_dict()

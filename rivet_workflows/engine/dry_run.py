@@ -152,20 +152,13 @@ def _location_of(exc: BaseException) -> str | None:
     return None
 
 
-def check_all(
-    runtime: Runtime, actors: list[ports.ActorRecord], *, include_failed: bool = False
-) -> list[CheckResult]:
-    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped).
-
-    With ``include_failed`` failed workflows are checked too, on the history as ``recover`` would leave
-    it (failed and exhausted steps reset, the workflow sleeping): recover restarts them on this code.
-    """
-    from .inspector import history_after_recover
-
+def check_all(runtime: Runtime, actors: list[ports.ActorRecord]) -> list[CheckResult]:
+    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped; an
+    actor whose type is not registered gets an ``error`` result). Failed workflows as ``recover`` would
+    restart them: ``repairs.check_recover``."""
     results = []
     for actor in actors:
-        failed = include_failed and actor.workflow_state == ports.FAILED
-        if actor.workflow_state in ports.FINISHED_STATES and not failed:
+        if actor.workflow_state in ports.FINISHED_STATES:
             continue
         try:
             definition = runtime.registry.get(actor.name)
@@ -178,9 +171,5 @@ def check_all(
             continue
         if definition.run is None:
             continue
-        if failed:
-            after = history_after_recover(runtime.store.load_history(actor.actor_id))
-            results.append(check_actor(runtime, actor, after, as_state=ports.SLEEPING))
-        else:
-            results.append(check_actor(runtime, actor))
+        results.append(check_actor(runtime, actor))
     return results

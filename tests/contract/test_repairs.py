@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import errors, inspector, ports
+from rivet_workflows.engine import errors, ports, repairs
 from rivet_workflows.engine.definitions import queue, workflow
 from rivet_workflows.engine.errors import CriticalError
 
@@ -50,7 +50,7 @@ def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h)
     before = _snapshot(h, aid)
 
     with pytest.raises(errors.HistoryDivergedError) as caught:
-        inspector.replay(h.runtime, aid, "finalize")
+        repairs.replay(h.runtime, aid, "finalize")
     exc = caught.value
     assert exc.code == "history_diverged" and exc.http_status == 409
     assert exc.metadata["location"] == "wait-approval:count"
@@ -61,7 +61,7 @@ def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h)
     assert h.actor(aid).output == "done:yes" and h.actor(aid).lease_owner is None
 
     # replaying everything keeps no history, so it runs on the new code
-    result = inspector.replay(h.runtime, aid)
+    result = repairs.replay(h.runtime, aid)
     assert sorted(result.deleted) == sorted(k for k, *_ in before[3])
     h.send(aid, "approval", "again")
     h.drain()
@@ -101,13 +101,13 @@ def test_recover_that_would_diverge_is_refused_until_the_code_replays_the_run(h)
     before = _snapshot(h, aid)
 
     with pytest.raises(errors.HistoryDivergedError) as caught:
-        inspector.recover(h.runtime, aid)
+        repairs.recover(h.runtime, aid)
     assert caught.value.metadata["location"] == "validate"
     assert "'validate-v2'" in caught.value.message
     assert _snapshot(h, aid) == before  # still failed, charge still exhausted
 
     _swap(h, gated)
-    result = inspector.recover(h.runtime, aid)
+    result = repairs.recover(h.runtime, aid)
     assert result.reset == ["charge"]
     h.drain()
     assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "charged"
@@ -154,8 +154,8 @@ def test_replay_after_a_step_whose_compensation_ran_is_refused(h, target):
     flags["broken"] = False
     before = _snapshot(h, aid)
 
-    with pytest.raises(inspector.WorkflowRolledBackError) as caught:
-        inspector.replay(h.runtime, aid, target)
+    with pytest.raises(errors.WorkflowRolledBackError) as caught:
+        repairs.replay(h.runtime, aid, target)
     exc = caught.value
     assert exc.code == "rolled_back" and exc.http_status == 409
     assert exc.metadata["replay_from"] == "reserve"
@@ -170,8 +170,8 @@ def test_recover_of_a_rolled_back_run_is_refused(h):
     flags = {"broken": True}
     aid = _booking(h, calls, flags)
     before = _snapshot(h, aid)
-    with pytest.raises(inspector.WorkflowRolledBackError, match="'reserve'"):
-        inspector.recover(h.runtime, aid)
+    with pytest.raises(errors.WorkflowRolledBackError, match="'reserve'"):
+        repairs.recover(h.runtime, aid)
     assert _snapshot(h, aid) == before
 
 
@@ -180,7 +180,7 @@ def test_replay_from_the_earliest_compensated_step_redoes_the_undone_work(h):
     flags = {"broken": True}
     aid = _booking(h, calls, flags)
     flags["broken"] = False
-    result = inspector.replay(h.runtime, aid, "reserve")
+    result = repairs.replay(h.runtime, aid, "reserve")
     assert result.deleted == ["reserve", "charge", "notify"]
     h.drain()
     assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "booked"

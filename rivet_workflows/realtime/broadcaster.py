@@ -119,7 +119,8 @@ async def _push_history(actor_id: str) -> None:
 
 
 def history_changed(actor_id: str) -> None:
-    """``Runtime.on_history_change``: tell open trace pages that the actor's history changed.
+    """``Runtime.on_history_change``: tell open trace pages that the actor's history, workflow state or
+    lease changed (they re-read the whole page part: header, buttons and trace).
 
     Coalesced: the first change schedules one push ``HISTORY_PUSH_DELAY`` seconds later; changes until
     that push starts ride on it. Every change is therefore followed by a push sent after it was committed

@@ -100,6 +100,16 @@ def _needs_order_id(c, input):
 
 picky_actor = d.actor(state={}, on_create=_needs_order_id, actions={"get_state": lambda c: c.state})
 
+
+async def shipment_run(ctx):
+    """Charge, then wait for the ship order (no timeout): a run that ends in a queue wait."""
+    await ctx.step(name="charge", run=_charge, max_retries=0)
+    await ctx.queue.next("wait-ship", names=["approval"])
+    return await ctx.step("ship", _ship)
+
+
+shipment_actor = d.actor(state={"charged": 0}, queues={"approval": d.queue()}, run=d.workflow(shipment_run))
+
 registry = d.setup(
     use={
         "order": order_actor,
@@ -107,5 +117,6 @@ registry = d.setup(
         "counter": counter_actor,
         "picky": picky_actor,
         "reader": reader_actor,
+        "shipment": shipment_actor,
     }
 )

@@ -10,16 +10,24 @@ from typing import Any
 from django.utils.translation import ngettext
 
 from .. import display
-from ..engine import ports, serde
+from ..engine import inspector, ports
 from ..engine.history import parent_key
 
 
 def pretty(value: Any) -> str:
-    """``value`` as indented tagged JSON (readable, never raises)."""
+    """``value`` as indented plain JSON (``inspector.plain``: ISO times, decimal strings, never the storage
+    tags), followed by a ``types:`` line naming the type of each value JSON cannot hold (``/total
+    decimal``); readable, never raises."""
     try:
-        return json.dumps(serde.to_json(value), indent=2, ensure_ascii=False, sort_keys=True)
+        shown, types = inspector.plain(value)
+        text = json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True)
     except Exception:  # a value that is not serializable any more: show its repr
         return repr(value)
+    if types:
+        text += "\n\ntypes: " + ", ".join(
+            f"{pointer or '(the value)'} {kind}" for pointer, kind in types.items()
+        )
+    return text
 
 
 def duration(seconds: float | None) -> str:
@@ -151,6 +159,8 @@ class Row:
     depth: int = 0
     #: "compensated" (its rollback handler ran), "rollback failed" or ""
     rollback: str = ""
+    #: why "Replay from this step" is refused (``repairs.reason``; its tooltip), "" when it is allowed
+    replay_reason: str = ""
 
     @property
     def indent(self) -> int:
@@ -236,7 +246,12 @@ _STOPPED_WORKFLOW = frozenset({"failed", "cancelled", "rolling_back"})
 _FAILED_STATUSES = frozenset({"failed", "exhausted"})
 
 
-def _row(node: TraceNode, workflow_state: str | None = None) -> Row:
+def _row(
+    node: TraceNode,
+    workflow_state: str | None,
+    by_key: dict[str, ports.EntryRecord],
+    replay_reasons: dict[str, str],
+) -> Row:
     entry = node.entry
     took = duration(None if node.start is None or node.end is None else node.end - node.start)
     if entry is None:
@@ -244,13 +259,9 @@ def _row(node: TraceNode, workflow_state: str | None = None) -> Row:
         details: list[Detail] = []
         summary = ""
     else:
-        status = entry.status
-        if entry.kind == "sleep":
-            status = (entry.data or {}).get("state", status)
-        elif entry.kind in ("message", "rollback_checkpoint", "removed", "version_check", "join", "race"):
-            status = entry.status if entry.status != ports.ENTRY_PENDING else "recorded"
+        status = inspector.entry_status(entry, by_key)  # the vocabulary of the API and the demo
         details, summary = _details(entry)
-    children = [_row(child, workflow_state) for child in node.children]
+    children = [_row(child, workflow_state, by_key, replay_reasons) for child in node.children]
     if status == ports.ENTRY_RUNNING and entry is not None and entry.kind == "loop":
         if workflow_state in _STOPPED_WORKFLOW:
             # the workflow stopped inside the loop: it is not running any more
@@ -267,7 +278,7 @@ def _row(node: TraceNode, workflow_state: str | None = None) -> Row:
         status=status,
         attempts=entry.attempts if entry is not None and entry.kind == "step" else None,
         started=entry.created_at if entry is not None else None,
-        finished=entry.completed_at if entry is not None else None,
+        finished=inspector.entry_completed_at(entry, by_key) if entry is not None else None,
         took=took,
         offset=node.offset,
         width=node.width,
@@ -277,6 +288,7 @@ def _row(node: TraceNode, workflow_state: str | None = None) -> Row:
         summary=summary,
         depth=node.depth,
         rollback=rollback,
+        replay_reason=replay_reasons.get(node.key, "") if node.replayable else "",
     )
 
 
@@ -285,11 +297,19 @@ def _has_failure(rows: list[Row]) -> bool:
 
 
 def trace_rows(
-    entries: list[ports.EntryRecord], now: datetime | None = None, workflow_state: str | None = None
+    entries: list[ports.EntryRecord],
+    now: datetime | None = None,
+    workflow_state: str | None = None,
+    replay_reasons: dict[str, str] | None = None,
 ) -> list[Row]:
     """The admin rows of a history (``build_trace``), nested like the trace.
 
-    ``workflow_state`` (the actor's) lets a loop that is still marked running in a failed, cancelled or
-    rolling-back workflow show as ``failed`` (a step inside it failed) or ``stopped``.
+    Statuses and finish times come from ``inspector.entry_status``/``entry_completed_at`` (one vocabulary
+    with the API and the demo). ``workflow_state`` (the actor's) lets a loop that is still marked running
+    in a failed, cancelled or rolling-back workflow show as ``failed`` (a step inside it failed) or
+    ``stopped``. ``replay_reasons`` (step key -> why a replay from it is refused) disables those rows'
+    replay buttons with the reason as tooltip.
     """
-    return [_row(node, workflow_state) for node in build_trace(entries, now)]
+    by_key = {e.key: e for e in entries}
+    reasons = replay_reasons or {}
+    return [_row(node, workflow_state, by_key, reasons) for node in build_trace(entries, now)]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 OK = "ok"  # the history matches the code up to new work (or a wait, or the end)
 DIVERGED = "diverged"  # HistoryDivergedError: ``location`` says where
 ERROR = "error"  # the replay raised something else (``message`` says what)
+REFUSED = "refused"  # recover would be refused before any replay (``repairs.refusal``: rolled back, ...)
 
 
 class DryRunStop(errors.WorkflowSignal):
@@ -75,11 +76,13 @@ class _DrySession(RunSession):
 
 @dataclass
 class CheckResult:
-    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error), ``location`` (the recorded
-    history key where it diverged, or None), ``reached`` (the key of the new entry the code reached there,
-    or None), ``message`` (what diverged and how to fix it), ``error`` (for the error outcome: the
-    exception the replay raised, as ``serde.error_to_dict`` describes it, so a caller can tell the
-    workflow's own recorded failure replayed from a new one)."""
+    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error | refused), ``location`` (the
+    recorded history key where it diverged, or None), ``reached`` (the key of the new entry the code reached
+    there, or None), ``message`` (what diverged and how to fix it, or why recover is refused), ``error``
+    (for the error outcome: the exception the replay raised, as ``serde.error_to_dict`` describes it, so a
+    caller can tell the workflow's own recorded failure replayed from a new one) and, for a refused
+    recover, ``code`` (the refusal's error code: ``rolled_back``, ...) and ``replay_from`` (for a
+    rolled-back run: the step to replay from instead)."""
 
     actor_id: str
     name: str
@@ -90,6 +93,8 @@ class CheckResult:
     message: str = ""
     reached: str | None = None
     error: dict | None = None
+    code: str | None = None
+    replay_from: str | None = None
 
 
 async def _replay(session: _DrySession) -> None:

@@ -1,7 +1,8 @@
-"""The inspector's reads: history views and the lease test (ENGINE-SEMANTICS.md section 9).
+"""The inspector's reads: history views, entry statuses and the lease test (ENGINE-SEMANTICS.md section 9).
 
-Pure engine code on the storage port; the HTTP API and the admin call it. The repairs (replay, recover)
-live in ``repairs``; the admin's trace layout in ``rivet_workflows.admin.trace``.
+Pure engine code on the storage port; the HTTP API, the admin and the demo call it, so they show one
+vocabulary. The repairs (replay, recover) live in ``repairs``; the admin's trace layout in
+``rivet_workflows.admin.trace``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,24 @@ from typing import TYPE_CHECKING, Any
 from . import errors, ports, serde
 
 if TYPE_CHECKING:
+    from .definitions import Registry
     from .runtime import Runtime
 
-__all__ = ["entry_view", "in_flight", "workflow_history"]
+__all__ = [
+    "NO_WORKFLOW",
+    "entry_completed_at",
+    "entry_status",
+    "entry_view",
+    "in_flight",
+    "plain",
+    "run_less_types",
+    "shown_workflow_state",
+    "workflow_history",
+]
+
+#: the workflow state shown (never stored) for an actor whose type has no run function: it has no workflow
+#: to wait on, so it is neither pending nor in flight
+NO_WORKFLOW = "no_workflow"
 
 
 # --- views ---------------------------------------------------------------------------------------------
@@ -24,12 +40,81 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _json(value: Any) -> Any:
-    """A stored value as JSON (tagged JSON for datetimes, tuples, ...); never raises for stored values."""
+def plain(value: Any, prefix: str = "") -> tuple[Any, dict[str, str]]:
+    """A stored value as the inspector shows it: ``serde.to_plain`` (plain JSON, ISO times, decimal
+    strings, and ``{pointer: type}`` for the values JSON cannot hold, pointers prefixed with ``prefix``).
+    Never raises for a stored value (an unstorable one, impossible once stored, shows as its repr)."""
     try:
-        return serde.to_json(value, where="inspector value")
-    except errors.RivetWorkflowsError:  # pragma: no cover - stored values always serialised once
-        return repr(value)
+        return serde.to_plain(value, where="inspector value", prefix=prefix)
+    except errors.RivetWorkflowsError:  # pragma: no cover - stored values were serialised once already
+        return repr(value), {}
+
+
+def shown_workflow_state(registry: Registry, record: ports.ActorRecord) -> str:
+    """The workflow state to show for ``record``: its stored state, or ``NO_WORKFLOW`` when its type is
+    registered without a run function (such an actor stays ``pending`` in storage forever)."""
+    if record.name in registry and registry.get(record.name).run is None:
+        return NO_WORKFLOW
+    return record.workflow_state
+
+
+def run_less_types(registry: Registry) -> list[str]:
+    """Names of the registered actor types that have no run function (their actors show ``NO_WORKFLOW``
+    and are never in flight), sorted."""
+    return sorted(name for name in registry.names() if registry.get(name).run is None)
+
+
+def _queue_wait(entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord]) -> ports.EntryRecord | None:
+    """The ``<wait>:count`` record of the queue wait ``entry`` (its deadline or a message) belongs to."""
+    base, sep, _ = entry.key.rpartition(":")
+    return by_key.get(f"{base}:count") if sep else None
+
+
+def entry_status(entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None) -> str:
+    """The status of a history entry in the one vocabulary the API, the admin and the demo show.
+
+    Steps, loops, joins and races: their metadata status (pending, running, completed, failed, exhausted).
+    Sleeps: their state, ``pending``, ``completed`` or ``interrupted`` (a queue wait's deadline that lost
+    to a message: ENGINE-SEMANTICS.md section 1). Messages: a received message is ``received``, or
+    ``completed`` once answered; a queue wait's ``:count`` record is ``completed``. ``by_key`` (the
+    history by key) lets histories written before these statuses were stored show them too (their
+    message entries say pending; their lost deadlines say completed).
+    """
+    data = entry.data or {}
+    if entry.kind == "sleep":
+        state = data.get("state", entry.status)
+        if state == "completed" and entry.key.endswith(":deadline") and by_key is not None:
+            count = _queue_wait(entry, by_key)
+            if count is not None and (count.data or {}).get("count"):
+                return "interrupted"  # written by an older version: the messages came first
+        return str(state)
+    if entry.kind == "message":
+        if "count" in data and "body" not in data:
+            return ports.ENTRY_COMPLETED
+        return ports.MESSAGE_COMPLETED if data.get("completed") else ports.MESSAGE_RECEIVED
+    return entry.status
+
+
+def entry_completed_at(
+    entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None
+) -> datetime | None:
+    """When the entry completed (None while it has not): its ``completed_at``; for an entry of a history
+    written before every completed entry stored one, the instant it was recorded (a checkpoint, version
+    gate, removal marker or a queue wait's ``:count`` record) or, for a queue wait's deadline, when the
+    wait recorded its messages."""
+    if entry.completed_at is not None:
+        return entry.completed_at
+    if entry_status(entry, by_key) not in (ports.ENTRY_COMPLETED, "interrupted"):
+        return None
+    if entry.kind == "sleep" and by_key is not None:
+        count = _queue_wait(entry, by_key)
+        if count is not None:
+            return count.created_at
+    if entry.kind == "message" and "body" in (entry.data or {}):
+        return None  # an answered message of an older history: its answer's instant was not recorded
+    if entry.kind in ("message", "rollback_checkpoint", "removed", "version_check"):
+        return entry.created_at  # recorded and done at once
+    return None
 
 
 def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
@@ -41,27 +126,36 @@ def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
     )
 
 
-def entry_view(entry: ports.EntryRecord) -> tuple[dict, dict]:
+def entry_view(
+    entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None
+) -> tuple[dict, dict]:
     """``(entry, metadata)`` of one history entry as the inspector API shows them.
 
-    ``entry`` is ``{"id": key, "location": [...], "kind": {"type": kind, "data": {...}}}`` and ``metadata``
-    ``{"status", "attempts", "error", "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt",
-    "rollbackError"}`` (instants as ISO 8601 strings, values as tagged JSON).
+    ``entry`` is ``{"id": key, "location": [...], "kind": {"type": kind, "data": {...}}}``, ``data`` as
+    plain JSON (``plain``: ISO times, decimal strings, never storage tags), plus, when ``data`` holds values
+    JSON cannot, ``"types"``: their JSON Pointers from the entry object (``/kind/data/deadline``) with their
+    type (``datetime``, ``decimal``, ...). ``metadata`` is ``{"status", "attempts", "error",
+    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError"}``: ``status`` from
+    ``entry_status``, ``completedAt`` from ``entry_completed_at``, instants as ISO 8601 strings. ``by_key``
+    (the history by key) as for ``entry_status``.
     """
-    view = {
+    data, types = plain(entry.data, "/kind/data")
+    view: dict[str, Any] = {
         "id": entry.key,
         "location": list(entry.location),
-        "kind": {"type": entry.kind, "data": _json(entry.data)},
+        "kind": {"type": entry.kind, "data": data},
     }
+    if types:
+        view["types"] = types
     meta = {
-        "status": entry.status,
+        "status": entry_status(entry, by_key),
         "attempts": entry.attempts,
-        "error": _json(entry.error),
+        "error": plain(entry.error)[0],
         "lastAttemptAt": _iso(entry.last_attempt_at),
         "createdAt": _iso(entry.created_at),
-        "completedAt": _iso(entry.completed_at),
+        "completedAt": _iso(entry_completed_at(entry, by_key)),
         "rollbackCompletedAt": _iso(entry.rollback_completed_at),
-        "rollbackError": _json(entry.rollback_error),
+        "rollbackError": plain(entry.rollback_error)[0],
     }
     return view, meta
 
@@ -71,8 +165,9 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
 
     Returns ``{"history": {"nameRegistry": [names], "entries": [entry], "entryMetadata": {id: meta}} | None,
     "workflowState": str, "isWorkflowEnabled": bool}`` with entries in creation order (see ``entry_view``);
-    ``history`` is None for an actor without a run handler; for an actor whose type is not registered in
-    this process it is the stored history with ``isWorkflowEnabled`` False. Raises ``ActorNotFoundError``.
+    ``history`` is None and ``workflowState`` ``NO_WORKFLOW`` for an actor without a run handler; for an
+    actor whose type is not registered in this process it is the stored history with
+    ``isWorkflowEnabled`` False. Raises ``ActorNotFoundError``.
     """
     store = runtime.store
     record = store.get_actor(actor_id)
@@ -82,12 +177,18 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
     # An actor whose type is no longer registered still shows what it stored (workflow not enabled here).
     if enabled or definition is None:
         entries, metadata, names = [], {}, {}
-        for entry in store.load_history(actor_id):
-            view, meta = entry_view(entry)
+        stored = store.load_history(actor_id)
+        by_key = {e.key: e for e in stored}
+        for entry in stored:
+            view, meta = entry_view(entry, by_key)
             entries.append(view)
             metadata[entry.key] = meta
             for part in entry.location:
                 if isinstance(part, str):
                     names.setdefault(part, None)
         history = {"nameRegistry": list(names), "entries": entries, "entryMetadata": metadata}
-    return {"history": history, "workflowState": record.workflow_state, "isWorkflowEnabled": enabled}
+    return {
+        "history": history,
+        "workflowState": shown_workflow_state(runtime.registry, record),
+        "isWorkflowEnabled": enabled,
+    }

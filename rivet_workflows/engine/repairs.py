@@ -10,24 +10,34 @@ is needed, and a repair can never interleave with a running executor.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import dry_run, errors, ports
+from . import dry_run, errors, inspector, ports
 from .history import parent_key
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 __all__ = [
+    "RECOVER",
+    "REPLAY",
     "RepairResult",
     "check_recover",
     "compensated",
     "history_after_recover",
     "plan_recover",
     "plan_replay",
+    "reason",
     "recover",
+    "refusal",
     "replay",
+    "restartable",
 ]
+
+#: the operations ``refusal`` judges
+RECOVER = "recover"
+REPLAY = "replay"
 
 
 # --- planning (pure) -----------------------------------------------------------------------------------
@@ -96,16 +106,18 @@ def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
     return sorted(hit, key=lambda e: e.seq)
 
 
-def _refuse_rolled_back(actor_id: str, kept: list[ports.EntryRecord], operation: str) -> None:
-    """Raise ``errors.WorkflowRolledBackError`` when a step that stays in the history was compensated."""
+def _rolled_back(
+    actor_id: str, kept: list[ports.EntryRecord], operation: str
+) -> errors.WorkflowRolledBackError | None:
+    """The refusal of an ``operation`` that keeps ``kept``: one of them was compensated by a rollback."""
     undone = compensated(kept)
     if not undone:
-        return
+        return None
     first = undone[0]
     names = ", ".join(repr(e.key) for e in undone[:5]) + (
         f" and {len(undone) - 5} more" if len(undone) > 5 else ""
     )
-    raise errors.WorkflowRolledBackError(
+    return errors.WorkflowRolledBackError(
         f"the workflow was rolled back (the rollback handlers of {names} ran), so a {operation} would carry "
         f"on from work already undone; nothing was changed. Replay from {first.key!r}, the earliest "
         "compensated step, or replay all, to redo that work",
@@ -113,7 +125,109 @@ def _refuse_rolled_back(actor_id: str, kept: list[ports.EntryRecord], operation:
         operation=operation,
         compensated=[e.key for e in undone],
         replay_from=first.key,
+        reason=f"refused: rolled back (the rollback handler of {first.key!r} ran); replay from "
+        f"{first.key!r} or replay all",
     )
+
+
+def _not_repairable(runtime: Runtime, record: ports.ActorRecord) -> errors.RivetWorkflowsError | None:
+    """The refusal of any repair of an actor whose type is not registered here or has no workflow."""
+    if record.name not in runtime.registry:
+        return errors.ActorTypeNotRegisteredError(
+            f"actor {record.actor_id} has type {record.name!r}, which is not registered in this process; "
+            "register it again (or deploy the code that has it) before replaying or recovering its workflow",
+            actor_id=record.actor_id,
+            name=record.name,
+            reason=f"refused: actor type {record.name!r} is not registered in this process",
+        )
+    if runtime.registry.get(record.name).run is None:
+        return errors.WorkflowNotEnabledError(
+            f"actor {record.name!r} has no workflow",
+            actor_id=record.actor_id,
+            reason="refused: this actor has no workflow",
+        )
+    return None
+
+
+def refusal(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    operation: str,
+    entry_id: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> errors.RivetWorkflowsError | None:
+    """Why ``operation`` (``RECOVER``, or ``REPLAY`` from the step ``entry_id``, of everything when None)
+    of ``record``'s workflow, whose history is ``entries``, would be refused; None when it is allowed.
+
+    The one "restartable" predicate: ``replay``/``recover`` raise what it returns, and the HTTP API, the
+    admin's buttons, ``rivet recover`` and ``rivet check --include-failed`` all ask it. The refusal is
+    the exception the repair raises, with ``metadata["reason"]``, a short text for a tooltip or a command
+    line (``"refused: rolled back (...); replay from 'reserve' or replay all"``). Checked in order:
+    ``ActorTypeNotRegisteredError`` (type not registered here), ``WorkflowNotEnabledError`` (no run
+    function), with ``now`` (a store-clock instant) ``WorkflowInFlightError`` while an executor holds the
+    lease, for recover ``WorkflowNotFailedError``, for replay ``EntryNotFoundError`` and
+    ``InvalidReplayTargetError``, then ``WorkflowRolledBackError`` when a step the operation keeps was
+    compensated by a rollback (``metadata.replay_from``: the earliest compensated step; a replay from it,
+    or from any step before it, or of everything, is allowed). The divergence check (a dry replay) is not
+    part of it: the repair runs it next, ``check_recover`` for ``rivet check`` (ENGINE-SEMANTICS.md 9).
+    """
+    refused = _not_repairable(runtime, record)
+    if refused is not None:
+        return refused
+    actor_id = record.actor_id
+    if now is not None and inspector.in_flight(record, now):
+        return errors.WorkflowInFlightError(
+            "the workflow is running; try again once it waits or finishes",
+            actor_id=actor_id,
+            reason="the workflow is running",
+        )
+    if operation == RECOVER:
+        if record.workflow_state != ports.FAILED:
+            return errors.WorkflowNotFailedError(
+                f"the workflow is {record.workflow_state}, not failed; nothing to recover",
+                actor_id=actor_id,
+                workflow_state=record.workflow_state,
+                reason=f"only a failed workflow can be recovered (this one is {record.workflow_state})",
+            )
+        return _rolled_back(actor_id, entries, RECOVER)
+    if operation != REPLAY:
+        raise ValueError(f"operation must be {RECOVER!r} or {REPLAY!r}, got {operation!r}")
+    try:
+        gone = set(plan_replay(entries, entry_id))
+    except (errors.EntryNotFoundError, errors.InvalidReplayTargetError) as exc:
+        exc.metadata.setdefault("reason", f"refused: {exc.message}")
+        return exc
+    kept = [e for e in entries if e.key not in gone]
+    return _rolled_back(actor_id, kept, _replay_name(entry_id))
+
+
+def restartable(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    operation: str = RECOVER,
+    entry_id: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> bool:
+    """True when ``refusal`` has no objection to ``operation`` (same arguments)."""
+    return refusal(runtime, record, entries, operation, entry_id, now=now) is None
+
+
+def reason(error: BaseException) -> str:
+    """The short text of a refusal (``metadata["reason"]``), else ``"refused: <code>: <message>"``."""
+    if isinstance(error, errors.RivetWorkflowsError):
+        text = error.metadata.get("reason")
+        if isinstance(text, str) and text:
+            return text
+        return f"refused: {error.code.replace('_', ' ')}: {error.message}"
+    return f"refused: {type(error).__name__}: {error}"
+
+
+def _replay_name(entry_id: str | None) -> str:
+    return "replay" if entry_id is None else f"replay from {entry_id!r}"
 
 
 def _refuse_divergence(
@@ -166,17 +280,9 @@ class RepairResult:
 def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
     store = runtime.store
-    record = store.get_actor(actor_id)
-    if record.name not in runtime.registry:
-        raise errors.ActorTypeNotRegisteredError(
-            f"actor {actor_id} has type {record.name!r}, which is not registered in this process; register "
-            "it again (or deploy the code that has it) before replaying or recovering its workflow",
-            actor_id=actor_id,
-            name=record.name,
-        )
-    definition = runtime.registry.get(record.name)
-    if definition.run is None:
-        raise errors.WorkflowNotEnabledError(f"actor {record.name!r} has no workflow", actor_id=actor_id)
+    refused = _not_repairable(runtime, store.get_actor(actor_id))
+    if refused is not None:
+        raise refused
     token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
     if token is None:
         raise errors.WorkflowInFlightError(
@@ -232,14 +338,15 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
     ``ActorNotFoundError``, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
     ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
     """
-    operation = "replay" if entry_id is None else f"replay from {entry_id!r}"
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
+        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # the lease is ours: not in flight
+        if refused is not None:
+            raise refused
         deletes = plan_replay(entries, entry_id)
         gone = set(deletes)
         kept = [e for e in entries if e.key not in gone]
-        _refuse_rolled_back(actor_id, kept, operation)
-        _refuse_divergence(runtime, record, kept, operation)
+        _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
         return deletes, []
 
     return _repair(runtime, actor_id, plan)
@@ -259,13 +366,9 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        if record.workflow_state != ports.FAILED:
-            raise errors.WorkflowNotFailedError(
-                f"the workflow is {record.workflow_state}, not failed; nothing to recover",
-                actor_id=actor_id,
-                workflow_state=record.workflow_state,
-            )
-        _refuse_rolled_back(actor_id, entries, "recover")
+        refused = refusal(runtime, record, entries, RECOVER)  # the lease is ours: not in flight
+        if refused is not None:
+            raise refused
         upserts = plan_recover(entries)
         _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
         return [], upserts
@@ -273,20 +376,30 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
     return _repair(runtime, actor_id, plan)
 
 
-def check_recover(runtime: Runtime, actor: ports.ActorRecord) -> dry_run.CheckResult | None:
-    """``rivet check --include-failed`` for one failed workflow: dry-replay (no step, hook or write) its
-    history as ``recover`` would leave it (failed and exhausted steps reset, the workflow sleeping).
+def check_recover(
+    runtime: Runtime, actor: ports.ActorRecord, *, now: datetime | None = None
+) -> dry_run.CheckResult | None:
+    """Would ``recover`` restart this failed workflow? ``rivet check --include-failed`` and ``rivet recover
+    --dry-run`` ask this: first ``refusal`` (with ``now``, also the lease), then a dry replay (no step, hook
+    or write) of the history as ``recover`` would leave it (failed and exhausted steps reset, the workflow
+    sleeping).
 
-    Returns the ``dry_run.CheckResult`` (outcome ok, diverged or error: ``error`` also for an actor type
-    that is not registered in this process), or None for an actor without a workflow (no run handler).
+    Returns a ``dry_run.CheckResult``: outcome ``refused`` (``code`` and ``message`` the refusal's
+    ``code`` and ``reason``, ``replay_from`` the step to replay from instead for a rolled-back run),
+    ``error`` with ``code`` ``actor_type_not_registered`` for a type not registered in this process,
+    ``diverged``, ``error`` (the dry replay raised) or ``ok``; None for an actor without a workflow.
     """
-    try:
-        definition = runtime.registry.get(actor.name)
-    except errors.ActorNotFoundError as exc:
-        return dry_run.CheckResult(
-            actor.actor_id, actor.name, list(actor.key), actor.workflow_state, dry_run.ERROR, None, str(exc)
-        )
-    if definition.run is None:
+    result = dry_run.CheckResult(
+        actor.actor_id, actor.name, list(actor.key), actor.workflow_state, dry_run.OK
+    )
+    entries = runtime.store.load_history(actor.actor_id)
+    refused = refusal(runtime, actor, entries, RECOVER, now=now)
+    if isinstance(refused, errors.WorkflowNotEnabledError):
         return None
-    after = history_after_recover(runtime.store.load_history(actor.actor_id))
-    return dry_run.check_actor(runtime, actor, after, as_state=ports.SLEEPING)
+    if refused is not None:
+        unregistered = isinstance(refused, errors.ActorTypeNotRegisteredError)
+        result.outcome = dry_run.ERROR if unregistered else dry_run.REFUSED
+        result.message, result.code = reason(refused), refused.code
+        result.replay_from = refused.metadata.get("replay_from")
+        return result
+    return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)

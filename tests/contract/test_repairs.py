@@ -185,3 +185,38 @@ def test_replay_from_the_earliest_compensated_step_redoes_the_undone_work(h):
     h.drain()
     assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "booked"
     assert calls[5:] == ["reserve", "charge", "notify", "finalize"]
+
+
+def test_the_restartable_predicate_answers_exactly_what_the_repairs_do(h):
+    """``repairs.refusal`` is what the admin buttons, the commands and the API ask: for every step and
+    operation it must refuse exactly the repairs that ``replay``/``recover`` refuse, with the same code."""
+    calls: list = []
+    aid = _booking(h, calls, {"broken": True})
+    record, entries = h.actor(aid), h.runtime.store.load_history(aid)
+    steps = [e.key for e in entries if e.kind == "step"]
+    predicted = {
+        key: repairs.refusal(h.runtime, record, entries, repairs.REPLAY, key, now=h.runtime.store.now())
+        for key in steps
+    }
+    assert {k: (v.code if v else None) for k, v in predicted.items()} == {
+        "reserve": None,  # the earliest compensated step: a replay from it redoes the undone work
+        "charge": "rolled_back",
+        "notify": "rolled_back",
+    }
+    assert "replay from 'reserve'" in repairs.reason(predicted["charge"])
+    recover = repairs.refusal(h.runtime, record, entries, repairs.RECOVER)
+    assert recover is not None and recover.code == "rolled_back"
+    assert not repairs.restartable(h.runtime, record, entries, repairs.RECOVER)
+    assert repairs.restartable(h.runtime, record, entries, repairs.REPLAY, None)  # replay all
+    for key in ("charge", "notify"):
+        with pytest.raises(errors.WorkflowRolledBackError):
+            repairs.replay(h.runtime, aid, key)
+    with pytest.raises(errors.WorkflowRolledBackError):
+        repairs.recover(h.runtime, aid)
+    h.runtime.store.claim(aid, "another-worker", 30)
+    busy = repairs.refusal(
+        h.runtime, h.actor(aid), entries, repairs.REPLAY, "reserve", now=h.runtime.store.now()
+    )
+    assert busy is not None and busy.code == "workflow_in_flight"
+    with pytest.raises(errors.WorkflowInFlightError):
+        repairs.replay(h.runtime, aid, "reserve")

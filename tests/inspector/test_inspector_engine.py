@@ -52,7 +52,7 @@ def test_history_of_an_actor_without_workflow_is_null():
     runtime, client = build(plain=d.actor(state={"n": 0}))
     handle = client.plain.get_or_create("a")
     view = inspector.workflow_history(runtime, handle.actor_id)
-    assert view == {"history": None, "workflowState": "pending", "isWorkflowEnabled": False}
+    assert view == {"history": None, "workflowState": "no_workflow", "isWorkflowEnabled": False}
 
 
 def test_replay_from_failed_step_keeps_earlier_entries_and_completes_after_fix():
@@ -233,3 +233,67 @@ def test_recover_of_a_failed_join_branch_completes_after_fix():
     repairs.recover(runtime, handle.actor_id)
     drain(runtime, timeout=5)
     assert handle.workflow_state() == "completed", handle.record().error
+
+
+async def _inbox_run(ctx):
+    await ctx.queue.next_batch("settle", names=["in"], timeout=3600)  # the message comes first
+    await ctx.step("after", lambda s: 1)
+    second = await ctx.queue.next("more", names=["in"])
+    return second.body
+
+
+def _inbox(runtime, client):
+    handle = client.inbox.get_or_create("a")
+    drain(runtime, timeout=5)
+    handle.send("in", "first")
+    drain(runtime, timeout=5)
+    return handle
+
+
+def test_a_queue_wait_stores_received_messages_and_an_interrupted_deadline():
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    stored = {e.key: e for e in runtime.store.load_history(handle.actor_id)}
+    deadline, count, message = stored["settle:deadline"], stored["settle:count"], stored["settle:0"]
+    assert (deadline.data["state"], deadline.completed_at is not None) == ("interrupted", True)
+    assert (count.status, count.completed_at is not None) == ("completed", True)
+    assert message.status == "received"
+
+
+def test_a_history_written_before_the_message_statuses_shows_them_and_still_replays():
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    # what older versions stored: messages and count records pending with no completed_at, a deadline
+    # that lost to the message marked completed, with no completed_at
+    for entry in runtime.store._history[handle.actor_id].values():
+        if entry.kind == "message":
+            entry.status, entry.completed_at = "pending", None
+        if entry.key == "settle:deadline":
+            entry.data = {**entry.data, "state": "completed"}
+            entry.completed_at = None
+    meta = inspector.workflow_history(runtime, handle.actor_id)["history"]["entryMetadata"]
+    assert meta["settle:deadline"]["status"] == "interrupted"
+    assert meta["settle:deadline"]["completedAt"] == meta["settle:count"]["createdAt"]
+    assert (meta["settle:count"]["status"], meta["settle:0"]["status"]) == ("completed", "received")
+    assert meta["settle:count"]["completedAt"] is not None
+    handle.send("in", "second")
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed", handle.record().error
+    assert handle.record().output == "second"
+
+
+def test_the_demo_trace_speaks_the_inspector_vocabulary():
+    from project.examples.demo import format_trace
+
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    lines = {
+        line.split()[0]: line.split()[2]
+        for line in format_trace(runtime.store.load_history(handle.actor_id))[1:]
+    }
+    assert lines == {
+        "settle:deadline": "interrupted",
+        "settle:count": "completed",
+        "settle:0": "received",
+        "after": "completed",
+    }

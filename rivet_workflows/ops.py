@@ -133,13 +133,15 @@ def recover(
     leases: bool = True,
     failed: bool = True,
     dry: bool = False,
+    replay_check: bool = True,
 ) -> RecoverReport:
     """Wake actors whose lease expired (their executor died; any worker takes them over) and restart failed
     workflows (``repairs.recover``: failed/exhausted steps back to pending). ``dry`` lists without acting:
     a failed workflow is listed as recovered only when ``repairs.check_recover`` finds nothing against it
-    (the refusal predicate of the HTTP API and the admin, then the dry replay), else as refused. Actors
-    without a workflow are never counted. Filters: actor type ``names``, ``actor_ids``. Returns a
-    RecoverReport.
+    (the refusal predicate of the HTTP API and the admin, then the dry replay), else as refused; with
+    ``replay_check`` False only the predicate is asked (no replay: cheap for a summary of many failed
+    workflows). Actors without a workflow are never counted. Filters: actor type ``names``,
+    ``actor_ids``. Returns a RecoverReport.
     """
     report = RecoverReport()
     now = runtime.store.now()
@@ -160,6 +162,18 @@ def recover(
                 runtime.wake(actor_id)
     if failed:
         for actor_id in rows.filter(workflow_state=ports.FAILED).values_list("pk", flat=True):
+            if dry and not replay_check:
+                record = runtime.store.get_actor(actor_id)
+                entries = runtime.store.load_history(actor_id)
+                refused = repairs.refusal(runtime, record, entries, repairs.RECOVER, now=now)
+                if refused is None:
+                    report.recovered.append(actor_id)
+                else:
+                    replay_from = refused.metadata.get("replay_from")
+                    report.refused.append(
+                        Refused(actor_id, refused.code, repairs.reason(refused), replay_from)
+                    )
+                continue
             if dry:
                 result = repairs.check_recover(runtime, runtime.store.get_actor(actor_id), now=now)
                 if result is not None and result.code is not None:  # refused before any replay

@@ -149,7 +149,8 @@ def _recover(command: Any, options: dict) -> None:
                 + "; ".join(f"{r.actor_id} {r.reason}" for r in report.refused)
             )
     elif not options.get("leases_only"):
-        listed = ops.recover(runtime, leases=False, failed=True, dry=True)
+        # a summary: the refusal predicate only (the dry replay is --dry-run's)
+        listed = ops.recover(runtime, leases=False, failed=True, dry=True, replay_check=False)
         ids = [*listed.recovered, *(r.actor_id for r in listed.refused)]
         out.write(f"failed workflows not restarted: {len(ids)} {' '.join(ids)}".rstrip())
         _write_refused(out, listed.refused)

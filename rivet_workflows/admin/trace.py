@@ -25,7 +25,7 @@ def pretty(value: Any) -> str:
         return repr(value)
     if types:
         text += "\n\ntypes: " + ", ".join(
-            f"{pointer or '(the value)'} {kind}" for pointer, kind in types.items()
+            f"{pointer or '(the value)'} {kind}" for pointer, kind in sorted(types.items())
         )
     return text
 

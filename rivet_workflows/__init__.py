@@ -24,6 +24,7 @@ from .engine.errors import (
     ActionNotFoundError,
     ActorAlreadyExistsError,
     ActorNotFoundError,
+    ActorTypeNotRegisteredError,
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
@@ -42,7 +43,6 @@ from .engine.errors import (
     StepOnlyError,
     WorkflowInFlightError,
 )
-from .engine.inspector import ActorTypeNotRegisteredError
 from .engine.primitives.waits import QueueMessage
 from .engine.runtime import StoreRejectedError
 from .engine.scheduling import ScheduledFireInfo

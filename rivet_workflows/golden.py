@@ -164,13 +164,14 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
             key = view["id"]
             meta = metadata[key]
             where = f"entry {key!r}"
+            kind = view["kind"]["type"]
             entries.append(
                 ports.EntryRecord(
                     key=key,
                     location=list(view["location"]),
-                    kind=view["kind"]["type"],
-                    data=serde.from_json(view["kind"].get("data")) or {},
-                    status=meta["status"],
+                    kind=kind,
+                    data=_entry_data(view) or {},
+                    status=_stored_status(kind, meta["status"]),
                     attempts=int(meta["attempts"]),
                     error=serde.from_json(meta.get("error")),
                     last_attempt_at=_instant(meta.get("lastAttemptAt"), f"{where} lastAttemptAt"),
@@ -189,6 +190,24 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
     return actor, entries
 
 
+def _entry_data(view: dict) -> Any:
+    """An exported entry's data as Python values. The inspector shows data as plain JSON with the
+    ``types`` of the values JSON cannot hold (``serde.to_plain``); exports written before it did hold
+    tagged JSON and have no ``types`` (``serde.from_json`` reads them; on plain JSON it changes nothing)."""
+    data = view["kind"].get("data")
+    if "types" in view:
+        return serde.from_plain(data, view["types"], prefix="/kind/data")
+    return serde.from_json(data)
+
+
+def _stored_status(kind: str, shown: str) -> str:
+    """The metadata status to store for the status the inspector shows: a sleep shows its state, and a
+    queue wait's deadline that lost to a message (``interrupted``) is stored completed."""
+    if kind == "sleep" and shown == "interrupted":
+        return ports.ENTRY_COMPLETED
+    return shown
+
+
 def _comparable(view: dict, meta: dict) -> str:
     """An entry's view and metadata as one canonical JSON text, instants as instants (not spellings)."""
     meta = dict(meta)
@@ -198,16 +217,16 @@ def _comparable(view: dict, meta: dict) -> str:
     return json.dumps({"entry": view, "meta": meta}, sort_keys=True)
 
 
-def _round_trip_problem(exported_history: dict | None, stored: list[ports.EntryRecord]) -> str | None:
-    """None when ``stored`` (read back from the store) is the exported history; else what differs."""
-    want = []
-    if exported_history is not None:
-        metadata = exported_history.get("entryMetadata") or {}
-        want = [(v["id"], _comparable(v, metadata[v["id"]])) for v in exported_history["entries"]]
-    got = []
-    for entry in stored:
-        view, meta = inspector.entry_view(entry)
-        got.append((entry.key, _comparable(view, meta)))
+def _views(entries: list[ports.EntryRecord]) -> list[tuple[str, str]]:
+    """``(key, comparable view)`` of each entry as the inspector shows it."""
+    by_key = {e.key: e for e in entries}
+    return [(e.key, _comparable(*inspector.entry_view(e, by_key))) for e in entries]
+
+
+def _round_trip_problem(written: list[ports.EntryRecord], stored: list[ports.EntryRecord]) -> str | None:
+    """None when ``stored`` (read back from the store) shows as the ``written`` entries; else what
+    differs. Both go through the inspector's view, so an export of any version compares the same way."""
+    want, got = _views(written), _views(stored)
     if [k for k, _ in want] != [k for k, _ in got]:
         return f"entries {[k for k, _ in want]} were written, {[k for k, _ in got]} read back (in this order)"
     for (key, a), (_, b) in zip(want, got, strict=True):
@@ -281,7 +300,7 @@ def replay_history(registry: Registry, exported: dict, *, store: Any = None) -> 
             return ReplayReport(ok=False, error="the store rejected the history's commit (lease lost)")
         record = store.get_actor(record.actor_id)
         stored = store.load_history(record.actor_id)
-        problem = _round_trip_problem(exported.get("history"), stored)
+        problem = _round_trip_problem(entries, stored)
         if problem is None and (record.state, record.workflow_state) != (
             actor["state"],
             actor["workflow_state"],

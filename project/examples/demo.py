@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rivet_workflows.engine import inspector
 from rivet_workflows.testing import GroupProcess
 
 from . import before_deploy, fake_service, scenarios
@@ -371,12 +372,14 @@ def format_trace(entries: list[Any], limit: int = 16) -> list[str]:
     Long histories (loops) show their first and last entries with a count of the ones left out.
     """
     entries = sorted(entries, key=lambda e: e.seq)
+    by_key = {e.key: e for e in entries}
     rows = [
-        f"{e.key:<44.44} {_KINDS.get(e.kind, e.kind):<10.10} {_status(e):<10} {_attempts(e):>3}  "
+        f"{e.key:<44.44} {_KINDS.get(e.kind, e.kind):<10.10} {inspector.entry_status(e, by_key):<11} "
+        f"{_attempts(e):>3}  "
         f"{_duration(e):>8}  {_detail(e)}"
         for e in entries
     ]
-    header = [f"{'entry':<44} {'kind':<10} {'status':<10} {'att':>3}  {'took':>8}  detail"]
+    header = [f"{'entry':<44} {'kind':<10} {'status':<11} {'att':>3}  {'took':>8}  detail"]
     if len(rows) > limit:
         head, tail = rows[:4], rows[-(limit - 5) :]
         rows = [*head, f"... {len(entries) - len(head) - len(tail)} more entries ...", *tail]
@@ -384,14 +387,6 @@ def format_trace(entries: list[Any], limit: int = 16) -> list[str]:
 
 
 _KINDS = {"rollback_checkpoint": "checkpoint", "version_check": "version"}
-
-
-def _status(entry: Any) -> str:
-    if entry.kind == "sleep":
-        return str(entry.data.get("state", entry.status))
-    if entry.kind == "message":
-        return "received"
-    return entry.status
 
 
 def _attempts(entry: Any) -> str:

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
-from ..engine import errors, inspector
+from ..engine import errors, inspector, repairs, serde
 from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
@@ -39,6 +39,7 @@ _STATE_COLORS = {
     "rolling_back": "#fd7e14",
     "failed": "#dc3545",
     "cancelled": "#495057",
+    inspector.NO_WORKFLOW: "#adb5bd",
 }
 
 
@@ -70,8 +71,17 @@ def _json_error(status: int, group: str, code: str, message: str, **metadata: An
     return JsonResponse(body, status=status)
 
 
+def _stored(value: Any) -> Any:
+    """A JSON column as the value it stores (``serde.from_json``: tagged times, decimals... decoded), so
+    ``pretty`` shows it as plain JSON; an undecodable one (written by a newer version) as it is."""
+    try:
+        return serde.from_json(value)
+    except errors.RivetWorkflowsError:
+        return value
+
+
 def state_badge(state: str) -> str:
-    """An HTML badge for a workflow state."""
+    """An HTML badge for a workflow state (``no_workflow`` reads "no workflow")."""
     color = _STATE_COLORS.get(state, "#6c757d")
     return format_html(
         '<span class="rivet-badge" style="background:{};color:#fff;border-radius:10px;padding:1px 8px;'
@@ -79,6 +89,28 @@ def state_badge(state: str) -> str:
         color,
         state.replace("_", " "),
     )
+
+
+class WorkflowStateFilter(admin.SimpleListFilter):
+    """The "workflow state" filter: each stored state, and "no workflow" for actors whose type has no run
+    function (stored as ``pending``, but with no workflow to wait on: listed apart, not as pending)."""
+
+    title = "workflow state"
+    parameter_name = "workflow_state__exact"  # the parameter Django's own field filter used
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        states = models.Actor.objects.order_by().values_list("workflow_state", flat=True).distinct()
+        shown = sorted(set(states))
+        return [(s, s.replace("_", " ")) for s in shown] + [(inspector.NO_WORKFLOW, "no workflow")]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        run_less = inspector.run_less_types(_runtime().registry)
+        if value == inspector.NO_WORKFLOW:
+            return queryset.filter(name__in=run_less)
+        return queryset.filter(workflow_state=value).exclude(name__in=run_less)
 
 
 @admin.register(models.Actor)
@@ -95,7 +127,7 @@ class ActorAdmin(admin.ModelAdmin):
         "updated_display",
     )
     list_display_links = ("name", "key_display")
-    list_filter = ("name", "workflow_state")
+    list_filter = ("name", WorkflowStateFilter)
     search_fields = ("key_text", "actor_id")
     ordering = ("-updated_at",)
     list_per_page = 50
@@ -133,6 +165,10 @@ class ActorAdmin(admin.ModelAdmin):
 
     @admin.display(description="workflow state", ordering="workflow_state")
     def state_display(self, obj: models.Actor) -> str:
+        """The workflow state's badge; "no workflow" for an actor whose type has no run function."""
+        registry = _runtime().registry
+        if obj.name in registry and registry.get(obj.name).run is None:
+            return state_badge(inspector.NO_WORKFLOW)
         return state_badge(obj.workflow_state)
 
     @admin.display(description="waiting on")
@@ -204,6 +240,20 @@ class ActorAdmin(admin.ModelAdmin):
         busy = inspector.in_flight(record, now)
         enabled = record.name in runtime.registry and runtime.registry.get(record.name).run is not None
         can_replay = request.user.has_perm(REPLAY_PERMISSION)
+        shown_state = inspector.shown_workflow_state(runtime.registry, record)
+
+        def why_not(operation: str, entry_id: str | None = None) -> str:
+            """The button's tooltip when it is disabled ("" when it is enabled): the refusal the repair
+            would raise (``repairs.refusal``, the predicate of the API and the commands), or the
+            missing permission."""
+            if not enabled:
+                return ""
+            refused = repairs.refusal(runtime, record, entries, operation, entry_id, now=now)
+            if refused is not None:
+                return repairs.reason(refused)
+            return "" if can_replay else "needs the replay permission"
+
+        replay_reasons = {e.key: why_not(repairs.REPLAY, e.key) for e in entries if e.kind == "step"}
         actor_row = models.Actor.objects.filter(pk=record.actor_id).first()
         queue = list(models.QueueMessage.objects.filter(actor_id=record.actor_id).order_by("-id")[:50])
         crons = list(
@@ -217,14 +267,16 @@ class ActorAdmin(admin.ModelAdmin):
             "key_short": display.short_key(record.key),
             "time_zone": display.time_zone_name(),
             "actor_row": actor_row,
-            "rows": trace_rows(entries, now, record.workflow_state),
+            "rows": trace_rows(entries, now, record.workflow_state, replay_reasons),
             "entry_count": len(entries),
             "in_flight": busy,
             "workflow_enabled": enabled,
             "can_replay": can_replay and enabled,
-            "buttons_disabled": busy or not (can_replay and enabled),
             "can_recover": record.workflow_state == "failed",
-            "state_badge": state_badge(record.workflow_state),
+            "replay_all_reason": why_not(repairs.REPLAY),
+            "recover_reason": why_not(repairs.RECOVER),
+            "shown_state": shown_state,
+            "state_badge": state_badge(shown_state),
             "output_text": pretty(record.output) if record.output is not None else "",
             "error_details": error_details(record.error) if record.error else [],
             "state_text": pretty(record.state),
@@ -232,8 +284,8 @@ class ActorAdmin(admin.ModelAdmin):
             "queue_messages": [
                 {
                     "message": m,
-                    "body": pretty(m.body),
-                    "response": pretty(m.response) if m.response is not None else "",
+                    "body": pretty(_stored(m.body)),
+                    "response": pretty(_stored(m.response)) if m.response is not None else "",
                 }
                 for m in queue
             ],
@@ -266,8 +318,10 @@ class ActorAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "rivet_workflows/admin/actor_trace.html", context)
 
     def trace_json_view(self, request: HttpRequest, actor_id: str) -> JsonResponse:
-        """The live part of the trace page as ``{"version", "html", "workflowState", "inFlight"}`` (polling);
-        an unknown actor is a 404 and a user without the view permission a 403, both as the JSON error body."""
+        """The live part of the trace page as ``{"version", "html", "workflowState", "inFlight"}``: the
+        header (workflow state, executor lease, waiting on, wake-up), the buttons, the trace, messages and
+        cron entries, rendered again; the page swaps it in on every WebSocket push and poll. An unknown
+        actor is a 404 and a user without the view permission a 403, both as the JSON error body."""
         if not self.has_view_permission(request):
             return _json_error(403, "auth", "forbidden", "the view permission of actors is required")
         try:
@@ -282,7 +336,7 @@ class ActorAdmin(admin.ModelAdmin):
             {
                 "version": version,
                 "html": html,
-                "workflowState": record.workflow_state,
+                "workflowState": live["shown_state"],
                 "inFlight": live["in_flight"],
             }
         )
@@ -296,7 +350,7 @@ class ActorAdmin(admin.ModelAdmin):
         entry_id = request.POST.get("entry_id") or None
         try:
             if action == "recover":
-                result = inspector.recover(_runtime(), actor_id)
+                result = repairs.recover(_runtime(), actor_id)
                 reset = len(result.reset)
                 text = ngettext(
                     "Recovered the workflow: %(count)d step reset; it runs again now.",
@@ -304,7 +358,7 @@ class ActorAdmin(admin.ModelAdmin):
                     reset,
                 ) % {"count": reset}
             else:
-                result = inspector.replay(_runtime(), actor_id, entry_id)
+                result = repairs.replay(_runtime(), actor_id, entry_id)
                 where = f"step {entry_id!r}" if entry_id else "the start"
                 deleted = len(result.deleted)
                 text = ngettext(

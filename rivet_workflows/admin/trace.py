@@ -1,4 +1,4 @@
-"""View models of the admin run trace: engine ``TraceNode``s made template-ready (pretty JSON, durations)."""
+"""The admin run trace: the history laid out as a nested timeline (``build_trace``) and made template-ready."""
 
 from __future__ import annotations
 
@@ -10,15 +10,24 @@ from typing import Any
 from django.utils.translation import ngettext
 
 from .. import display
-from ..engine import inspector, ports, serde
+from ..engine import inspector, ports
+from ..engine.history import parent_key
 
 
 def pretty(value: Any) -> str:
-    """``value`` as indented tagged JSON (readable, never raises)."""
+    """``value`` as indented plain JSON (``inspector.plain``: ISO times, decimal strings, never the storage
+    tags), followed by a ``types:`` line naming the type of each value JSON cannot hold (``/total
+    decimal``); readable, never raises."""
     try:
-        return json.dumps(serde.to_json(value), indent=2, ensure_ascii=False, sort_keys=True)
+        shown, types = inspector.plain(value)
+        text = json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True)
     except Exception:  # a value that is not serializable any more: show its repr
         return repr(value)
+    if types:
+        text += "\n\ntypes: " + ", ".join(
+            f"{pointer or '(the value)'} {kind}" for pointer, kind in sorted(types.items())
+        )
+    return text
 
 
 def duration(seconds: float | None) -> str:
@@ -31,6 +40,93 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes} min {rest} s"
+
+
+@dataclass
+class TraceNode:
+    """One node of the run trace: an entry, or a group (loop iteration ``~N``, join/race branch, try block)
+    that has no entry of its own. ``start``/``end`` are seconds from the first entry's creation; ``offset``
+    and ``width`` place the timing bar as percentages of the whole run."""
+
+    key: str
+    label: str
+    kind: str
+    entry: ports.EntryRecord | None = None
+    children: list[TraceNode] = field(default_factory=list)
+    start: float | None = None
+    end: float | None = None
+    offset: float = 0.0
+    width: float = 0.0
+    depth: int = 0
+    replayable: bool = False
+
+
+def _entry_end(entry: ports.EntryRecord) -> datetime | None:
+    return entry.completed_at or entry.last_attempt_at or entry.created_at
+
+
+def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -> list[TraceNode]:
+    """The history as a nested timeline: entries under their parent entry or group, in creation order.
+
+    Loop iterations (``loop/~3``), join and race branches (``join/a``) and try blocks (a key prefix with no
+    entry) become group nodes. Each node gets ``start``/``end`` seconds from the first entry and a timing
+    bar (``offset``/``width`` in percent of the run; an entry still running ends at ``now``). Step nodes are
+    ``replayable``. Returns the root nodes.
+    """
+    ordered = sorted(entries, key=lambda e: e.seq)
+    nodes: dict[str, TraceNode] = {}
+    roots: list[TraceNode] = []
+
+    def node_for(key: str) -> TraceNode:
+        existing = nodes.get(key)
+        if existing is not None:
+            return existing
+        label = key.rsplit("/", 1)[-1]
+        kind = "iteration" if label.startswith("~") else "group"
+        node = TraceNode(key=key, label=label, kind=kind)
+        nodes[key] = node
+        parent = parent_key(key)
+        (node_for(parent).children if parent else roots).append(node)
+        return node
+
+    for entry in ordered:
+        node = node_for(entry.key)
+        node.entry = entry
+        node.kind = entry.kind
+        node.replayable = entry.kind == "step"
+
+    times = [t for e in ordered for t in (e.created_at, _entry_end(e)) if t is not None]
+    if now is not None and any(e.status == ports.ENTRY_RUNNING for e in ordered):
+        times.append(now)  # a running entry's bar grows until now
+    origin = min(times) if times else None
+    total = (max(times) - origin).total_seconds() if times else 0.0
+
+    def place(node: TraceNode, depth: int) -> tuple[float | None, float | None]:
+        node.depth = depth
+        spans = [place(child, depth + 1) for child in node.children]
+        starts = [s for s, _ in spans if s is not None]
+        ends = [e for _, e in spans if e is not None]
+        if node.entry is not None and origin is not None:
+            entry = node.entry
+            if entry.created_at is not None:
+                starts.append((entry.created_at - origin).total_seconds())
+            finish = _entry_end(entry)
+            if entry.status == ports.ENTRY_RUNNING and now is not None:
+                finish = now
+            if finish is not None:
+                ends.append((finish - origin).total_seconds())
+        node.start = min(starts) if starts else None
+        node.end = max(ends) if ends else node.start
+        if node.start is not None and total > 0:
+            node.offset = round(100.0 * node.start / total, 2)
+            node.width = round(max(100.0 * ((node.end or node.start) - node.start) / total, 0.5), 2)
+        elif node.start is not None:
+            node.offset, node.width = 0.0, 100.0
+        return node.start, node.end
+
+    for root in roots:
+        place(root, 0)
+    return roots
 
 
 @dataclass
@@ -63,6 +159,8 @@ class Row:
     depth: int = 0
     #: "compensated" (its rollback handler ran), "rollback failed" or ""
     rollback: str = ""
+    #: why "Replay from this step" is refused (``repairs.reason``; its tooltip), "" when it is allowed
+    replay_reason: str = ""
 
     @property
     def indent(self) -> int:
@@ -148,7 +246,12 @@ _STOPPED_WORKFLOW = frozenset({"failed", "cancelled", "rolling_back"})
 _FAILED_STATUSES = frozenset({"failed", "exhausted"})
 
 
-def _row(node: inspector.TraceNode, workflow_state: str | None = None) -> Row:
+def _row(
+    node: TraceNode,
+    workflow_state: str | None,
+    by_key: dict[str, ports.EntryRecord],
+    replay_reasons: dict[str, str],
+) -> Row:
     entry = node.entry
     took = duration(None if node.start is None or node.end is None else node.end - node.start)
     if entry is None:
@@ -156,13 +259,9 @@ def _row(node: inspector.TraceNode, workflow_state: str | None = None) -> Row:
         details: list[Detail] = []
         summary = ""
     else:
-        status = entry.status
-        if entry.kind == "sleep":
-            status = (entry.data or {}).get("state", status)
-        elif entry.kind in ("message", "rollback_checkpoint", "removed", "version_check", "join", "race"):
-            status = entry.status if entry.status != ports.ENTRY_PENDING else "recorded"
+        status = inspector.entry_status(entry, by_key)  # the vocabulary of the API and the demo
         details, summary = _details(entry)
-    children = [_row(child, workflow_state) for child in node.children]
+    children = [_row(child, workflow_state, by_key, replay_reasons) for child in node.children]
     if status == ports.ENTRY_RUNNING and entry is not None and entry.kind == "loop":
         if workflow_state in _STOPPED_WORKFLOW:
             # the workflow stopped inside the loop: it is not running any more
@@ -179,7 +278,7 @@ def _row(node: inspector.TraceNode, workflow_state: str | None = None) -> Row:
         status=status,
         attempts=entry.attempts if entry is not None and entry.kind == "step" else None,
         started=entry.created_at if entry is not None else None,
-        finished=entry.completed_at if entry is not None else None,
+        finished=inspector.entry_completed_at(entry, by_key) if entry is not None else None,
         took=took,
         offset=node.offset,
         width=node.width,
@@ -189,6 +288,7 @@ def _row(node: inspector.TraceNode, workflow_state: str | None = None) -> Row:
         summary=summary,
         depth=node.depth,
         rollback=rollback,
+        replay_reason=replay_reasons.get(node.key, "") if node.replayable else "",
     )
 
 
@@ -197,11 +297,19 @@ def _has_failure(rows: list[Row]) -> bool:
 
 
 def trace_rows(
-    entries: list[ports.EntryRecord], now: datetime | None = None, workflow_state: str | None = None
+    entries: list[ports.EntryRecord],
+    now: datetime | None = None,
+    workflow_state: str | None = None,
+    replay_reasons: dict[str, str] | None = None,
 ) -> list[Row]:
-    """The admin rows of a history (``inspector.build_trace``), nested like the trace.
+    """The admin rows of a history (``build_trace``), nested like the trace.
 
-    ``workflow_state`` (the actor's) lets a loop that is still marked running in a failed, cancelled or
-    rolling-back workflow show as ``failed`` (a step inside it failed) or ``stopped``.
+    Statuses and finish times come from ``inspector.entry_status``/``entry_completed_at`` (one vocabulary
+    with the API and the demo). ``workflow_state`` (the actor's) lets a loop that is still marked running
+    in a failed, cancelled or rolling-back workflow show as ``failed`` (a step inside it failed) or
+    ``stopped``. ``replay_reasons`` (step key -> why a replay from it is refused) disables those rows'
+    replay buttons with the reason as tooltip.
     """
-    return [_row(node, workflow_state) for node in inspector.build_trace(entries, now)]
+    by_key = {e.key: e for e in entries}
+    reasons = replay_reasons or {}
+    return [_row(node, workflow_state, by_key, reasons) for node in build_trace(entries, now)]

@@ -9,7 +9,7 @@ from ninja import Field, Schema
 from pydantic import StrictBool, StrictFloat
 
 from .. import inputs
-from ..engine import ports
+from ..engine import inspector, ports
 
 #: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
 MAX_SEND_TIMEOUT = 300.0
@@ -23,7 +23,8 @@ ACTOR_ID_CHARS = 32
 #: text a database can store (no NUL; a lone surrogate is refused by the validator itself)
 StorableText = Annotated[str, Field(pattern=inputs.TEXT_PATTERN)]
 
-#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1)
+#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1), and
+#: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``, never stored)
 WorkflowState = Literal[
     ports.PENDING,
     ports.RUNNING,
@@ -32,6 +33,7 @@ WorkflowState = Literal[
     ports.COMPLETED,
     ports.FAILED,
     ports.CANCELLED,
+    inspector.NO_WORKFLOW,
 ]
 
 
@@ -83,13 +85,17 @@ class ActorSummary(Schema):
 
 
 class ActorDetail(ActorSummary):
-    """One actor with its state, input, output and error (values as tagged JSON). ``redacted`` names the
-    fields withheld from a caller that may not inspect (``"input"``, ``"error.stack"``)."""
+    """One actor with its state, input, output and error as plain JSON; ``types`` (present only when one
+    of them holds a value JSON cannot) maps the JSON Pointer (from this object: ``/output/total``) of each
+    such value to its type (``datetime``, ``decimal``, ``tuple``, ...; ``serde.PLAIN_FORMS`` says how each
+    is shown). ``redacted`` names the fields withheld from a caller that may not inspect (``"input"``,
+    ``"error.stack"``)."""
 
     state: Any = None
     input: Any = None
     output: Any = None
     error: Any = None
+    types: dict[str, str] | None = None
     redacted: list[str] = []
     in_flight: bool = False
     lease_expires_at: datetime | None = None
@@ -109,7 +115,10 @@ class ActionIn(Schema):
 
 
 class ActionOut(Schema):
+    """The action's ``result`` as plain JSON, with ``types`` as in ``ActorDetail`` (``/result/...``)."""
+
     result: Any = None
+    types: dict[str, str] | None = None
 
 
 class SendIn(Schema):
@@ -128,12 +137,14 @@ class SendAccepted(Schema):
 
 class SendOut(Schema):
     """The answer of a waiting send: ``status`` ``completed`` (``response``: what the workflow passed to
-    ``message.complete``) or ``timed_out`` with ``detail``, the same sentence as the Python client's
-    ``SendResult.detail``: the timeout passed (the message not received yet, or received but not
-    completed), the workflow ended without completing it, or the actor was destroyed."""
+    ``message.complete``, as plain JSON with ``types`` as in ``ActorDetail``) or ``timed_out`` with
+    ``detail``, the same sentence as the Python client's ``SendResult.detail``: the timeout passed (the
+    message not received yet, or received but not completed), the workflow ended without completing it, or
+    the actor was destroyed."""
 
     status: Literal["completed", "timed_out"]
     response: Any = None
+    types: dict[str, str] | None = None
     detail: str | None = None
 
 

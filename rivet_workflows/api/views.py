@@ -9,7 +9,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models
 from ..conf import rivet_settings
-from ..engine import errors, inspector, serde
+from ..engine import errors, inspector, repairs, serde
 from ..engine.actor_context import send_message
 from ..engine.client import normalize_key
 from . import schemas as s
@@ -65,8 +65,18 @@ def _decode(value: Any, where: str) -> Any:
         raise InvalidValueError(f"{where}: {exc}", where=where) from exc
 
 
-def _encode(value: Any) -> Any:
-    return serde.to_json(value, where="response")
+def _shown(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (field name -> Python value) as plain JSON (``inspector.plain``: ISO times, decimal
+    strings; never the storage tags), plus ``types`` when one of them is not plain JSON: JSON Pointers from
+    the response object (``/output/total``) to the type there (``{"/output/total": "decimal"}``)."""
+    shown: dict[str, Any] = {}
+    types: dict[str, str] = {}
+    for name, value in values.items():
+        shown[name], found = inspector.plain(value, f"/{name}")
+        types.update(found)
+    if types:  # only where it matters: a plain JSON answer stays exactly what it was
+        shown["types"] = types
+    return shown
 
 
 def _handle(request: HttpRequest, actor_id: str, operation: str) -> Any:
@@ -113,12 +123,12 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 
-def _summary(row: models.Actor) -> dict:
+def _summary(row: models.Actor, run_less: frozenset[str]) -> dict:
     return {
         "actor_id": row.actor_id,
         "name": row.name,
         "key": list(row.key or []),
-        "workflow_state": row.workflow_state,
+        "workflow_state": inspector.NO_WORKFLOW if row.name in run_less else row.workflow_state,
         "wake_at": row.wake_at,
         "waiting_for": list(row.waiting_for or []),
         "created_at": row.created_at,
@@ -130,14 +140,18 @@ def _summary(row: models.Actor) -> dict:
 def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1..500) and
     ``offset`` (0..2**53-1). Values outside those bounds, or a ``state`` that is not one of
-    ``schemas.WorkflowState``, are a 422 ``validation_error``. Operation ``list``: with an ``AUTHORIZE``
-    hook, only the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
+    ``schemas.WorkflowState``, are a 422 ``validation_error``. Actors whose type has no run function show
+    (and filter as) ``no_workflow``, not ``pending``. Operation ``list``: with an ``AUTHORIZE`` hook, only
+    the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
     authorize(request, access.LIST)
+    run_less = frozenset(inspector.run_less_types(runtime().registry))
     rows = models.Actor.objects.filter(destroyed=False)
     if filters.name:
         rows = rows.filter(name=filters.name)
-    if filters.state:
-        rows = rows.filter(workflow_state=filters.state)
+    if filters.state == inspector.NO_WORKFLOW:
+        rows = rows.filter(name__in=sorted(run_less))
+    elif filters.state:
+        rows = rows.filter(workflow_state=filters.state).exclude(name__in=sorted(run_less))
     if rivet_settings.AUTHORIZE:
         if filters.name:
             authorize(request, access.LIST, filters.name)
@@ -148,7 +162,7 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     count = rows.count()
     page = rows.order_by("-created_at", "actor_id")[filters.offset : filters.offset + filters.limit]
     return {
-        "items": [_summary(r) for r in page],
+        "items": [_summary(r, run_less) for r in page],
         "count": count,
         "limit": filters.limit,
         "offset": filters.offset,
@@ -156,10 +170,16 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
 
 
 @router.get(
-    "/actors/{actor_id}", response={200: s.ActorDetail, **_errors(404)}, auth=api_auth, summary="Get actor"
+    "/actors/{actor_id}",
+    response={200: s.ActorDetail, **_errors(404)},
+    auth=api_auth,
+    summary="Get actor",
+    exclude_unset=True,  # ``types`` only when a value is not plain JSON
 )
 def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
-    """One actor: identity, workflow status, state, input, output, error (tagged JSON) and lease status.
+    """One actor: identity, workflow status, state, input, output, error (plain JSON, with ``types``
+    naming the type of each value JSON cannot hold, e.g. ``{"/output/total": "decimal"}``) and lease
+    status. An actor whose type has no run function shows ``workflow_state`` ``no_workflow``.
 
     Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
     mode, the inspector token, staff with ``view_actor``); for others they are null and ``redacted``
@@ -178,15 +198,12 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "actor_id": record.actor_id,
         "name": record.name,
         "key": record.key,
-        "workflow_state": record.workflow_state,
+        "workflow_state": inspector.shown_workflow_state(rt.registry, record),
         "wake_at": record.wake_at,
         "waiting_for": record.waiting_for,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
-        "state": _encode(record.state),
-        "input": _encode(actor_input),
-        "output": _encode(record.output),
-        "error": _encode(error),
+        **_shown({"state": record.state, "input": actor_input, "output": record.output, "error": error}),
         "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),
         "lease_expires_at": record.lease_expires_at,
@@ -201,9 +218,11 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     response={200: s.ActionOut, **_errors(404, 409, 413)},
     auth=api_auth,
     summary="Call an action",
+    exclude_unset=True,  # ``types`` only when the result is not plain JSON
 )
 def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: s.ActionIn) -> Any:
-    """Run ``action(c, *args)`` on the actor and return ``{result}``. An exception raised by the action is
+    """Run ``action(c, *args)`` on the actor and return ``{result}`` (plain JSON, with ``types`` as in
+    ``GET /actors/{id}`` when it is not plain JSON). An exception raised by the action is
     a 400 ``{group: "user", code: "action_failed"}``; unknown actor or action is a 404; a step that holds the
     actor longer than ACTION_TIMEOUT a 409 ``workflow_in_flight``. Operation ``call``."""
     handle, _ = _handle(request, actor_id, access.CALL)
@@ -217,7 +236,8 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
         raise UserCodeError(
             f"action {action!r} raised {type(exc).__name__}: {exc}", action=action, error=type(exc).__name__
         ) from exc
-    return {"result": _encode(result)}
+    serde.to_json(result, where="response")  # SerializationError for a value JSON cannot carry
+    return _shown({"result": result})
 
 
 @router.post(
@@ -225,17 +245,19 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
     auth=api_auth,
     summary="Send to a queue",
+    exclude_unset=True,  # ``types`` only when the response is not plain JSON
 )
 def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload: s.SendIn) -> Any:
     """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response,
-    detail}``: ``completed``, or ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
+    detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
+    ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
     actor or undeclared queue -> 404. Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:
         result = handle.send(queue, body, wait=True, timeout=payload.timeout)
-        answer = {"status": result.status, "response": _encode(result.response), "detail": result.detail}
+        answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
         return Status(200, answer)
     rt = handle.runtime
     message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
@@ -271,7 +293,7 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
     code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
     (``metadata.replay_from``). A refused replay changes nothing."""
     entry_id = payload.entryId if payload is not None else None
-    return inspector.replay(runtime(), actor_id, entry_id).as_dict()
+    return repairs.replay(runtime(), actor_id, entry_id).as_dict()
 
 
 @router.post(
@@ -285,4 +307,4 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
     """Takes no body (one sent, ``null`` included, is ignored). Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
     ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
     when the run was rolled back. A refused recover changes nothing."""
-    return inspector.recover(runtime(), actor_id).as_dict()
+    return repairs.recover(runtime(), actor_id).as_dict()

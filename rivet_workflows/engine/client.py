@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from . import errors, ports, serde
+from . import errors, ports, repairs, serde
 from .actor_context import ActorContext, call_maybe_async, check_not_reentrant, ensure_vars, send_message
 
 if TYPE_CHECKING:
@@ -455,15 +455,14 @@ class ActorHandle:
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
         failed; raises ``WorkflowInFlightError`` when an executor holds the actor, and, changing nothing,
         ``HistoryDivergedError`` when the history with the failed steps reset does not replay on the current
-        code and ``inspector.WorkflowRolledBackError`` when the run was rolled back (replay it instead).
+        code and ``WorkflowRolledBackError`` when the run was rolled back (replay it instead); see
+        ``repairs.recover``.
         """
-        from . import inspector
-
         if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
         try:
-            inspector.recover(self.runtime, self.actor_id)
-        except inspector.WorkflowNotFailedError:  # finished or restarted meanwhile
+            repairs.recover(self.runtime, self.actor_id)
+        except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
             return False
         return True
 

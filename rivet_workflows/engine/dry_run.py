@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 OK = "ok"  # the history matches the code up to new work (or a wait, or the end)
 DIVERGED = "diverged"  # HistoryDivergedError: ``location`` says where
 ERROR = "error"  # the replay raised something else (``message`` says what)
+REFUSED = "refused"  # recover would be refused before any replay (``repairs.refusal``: rolled back, ...)
 
 
 class DryRunStop(errors.WorkflowSignal):
@@ -75,11 +76,13 @@ class _DrySession(RunSession):
 
 @dataclass
 class CheckResult:
-    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error), ``location`` (the recorded
-    history key where it diverged, or None), ``reached`` (the key of the new entry the code reached there,
-    or None), ``message`` (what diverged and how to fix it), ``error`` (for the error outcome: the
-    exception the replay raised, as ``serde.error_to_dict`` describes it, so a caller can tell the
-    workflow's own recorded failure replayed from a new one)."""
+    """The dry-run outcome of one actor: ``outcome`` (ok | diverged | error | refused), ``location`` (the
+    recorded history key where it diverged, or None), ``reached`` (the key of the new entry the code reached
+    there, or None), ``message`` (what diverged and how to fix it, or why recover is refused), ``error``
+    (for the error outcome: the exception the replay raised, as ``serde.error_to_dict`` describes it, so a
+    caller can tell the workflow's own recorded failure replayed from a new one) and, for a refused
+    recover, ``code`` (the refusal's error code: ``rolled_back``, ...) and ``replay_from`` (for a
+    rolled-back run: the step to replay from instead)."""
 
     actor_id: str
     name: str
@@ -90,6 +93,8 @@ class CheckResult:
     message: str = ""
     reached: str | None = None
     error: dict | None = None
+    code: str | None = None
+    replay_from: str | None = None
 
 
 async def _replay(session: _DrySession) -> None:
@@ -152,20 +157,13 @@ def _location_of(exc: BaseException) -> str | None:
     return None
 
 
-def check_all(
-    runtime: Runtime, actors: list[ports.ActorRecord], *, include_failed: bool = False
-) -> list[CheckResult]:
-    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped).
-
-    With ``include_failed`` failed workflows are checked too, on the history as ``recover`` would leave
-    it (failed and exhausted steps reset, the workflow sleeping): recover restarts them on this code.
-    """
-    from .inspector import history_after_recover
-
+def check_all(runtime: Runtime, actors: list[ports.ActorRecord]) -> list[CheckResult]:
+    """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped; an
+    actor whose type is not registered gets an ``error`` result). Failed workflows as ``recover`` would
+    restart them: ``repairs.check_recover``."""
     results = []
     for actor in actors:
-        failed = include_failed and actor.workflow_state == ports.FAILED
-        if actor.workflow_state in ports.FINISHED_STATES and not failed:
+        if actor.workflow_state in ports.FINISHED_STATES:
             continue
         try:
             definition = runtime.registry.get(actor.name)
@@ -178,9 +176,5 @@ def check_all(
             continue
         if definition.run is None:
             continue
-        if failed:
-            after = history_after_recover(runtime.store.load_history(actor.actor_id))
-            results.append(check_actor(runtime, actor, after, as_state=ports.SLEEPING))
-        else:
-            results.append(check_actor(runtime, actor))
+        results.append(check_actor(runtime, actor))
     return results

@@ -192,6 +192,57 @@ class InvalidExportError(RivetWorkflowsError):
     http_status = 400
 
 
+# --- inspector: replay and recover refusals (ENGINE-SEMANTICS.md section 9) ------------------------------
+
+
+class EntryNotFoundError(RivetWorkflowsError):
+    """The workflow history has no entry with this id."""
+
+    group = "inspector"
+    code = "entry_not_found"
+    http_status = 404
+
+
+class InvalidReplayTargetError(RivetWorkflowsError):
+    """Only a step can be the target of a replay."""
+
+    group = "inspector"
+    code = "invalid_replay_target"
+    http_status = 400
+
+
+class WorkflowNotEnabledError(RivetWorkflowsError):
+    """This actor has no workflow (its definition has no run handler)."""
+
+    group = "inspector"
+    code = "workflow_not_enabled"
+    http_status = 400
+
+
+class ActorTypeNotRegisteredError(RivetWorkflowsError):
+    """The actor's type is not registered in this process, so its workflow cannot be repaired here."""
+
+    group = "inspector"
+    code = "actor_type_not_registered"
+    http_status = 409
+
+
+class WorkflowRolledBackError(RivetWorkflowsError):
+    """The run was rolled back: a replay or recover would carry on past work its compensations undid."""
+
+    group = "inspector"
+    code = "rolled_back"
+    http_status = 409
+
+
+class WorkflowNotFailedError(RivetWorkflowsError):
+    """Only a failed workflow can be recovered."""
+
+    group = "inspector"
+    code = "workflow_not_failed"
+    http_status = 409
+
+
 class LeaseLostError(RivetWorkflowsError):
     """This executor no longer holds the actor's lease; its writes were rejected."""
 

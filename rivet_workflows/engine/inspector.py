@@ -1,82 +1,36 @@
-"""The inspector: history views, replay-from-step, replay-all and recover (ENGINE-SEMANTICS.md section 9).
+"""The inspector's reads: history views, entry statuses and the lease test (ENGINE-SEMANTICS.md section 9).
 
-Pure engine code on the storage port: the HTTP API, the admin and ``ActorHandle.recover`` all call it.
-Every repair takes the actor's lease with ``Store.claim`` (so it is refused with ``WorkflowInFlightError``
-while an executor holds a live lease), writes one fenced ``Commit`` that also releases the lease, and then
-hands the actor to the dispatcher: no store method beyond the port is needed, and a repair can never
-interleave with a running executor.
+Pure engine code on the storage port; the HTTP API, the admin and the demo call it, so they show one
+vocabulary. The repairs (replay, recover) live in ``repairs``; the admin's trace layout in
+``rivet_workflows.admin.trace``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import dry_run, errors, ports, serde
-from .history import parent_key
+from . import errors, ports, serde
 
 if TYPE_CHECKING:
+    from .definitions import Registry
     from .runtime import Runtime
 
 __all__ = [
-    "EntryNotFoundError",
-    "InvalidReplayTargetError",
-    "WorkflowRolledBackError",
-    "RepairResult",
-    "TraceNode",
-    "WorkflowNotEnabledError",
-    "WorkflowNotFailedError",
-    "build_trace",
+    "NO_WORKFLOW",
+    "entry_completed_at",
+    "entry_status",
     "entry_view",
-    "history_after_recover",
     "in_flight",
-    "plan_recover",
-    "plan_replay",
-    "recover",
-    "replay",
+    "plain",
+    "run_less_types",
+    "shown_workflow_state",
     "workflow_history",
 ]
 
-
-class EntryNotFoundError(errors.RivetWorkflowsError):
-    """The workflow history has no entry with this id."""
-
-    group = "inspector"
-    code = "entry_not_found"
-    http_status = 404
-
-
-class InvalidReplayTargetError(errors.RivetWorkflowsError):
-    """Only a step can be the target of a replay."""
-
-    group = "inspector"
-    code = "invalid_replay_target"
-    http_status = 400
-
-
-class WorkflowNotEnabledError(errors.RivetWorkflowsError):
-    """This actor has no workflow (its definition has no run handler)."""
-
-    group = "inspector"
-    code = "workflow_not_enabled"
-    http_status = 400
-
-
-class ActorTypeNotRegisteredError(errors.RivetWorkflowsError):
-    """The actor's type is not registered in this process, so its workflow cannot be repaired here."""
-
-    group = "inspector"
-    code = "actor_type_not_registered"
-    http_status = 409
-
-
-class WorkflowRolledBackError(errors.RivetWorkflowsError):
-    """The run was rolled back: a replay or recover would carry on past work its compensations undid."""
-
-    group = "inspector"
-    code = "rolled_back"
-    http_status = 409
+#: the workflow state shown (never stored) for an actor whose type has no run function: it has no workflow
+#: to wait on, so it is neither pending nor in flight
+NO_WORKFLOW = "no_workflow"
 
 
 # --- views ---------------------------------------------------------------------------------------------
@@ -86,12 +40,81 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _json(value: Any) -> Any:
-    """A stored value as JSON (tagged JSON for datetimes, tuples, ...); never raises for stored values."""
+def plain(value: Any, prefix: str = "") -> tuple[Any, dict[str, str]]:
+    """A stored value as the inspector shows it: ``serde.to_plain`` (plain JSON, ISO times, decimal
+    strings, and ``{pointer: type}`` for the values JSON cannot hold, pointers prefixed with ``prefix``).
+    Never raises for a stored value (an unstorable one, impossible once stored, shows as its repr)."""
     try:
-        return serde.to_json(value, where="inspector value")
-    except errors.RivetWorkflowsError:  # pragma: no cover - stored values always serialised once
-        return repr(value)
+        return serde.to_plain(value, where="inspector value", prefix=prefix)
+    except errors.RivetWorkflowsError:  # pragma: no cover - stored values were serialised once already
+        return repr(value), {}
+
+
+def shown_workflow_state(registry: Registry, record: ports.ActorRecord) -> str:
+    """The workflow state to show for ``record``: its stored state, or ``NO_WORKFLOW`` when its type is
+    registered without a run function (such an actor stays ``pending`` in storage forever)."""
+    if record.name in registry and registry.get(record.name).run is None:
+        return NO_WORKFLOW
+    return record.workflow_state
+
+
+def run_less_types(registry: Registry) -> list[str]:
+    """Names of the registered actor types that have no run function (their actors show ``NO_WORKFLOW``
+    and are never in flight), sorted."""
+    return sorted(name for name in registry.names() if registry.get(name).run is None)
+
+
+def _queue_wait(entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord]) -> ports.EntryRecord | None:
+    """The ``<wait>:count`` record of the queue wait ``entry`` (its deadline or a message) belongs to."""
+    base, sep, _ = entry.key.rpartition(":")
+    return by_key.get(f"{base}:count") if sep else None
+
+
+def entry_status(entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None) -> str:
+    """The status of a history entry in the one vocabulary the API, the admin and the demo show.
+
+    Steps, loops, joins and races: their metadata status (pending, running, completed, failed, exhausted).
+    Sleeps: their state, ``pending``, ``completed`` or ``interrupted`` (a queue wait's deadline that lost
+    to a message: ENGINE-SEMANTICS.md section 1). Messages: a received message is ``received``, or
+    ``completed`` once answered; a queue wait's ``:count`` record is ``completed``. ``by_key`` (the
+    history by key) lets histories written before these statuses were stored show them too (their
+    message entries say pending; their lost deadlines say completed).
+    """
+    data = entry.data or {}
+    if entry.kind == "sleep":
+        state = data.get("state", entry.status)
+        if state == "completed" and entry.key.endswith(":deadline") and by_key is not None:
+            count = _queue_wait(entry, by_key)
+            if count is not None and (count.data or {}).get("count"):
+                return "interrupted"  # written by an older version: the messages came first
+        return str(state)
+    if entry.kind == "message":
+        if "count" in data and "body" not in data:
+            return ports.ENTRY_COMPLETED
+        return ports.MESSAGE_COMPLETED if data.get("completed") else ports.MESSAGE_RECEIVED
+    return entry.status
+
+
+def entry_completed_at(
+    entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None
+) -> datetime | None:
+    """When the entry completed (None while it has not): its ``completed_at``; for an entry of a history
+    written before every completed entry stored one, the instant it was recorded (a checkpoint, version
+    gate, removal marker or a queue wait's ``:count`` record) or, for a queue wait's deadline, when the
+    wait recorded its messages."""
+    if entry.completed_at is not None:
+        return entry.completed_at
+    if entry_status(entry, by_key) not in (ports.ENTRY_COMPLETED, "interrupted"):
+        return None
+    if entry.kind == "sleep" and by_key is not None:
+        count = _queue_wait(entry, by_key)
+        if count is not None:
+            return count.created_at
+    if entry.kind == "message" and "body" in (entry.data or {}):
+        return None  # an answered message of an older history: its answer's instant was not recorded
+    if entry.kind in ("message", "rollback_checkpoint", "removed", "version_check"):
+        return entry.created_at  # recorded and done at once
+    return None
 
 
 def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
@@ -103,27 +126,36 @@ def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
     )
 
 
-def entry_view(entry: ports.EntryRecord) -> tuple[dict, dict]:
+def entry_view(
+    entry: ports.EntryRecord, by_key: dict[str, ports.EntryRecord] | None = None
+) -> tuple[dict, dict]:
     """``(entry, metadata)`` of one history entry as the inspector API shows them.
 
-    ``entry`` is ``{"id": key, "location": [...], "kind": {"type": kind, "data": {...}}}`` and ``metadata``
-    ``{"status", "attempts", "error", "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt",
-    "rollbackError"}`` (instants as ISO 8601 strings, values as tagged JSON).
+    ``entry`` is ``{"id": key, "location": [...], "kind": {"type": kind, "data": {...}}}``, ``data`` as
+    plain JSON (``plain``: ISO times, decimal strings, never storage tags), plus, when ``data`` holds values
+    JSON cannot, ``"types"``: their JSON Pointers from the entry object (``/kind/data/deadline``) with their
+    type (``datetime``, ``decimal``, ...). ``metadata`` is ``{"status", "attempts", "error",
+    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError"}``: ``status`` from
+    ``entry_status``, ``completedAt`` from ``entry_completed_at``, instants as ISO 8601 strings. ``by_key``
+    (the history by key) as for ``entry_status``.
     """
-    view = {
+    data, types = plain(entry.data, "/kind/data")
+    view: dict[str, Any] = {
         "id": entry.key,
         "location": list(entry.location),
-        "kind": {"type": entry.kind, "data": _json(entry.data)},
+        "kind": {"type": entry.kind, "data": data},
     }
+    if types:
+        view["types"] = types
     meta = {
-        "status": entry.status,
+        "status": entry_status(entry, by_key),
         "attempts": entry.attempts,
-        "error": _json(entry.error),
+        "error": plain(entry.error)[0],
         "lastAttemptAt": _iso(entry.last_attempt_at),
         "createdAt": _iso(entry.created_at),
-        "completedAt": _iso(entry.completed_at),
+        "completedAt": _iso(entry_completed_at(entry, by_key)),
         "rollbackCompletedAt": _iso(entry.rollback_completed_at),
-        "rollbackError": _json(entry.rollback_error),
+        "rollbackError": plain(entry.rollback_error)[0],
     }
     return view, meta
 
@@ -133,8 +165,9 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
 
     Returns ``{"history": {"nameRegistry": [names], "entries": [entry], "entryMetadata": {id: meta}} | None,
     "workflowState": str, "isWorkflowEnabled": bool}`` with entries in creation order (see ``entry_view``);
-    ``history`` is None for an actor without a run handler; for an actor whose type is not registered in
-    this process it is the stored history with ``isWorkflowEnabled`` False. Raises ``ActorNotFoundError``.
+    ``history`` is None and ``workflowState`` ``NO_WORKFLOW`` for an actor without a run handler; for an
+    actor whose type is not registered in this process it is the stored history with
+    ``isWorkflowEnabled`` False. Raises ``ActorNotFoundError``.
     """
     store = runtime.store
     record = store.get_actor(actor_id)
@@ -144,353 +177,18 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
     # An actor whose type is no longer registered still shows what it stored (workflow not enabled here).
     if enabled or definition is None:
         entries, metadata, names = [], {}, {}
-        for entry in store.load_history(actor_id):
-            view, meta = entry_view(entry)
+        stored = store.load_history(actor_id)
+        by_key = {e.key: e for e in stored}
+        for entry in stored:
+            view, meta = entry_view(entry, by_key)
             entries.append(view)
             metadata[entry.key] = meta
             for part in entry.location:
                 if isinstance(part, str):
                     names.setdefault(part, None)
         history = {"nameRegistry": list(names), "entries": entries, "entryMetadata": metadata}
-    return {"history": history, "workflowState": record.workflow_state, "isWorkflowEnabled": enabled}
-
-
-# --- planning (pure) -----------------------------------------------------------------------------------
-
-
-def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[str]:
-    """Keys to delete for a replay from ``entry_id`` (None: every key, a replay of the whole workflow).
-
-    The target must be a step entry (``InvalidReplayTargetError``; ``EntryNotFoundError`` if absent). The
-    boundary is the target itself, or, when the target is inside loops, the innermost enclosing loop
-    entry; every entry created at or after the boundary (``seq >= boundary.seq``) is deleted, earlier
-    entries are kept untouched (ENGINE-SEMANTICS.md section 9).
-    """
-    ordered = sorted(entries, key=lambda e: e.seq)
-    if entry_id is None:
-        return [e.key for e in ordered]
-    by_key = {e.key: e for e in ordered}
-    target = by_key.get(entry_id)
-    if target is None:
-        raise EntryNotFoundError(f"the workflow history has no entry {entry_id!r}", entry_id=entry_id)
-    if target.kind != "step":
-        raise InvalidReplayTargetError(
-            f"entry {entry_id!r} is a {target.kind}, not a step; replay from a step", entry_id=entry_id
-        )
-    boundary = target
-    key = target.key
-    while key:
-        key = parent_key(key)
-        ancestor = by_key.get(key)
-        if ancestor is not None and ancestor.kind == "loop":
-            boundary = ancestor
-            break
-    return [e.key for e in ordered if e.seq >= boundary.seq]
-
-
-def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """Upserts that reset every failed or exhausted step to pending with 0 attempts and no error.
-
-    The stored failure (``data["failure"]``/``data["error"]``) and ``last_attempt_at`` are cleared so the
-    step runs again at once (ENGINE-SEMANTICS.md section 3, "Recover").
-    """
-    fixed: list[ports.EntryRecord] = []
-    for entry in entries:
-        if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
-            reset = entry.copy()
-            reset.status = ports.ENTRY_PENDING
-            reset.attempts = 0
-            reset.error = None
-            reset.last_attempt_at = None
-            reset.data.pop("failure", None)
-            reset.data.pop("error", None)
-            fixed.append(reset)
-    return fixed
-
-
-def history_after_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """``entries`` as ``recover`` would leave them: the ``plan_recover`` resets in place of the originals."""
-    reset = {e.key: e for e in plan_recover(entries)}
-    return [reset.get(e.key, e) for e in entries]
-
-
-def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """Entries whose rollback handler ran (``rollback_completed_at``) or failed (``rollback_error``), in
-    creation order: the work they did was undone, or partly undone, by the workflow's rollback."""
-    hit = [e for e in entries if e.rollback_completed_at is not None or e.rollback_error is not None]
-    return sorted(hit, key=lambda e: e.seq)
-
-
-def _refuse_rolled_back(actor_id: str, kept: list[ports.EntryRecord], operation: str) -> None:
-    """Raise ``WorkflowRolledBackError`` when a step that stays in the history was compensated."""
-    undone = compensated(kept)
-    if not undone:
-        return
-    first = undone[0]
-    names = ", ".join(repr(e.key) for e in undone[:5]) + (
-        f" and {len(undone) - 5} more" if len(undone) > 5 else ""
-    )
-    raise WorkflowRolledBackError(
-        f"the workflow was rolled back (the rollback handlers of {names} ran), so a {operation} would carry "
-        f"on from work already undone; nothing was changed. Replay from {first.key!r}, the earliest "
-        "compensated step, or replay all, to redo that work",
-        actor_id=actor_id,
-        operation=operation,
-        compensated=[e.key for e in undone],
-        replay_from=first.key,
-    )
-
-
-def _refuse_divergence(
-    runtime: Runtime, record: ports.ActorRecord, after: list[ports.EntryRecord], operation: str
-) -> None:
-    """Dry-replay (``rivet check``'s replay: no step body, hook or write) the history ``after`` as the
-    operation would leave it, with the workflow sleeping; raise ``HistoryDivergedError`` if it diverges."""
-    result = dry_run.check_actor(runtime, record, after, as_state=ports.SLEEPING)
-    if result.outcome != dry_run.DIVERGED:
-        return
-    other = "replay from an earlier step or replay all" if operation.startswith("replay") else "replay"
-    hint = (
-        "change the code so it replays this history (ctx.removed(name, kind) where a recorded entry was "
-        "dropped; a ctx.get_version gate for runs already past a change; `manage.py rivet check` shows the "
-        f"same), or {other}, which keeps less of the history"
-    )
-    raise errors.HistoryDivergedError(
-        f"the history a {operation} would leave does not replay on the current code, so the workflow would "
-        f"fail with HistoryDivergedError; nothing was changed. {result.message}",
-        actor_id=record.actor_id,
-        operation=operation,
-        location=result.location,
-        reached=result.reached,
-        hint=hint,
-    )
-
-
-# --- repairs -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RepairResult:
-    """What a replay or recover did: ``deleted`` entry keys, ``reset`` entry keys, the new workflow state."""
-
-    actor_id: str
-    deleted: list[str] = field(default_factory=list)
-    reset: list[str] = field(default_factory=list)
-    workflow_state: str = ports.SLEEPING
-
-    def as_dict(self) -> dict:
-        """``{"actorId", "deleted", "reset", "workflowState"}`` for JSON responses."""
-        return {
-            "actorId": self.actor_id,
-            "deleted": list(self.deleted),
-            "reset": list(self.reset),
-            "workflowState": self.workflow_state,
-        }
-
-
-def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
-    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
-    store = runtime.store
-    record = store.get_actor(actor_id)
-    if record.name not in runtime.registry:
-        raise ActorTypeNotRegisteredError(
-            f"actor {actor_id} has type {record.name!r}, which is not registered in this process; register "
-            "it again (or deploy the code that has it) before replaying or recovering its workflow",
-            actor_id=actor_id,
-            name=record.name,
-        )
-    definition = runtime.registry.get(record.name)
-    if definition.run is None:
-        raise WorkflowNotEnabledError(f"actor {record.name!r} has no workflow", actor_id=actor_id)
-    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
-    if token is None:
-        raise errors.WorkflowInFlightError(
-            "the workflow is running; try again once it waits or finishes", actor_id=actor_id
-        )
-    committed = False
-    try:
-        record = store.get_actor(actor_id)
-        deletes, upserts = plan(record, store.load_history(actor_id))
-        commit = ports.Commit(
-            deletes=list(deletes),
-            upserts=list(upserts),
-            output=None,
-            error=None,
-            workflow_state=ports.SLEEPING,
-            wake_at=store.now(),
-            waiting_for=[],
-            step_lock_until=None,
-            release=True,
-        )
-        result = store.commit(actor_id, token, commit)
-        committed = True
-        if not result.ok:
-            raise errors.WorkflowInFlightError(
-                "another executor took the workflow over; try again", actor_id=actor_id
-            )
-    finally:
-        if not committed:  # give the lease back without changing anything
-            store.commit(actor_id, token, ports.Commit(release=True))
-    for woken in result.woken or [actor_id]:
-        runtime.wake(woken)
-    runtime.notify_history(actor_id)
-    return RepairResult(
-        actor_id=actor_id,
-        deleted=list(deletes),
-        reset=[e.key for e in upserts],
-        workflow_state=ports.SLEEPING,
-    )
-
-
-def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> RepairResult:
-    """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
-
-    Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
-    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9).
-
-    Before changing anything it checks the history it would keep: refused with ``WorkflowRolledBackError``
-    (409 ``rolled_back``) when a kept step was compensated by a rollback (replay from the earliest
-    compensated step, named in the message and ``metadata.replay_from``, or replay all), and with
-    ``HistoryDivergedError`` (409 ``history_diverged``, ``metadata.location``/``hint``) when the kept
-    entries do not replay on the current code (the dry replay of ``rivet check``). Also raises
-    ``WorkflowInFlightError`` (409 ``workflow_in_flight``) while an executor holds the lease,
-    ``ActorNotFoundError``, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
-    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
-    """
-    operation = "replay" if entry_id is None else f"replay from {entry_id!r}"
-
-    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        deletes = plan_replay(entries, entry_id)
-        gone = set(deletes)
-        kept = [e for e in entries if e.key not in gone]
-        _refuse_rolled_back(actor_id, kept, operation)
-        _refuse_divergence(runtime, record, kept, operation)
-        return deletes, []
-
-    return _repair(runtime, actor_id, plan)
-
-
-class WorkflowNotFailedError(errors.RivetWorkflowsError):
-    """Only a failed workflow can be recovered."""
-
-    group = "inspector"
-    code = "workflow_not_failed"
-    http_status = 409
-
-
-def recover(runtime: Runtime, actor_id: str) -> RepairResult:
-    """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
-    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
-
-    Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowRolledBackError``
-    (409 ``rolled_back``) when the run was rolled back (a step's compensation ran: replay from that step or
-    replay all instead), ``HistoryDivergedError`` (409 ``history_diverged``) when the history with the
-    failed steps reset does not replay on the current code (checked by a dry replay up to the first step
-    that would run), ``WorkflowInFlightError`` while an executor holds the lease, ``ActorNotFoundError``,
-    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409: the actor's type is not
-    registered). Nothing is written when it raises.
-    """
-
-    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        if record.workflow_state != ports.FAILED:
-            raise WorkflowNotFailedError(
-                f"the workflow is {record.workflow_state}, not failed; nothing to recover",
-                actor_id=actor_id,
-                workflow_state=record.workflow_state,
-            )
-        _refuse_rolled_back(actor_id, entries, "recover")
-        upserts = plan_recover(entries)
-        _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
-        return [], upserts
-
-    return _repair(runtime, actor_id, plan)
-
-
-# --- trace (the admin's nested timeline) -----------------------------------------------------------------
-
-
-@dataclass
-class TraceNode:
-    """One node of the run trace: an entry, or a group (loop iteration ``~N``, join/race branch, try block)
-    that has no entry of its own. ``start``/``end`` are seconds from the first entry's creation; ``offset``
-    and ``width`` place the timing bar as percentages of the whole run."""
-
-    key: str
-    label: str
-    kind: str
-    entry: ports.EntryRecord | None = None
-    children: list[TraceNode] = field(default_factory=list)
-    start: float | None = None
-    end: float | None = None
-    offset: float = 0.0
-    width: float = 0.0
-    depth: int = 0
-    replayable: bool = False
-
-
-def _entry_end(entry: ports.EntryRecord) -> datetime | None:
-    return entry.completed_at or entry.last_attempt_at or entry.created_at
-
-
-def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -> list[TraceNode]:
-    """The history as a nested timeline: entries under their parent entry or group, in creation order.
-
-    Loop iterations (``loop/~3``), join and race branches (``join/a``) and try blocks (a key prefix with no
-    entry) become group nodes. Each node gets ``start``/``end`` seconds from the first entry and a timing
-    bar (``offset``/``width`` in percent of the run; an entry still running ends at ``now``). Step nodes are
-    ``replayable``. Returns the root nodes.
-    """
-    ordered = sorted(entries, key=lambda e: e.seq)
-    nodes: dict[str, TraceNode] = {}
-    roots: list[TraceNode] = []
-
-    def node_for(key: str) -> TraceNode:
-        existing = nodes.get(key)
-        if existing is not None:
-            return existing
-        label = key.rsplit("/", 1)[-1]
-        kind = "iteration" if label.startswith("~") else "group"
-        node = TraceNode(key=key, label=label, kind=kind)
-        nodes[key] = node
-        parent = parent_key(key)
-        (node_for(parent).children if parent else roots).append(node)
-        return node
-
-    for entry in ordered:
-        node = node_for(entry.key)
-        node.entry = entry
-        node.kind = entry.kind
-        node.replayable = entry.kind == "step"
-
-    times = [t for e in ordered for t in (e.created_at, _entry_end(e)) if t is not None]
-    if now is not None and any(e.status == ports.ENTRY_RUNNING for e in ordered):
-        times.append(now)  # a running entry's bar grows until now
-    origin = min(times) if times else None
-    total = (max(times) - origin).total_seconds() if times else 0.0
-
-    def place(node: TraceNode, depth: int) -> tuple[float | None, float | None]:
-        node.depth = depth
-        spans = [place(child, depth + 1) for child in node.children]
-        starts = [s for s, _ in spans if s is not None]
-        ends = [e for _, e in spans if e is not None]
-        if node.entry is not None and origin is not None:
-            entry = node.entry
-            if entry.created_at is not None:
-                starts.append((entry.created_at - origin).total_seconds())
-            finish = _entry_end(entry)
-            if entry.status == ports.ENTRY_RUNNING and now is not None:
-                finish = now
-            if finish is not None:
-                ends.append((finish - origin).total_seconds())
-        node.start = min(starts) if starts else None
-        node.end = max(ends) if ends else node.start
-        if node.start is not None and total > 0:
-            node.offset = round(100.0 * node.start / total, 2)
-            node.width = round(max(100.0 * ((node.end or node.start) - node.start) / total, 0.5), 2)
-        elif node.start is not None:
-            node.offset, node.width = 0.0, 100.0
-        return node.start, node.end
-
-    for root in roots:
-        place(root, 0)
-    return roots
+    return {
+        "history": history,
+        "workflowState": shown_workflow_state(runtime.registry, record),
+        "isWorkflowEnabled": enabled,
+    }

@@ -143,7 +143,8 @@ class Runtime:
             logger.exception("broadcast of %r for actor %s failed", name, actor_id)
 
     def notify_history(self, actor_id: str) -> None:
-        """Tell listeners (the admin trace) that the actor's history changed; errors are logged."""
+        """Tell listeners (the admin trace) that what a trace page shows changed: the history, the workflow
+        state or the lease (a run's release, a repair, a cancel); errors are logged."""
         if self.on_history_change is None:
             return
         try:

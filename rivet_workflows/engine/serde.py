@@ -279,6 +279,114 @@ def loads(text: str | bytes) -> Any:
     return from_json(json.loads(text))
 
 
+# --- presentation: plain JSON with a side map of types (the HTTP API, the admin) ------------------------
+
+#: the JSON form of each non-JSON type in ``to_plain`` (the tag names of the stored encoding)
+PLAIN_FORMS = {
+    "datetime": "ISO 8601 string (offset kept)",
+    "date": "ISO 8601 string",
+    "time": "ISO 8601 string",
+    "timedelta": "seconds (number)",
+    "decimal": "decimal string",
+    "uuid": "canonical string (8-4-4-4-12)",
+    "bytes": "base64 string",
+    "tuple": "array",
+    "set": "array (sorted when the items sort)",
+    "frozenset": "array (sorted when the items sort)",
+    "float": '"NaN", "Infinity" or "-Infinity"',
+    "dict": "array of [key, value] pairs (a key that is not a string)",
+}
+
+
+def _pointer(path: str, token: Any) -> str:
+    text = str(token).replace("~", "~0").replace("/", "~1")
+    return f"{path}/{text}"
+
+
+def _plain(data: Any, path: str, types: dict[str, str]) -> Any:
+    cls = type(data)
+    if cls is list:
+        return [_plain(v, _pointer(path, i), types) for i, v in enumerate(data)]
+    if cls is not dict:
+        return data
+    if TAG not in data:
+        return {k: _plain(v, _pointer(path, k), types) for k, v in data.items()}
+    tag, payload = data[TAG], data.get("v")
+    types[path] = tag
+    if tag in ("datetime", "date", "time", "decimal"):
+        return payload
+    if tag == "timedelta":
+        return _decode_tagged(tag, payload).total_seconds()
+    if tag == "uuid":
+        return str(uuid.UUID(hex=payload))
+    if tag == "float":
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(payload, payload)
+    if tag in ("tuple", "set", "frozenset"):
+        return [_plain(v, _pointer(path, i), types) for i, v in enumerate(payload)]
+    if tag == "dict":
+        return [
+            [
+                _plain(k, _pointer(_pointer(path, i), 0), types),
+                _plain(v, _pointer(_pointer(path, i), 1), types),
+            ]
+            for i, (k, v) in enumerate(payload)
+        ]
+    return payload  # "bytes" (base64 already) and tags of a newer version: shown as stored
+
+
+def to_plain(value: Any, *, where: str = "value", prefix: str = "") -> tuple[Any, dict[str, str]]:
+    """``value`` as plain JSON for people and HTTP clients, and the types of the values JSON cannot hold.
+
+    Returns ``(plain, types)``: ``plain`` has datetimes, dates and times as ISO 8601 strings, ``Decimal`` as
+    its decimal string, ``timedelta`` as seconds, ``UUID`` as its canonical string, bytes as base64, tuples
+    and sets as arrays, non-finite floats as ``"NaN"``/``"Infinity"``, a dict with non-string keys as
+    ``[key, value]`` pairs (``PLAIN_FORMS``); never the storage tags (``{"__rw__": ...}``). ``types`` maps
+    the JSON Pointer (RFC 6901) of each such value, prefixed with ``prefix`` (``"/output"``), to its type
+    name (``{"/output/total": "decimal"}``); it is empty for plain JSON. ``from_plain`` rebuilds the value.
+    Raises ``SerializationError`` like ``to_json`` for a value that cannot be stored (DESIGN.md section 3).
+    """
+    types: dict[str, str] = {}
+    return _plain(to_json(value, where=where), prefix, types), types
+
+
+def _unplain(data: Any, path: str, types: dict[str, str]) -> Any:
+    tag = types.get(path)
+    if tag is None:
+        if type(data) is list:
+            return [_unplain(v, _pointer(path, i), types) for i, v in enumerate(data)]
+        if type(data) is dict:
+            return {k: _unplain(v, _pointer(path, k), types) for k, v in data.items()}
+        return data
+    if tag == "timedelta":
+        return timedelta(seconds=data)
+    if tag == "uuid":
+        return uuid.UUID(data)
+    if tag == "float":
+        return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(data, data))
+    if tag in ("tuple", "set", "frozenset"):
+        items = [_unplain(v, _pointer(path, i), types) for i, v in enumerate(data)]
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag == "dict":
+        return {
+            _unplain(k, _pointer(_pointer(path, i), 0), types): _unplain(
+                v, _pointer(_pointer(path, i), 1), types
+            )
+            for i, (k, v) in enumerate(data)
+        }
+    return _decode_tagged(tag, data)
+
+
+def from_plain(plain: Any, types: dict[str, str], *, prefix: str = "") -> Any:
+    """The value ``to_plain`` showed as ``(plain, types)`` (``prefix`` as given to it). Raises
+    ``SerializationError`` for an unknown type name and for a value that does not fit its type."""
+    try:
+        return _unplain(plain, prefix, types)
+    except errors.SerializationError:
+        raise
+    except (ValueError, TypeError, AttributeError, ArithmeticError, KeyError) as exc:
+        raise errors.SerializationError(f"a value does not fit its type: {exc}") from exc
+
+
 def _json_native(value: Any, depth: int = 0) -> bool:
     if depth > 10:
         return False

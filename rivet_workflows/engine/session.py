@@ -211,7 +211,10 @@ class RunSession:
             for actor_id in result.woken:
                 if actor_id != self.actor_id:
                     self.runtime.wake(actor_id)
-            if upserts or deletes:
+            # Open trace pages re-read on this push: the history, and also the header and buttons, which a
+            # commit that only moves the workflow state or gives the lease back changes (the release after
+            # a warm wait has no entry to write; without a push the page said "running" until its poll).
+            if upserts or deletes or commit.release or commit.workflow_state is not ports.UNSET:
                 self.runtime.notify_history(self.actor_id)
             return result
 

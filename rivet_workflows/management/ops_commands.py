@@ -70,6 +70,8 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 line += f" at {r.location}"
             if r.reached:
                 line += f" (the code reached new entry {r.reached})"
+            if r.replay_from:
+                line += f" (replay from {r.replay_from!r} instead)"
             if r.outcome != "ok":
                 out.write(command.style.ERROR(line) + f"\n    {r.message}")
             else:
@@ -77,11 +79,20 @@ def handle(command: Any, sub: str, options: dict) -> None:
         what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
         checked = _count(len(results), what, what + "s")
         out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
-        if bad:
-            failing = _count(len(bad), f"{what} does", f"{what}s do")
-            raise CommandError(f"{failing} not replay on the current code")
+        refused = [r for r in bad if r.outcome == "refused"]
+        problems = []
+        if len(bad) > len(refused):
+            failing = _count(len(bad) - len(refused), f"{what} does", f"{what}s do")
+            problems.append(f"{failing} not replay on the current code")
+        if refused:
+            problems.append(
+                _count(len(refused), "failed workflow cannot", "failed workflows cannot")
+                + " be recovered (see the reasons above)"
+            )
+        if problems:
+            raise CommandError("; ".join(problems))
     elif sub == "gates":
-        report = ops.gates(options.get("name"))
+        report = ops.gates(django_runtime.get_runtime(), options.get("name"))
         for name, count in sorted(report.in_flight.items()):
             out.write(f"{name}: {count} in flight")
         if not report.rows:
@@ -129,16 +140,29 @@ def _recover(command: Any, options: dict) -> None:
     if not options.get("failed_only"):
         out.write(f"expired leases {leases}: {len(report.expired_leases)} {' '.join(report.expired_leases)}")
     if restart:
-        out.write(f"failed workflows {failed}: {len(report.recovered)} {' '.join(report.recovered)}")
-        for actor_id, why in report.skipped:
-            out.write(f"  skipped {actor_id}: {why}")
+        out.write(f"failed workflows {failed}: {len(report.recovered)} {' '.join(report.recovered)}".rstrip())
+        _write_refused(out, report.refused)
+        if report.refused and not dry:
+            raise CommandError(
+                _count(len(report.refused), "failed workflow was", "failed workflows were")
+                + " not recovered: "
+                + "; ".join(f"{r.actor_id} {r.reason}" for r in report.refused)
+            )
     elif not options.get("leases_only"):
-        listed = ops.recover(runtime, leases=False, failed=True, dry=True)
-        out.write(
-            f"failed workflows not restarted: {len(listed.recovered)} {' '.join(listed.recovered)}".rstrip()
-        )
+        # a summary: the refusal predicate only (the dry replay is --dry-run's)
+        listed = ops.recover(runtime, leases=False, failed=True, dry=True, replay_check=False)
+        ids = [*listed.recovered, *(r.actor_id for r in listed.refused)]
+        out.write(f"failed workflows not restarted: {len(ids)} {' '.join(ids)}".rstrip())
+        _write_refused(out, listed.refused)
         if listed.recovered:
             out.write(
                 "  restart them with --all, or choose with --name TYPE / --actor ID (fix the cause first: "
                 "a permanent failure fails again); --dry-run shows what would happen"
             )
+
+
+def _write_refused(out: Any, refused: list) -> None:
+    """One line per failed workflow recover refuses: ``  <actor id> refused: rolled back (...); replay
+    from 'reserve' or replay all`` (``ops.Refused``; the reason names the step to replay from)."""
+    for r in refused:
+        out.write(f"  {r.actor_id} {r.reason}")

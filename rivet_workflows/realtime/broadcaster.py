@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -119,7 +120,8 @@ async def _push_history(actor_id: str) -> None:
 
 
 def history_changed(actor_id: str) -> None:
-    """``Runtime.on_history_change``: tell open trace pages that the actor's history changed.
+    """``Runtime.on_history_change``: tell open trace pages that the actor's history, workflow state or
+    lease changed (they re-read the whole page part: header, buttons and trace).
 
     Coalesced: the first change schedules one push ``HISTORY_PUSH_DELAY`` seconds later; changes until
     that push starts ride on it. Every change is therefore followed by a push sent after it was committed
@@ -140,3 +142,19 @@ def history_changed(actor_id: str) -> None:
     except Exception:  # realtime is best effort: never fail a step or an action
         _history_due.pop(actor_id, None)
         logger.exception("realtime history push for actor %s failed", actor_id)
+
+
+def _forget_parent_state() -> None:
+    """In a forked child: the parent's event-loop threads did not come along, so its loops never run here,
+    and a push the parent had scheduled would hold back this actor's pushes (``_history_due``) until
+    ``HISTORY_PUSH_STALE``. Start from nothing, as a fresh process does."""
+    global _loop_lock, _consumer_loop, _sender_loop
+    _loop_lock = threading.Lock()
+    _consumer_loop = None
+    _sender_loop = None
+    _pending.clear()
+    _history_due.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_parent_state)

@@ -195,3 +195,20 @@ def test_trace_page_lists_cron_entries_and_their_fires(admin_client_, rivet):
     assert 'id="rivet-cron"' in html
     assert "nightly-report" in html and "0 3 * * * (Europe/Paris)" in html and "increment" in html
     assert "This actor has no workflow." in html
+
+
+def test_an_actor_without_a_workflow_is_listed_as_no_workflow_and_filtered_apart(admin_client_, rivet):
+    rivet.client.counter.get_or_create("c1")  # no run function: stored pending, nothing to wait on
+    rivet.client.order.get_or_create("due-order")  # created due, not run yet: really pending
+    url = reverse("admin:rivet_workflows_actor_changelist")
+    listing = admin_client_.get(url).content.decode()
+    row = listing[listing.index("[&quot;c1&quot;]</span></a>") :]
+    assert ">no workflow</span>" in row[: row.index("</tr>")]
+    assert "?workflow_state__exact=no_workflow" in listing  # a filter choice of its own
+    none = admin_client_.get(url, {"workflow_state__exact": "no_workflow"}).content.decode()
+    assert "c1" in none and "due-order" not in none
+    pending = admin_client_.get(url, {"workflow_state__exact": "pending"}).content.decode()
+    assert "due-order" in pending and "[&quot;c1&quot;]" not in pending
+    counter = models.Actor.objects.get(name="counter")
+    html = admin_client_.get(change_url(counter.pk)).content.decode()
+    assert 'data-state="no_workflow"' in html and "This actor has no workflow." in html

@@ -29,9 +29,9 @@ IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 def worker(rivet, handle) -> str:
     """The separate worker: recover the failed workflow, run it; return its workflow state."""
-    from rivet_workflows.engine import inspector
+    from rivet_workflows.engine import repairs
 
-    inspector.recover(rivet.runtime, handle.actor_id)
+    repairs.recover(rivet.runtime, handle.actor_id)
     rivet.drain()
     return handle.workflow_state()
 

@@ -92,3 +92,63 @@ def test_actor_list_uses_one_dash_for_empty_values(admin_client_, rivet):
     row = html[html.index("[&quot;c1&quot;]</span></a>") :]
     row = row[: row.index("</tr>")]
     assert "—" in row and ">-<" not in row
+
+
+def _button(html: str, marker: str) -> str:
+    """The opening tag of the button whose attributes contain ``marker``."""
+    start = html.index(marker)
+    return html[html.rindex("<button", 0, start) : html.index(">", start) + 1]
+
+
+def test_a_rolled_back_run_disables_recover_and_later_replays_with_the_reason(admin_client_, declined):
+    html = page(admin_client_, declined)
+    recover = _button(html, 'id="rivet-recover"')
+    assert " disabled " in recover and "refused: rolled back" in recover and "&#x27;reserve&#x27;" in recover
+    # a replay from the earliest compensated step (or before it, or of everything) redoes the undone work
+    assert "disabled" not in _button(html, 'data-entry="reserve"')
+    assert "disabled" not in _button(html, 'id="rivet-replay-all"')
+    for later in ("hold", "charge-loop/~0/charge"):  # would carry on from work already undone
+        button = _button(html, f'data-entry="{later}"')
+        assert " disabled " in button and "refused: rolled back" in button, later
+        assert "replay from &#x27;reserve&#x27;" in button
+
+
+def test_the_buttons_the_page_enables_are_the_repairs_the_engine_allows(admin_client_, declined, rivet):
+    from rivet_workflows.engine import errors, repairs
+
+    html = page(admin_client_, declined)
+    for key in ("hold", "charge-loop/~0/charge"):
+        assert " disabled " in _button(html, f'data-entry="{key}"')
+        with pytest.raises(errors.WorkflowRolledBackError):
+            repairs.replay(rivet.runtime, declined.actor_id, key)
+    with pytest.raises(errors.WorkflowRolledBackError):
+        repairs.recover(rivet.runtime, declined.actor_id)
+    repairs.replay(rivet.runtime, declined.actor_id, "reserve")  # enabled, and allowed
+
+
+def test_trace_statuses_are_the_api_vocabulary_and_values_show_no_storage_tags(admin_client_, rivet):
+    from tests.api import registry as api_registry
+
+    rivet.configure(REGISTRY="tests.api.registry.registry")
+    handle = rivet.client.ledger.get_or_create("l1")
+    rivet.drain()
+    handle.send("approval", "first")
+    rivet.drain()
+    handle.send("approval", "second")
+    rivet.drain()
+    assert handle.workflow_state() == "completed"
+    html = page(admin_client_, handle)
+    for key, status in (
+        ("settle:deadline", "interrupted"),
+        ("settle:count", "completed"),
+        ("settle:0", "received"),
+        ("confirm:0", "completed"),
+        ("done", "completed"),
+        ("cool-off", "completed"),
+    ):
+        assert f'data-key="{key}" data-status="{status}"' in html, key
+    assert "recorded" not in html
+    assert "__rw__" not in html
+    assert "&quot;amount&quot;: &quot;19.90&quot;" in html  # plain JSON, with the type named below it
+    assert "types: /amount decimal, /due datetime, /lines tuple" in html
+    assert api_registry.DUE.isoformat() in html

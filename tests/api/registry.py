@@ -8,6 +8,8 @@ flag back (removing the file) and replays.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
+from decimal import Decimal
 
 from rivet_workflows.engine import definitions as d
 
@@ -100,6 +102,40 @@ def _needs_order_id(c, input):
 
 picky_actor = d.actor(state={}, on_create=_needs_order_id, actions={"get_state": lambda c: c.state})
 
+
+async def shipment_run(ctx):
+    """Charge, then wait for the ship order (no timeout): a run that ends in a queue wait."""
+    await ctx.step(name="charge", run=_charge, max_retries=0)
+    await ctx.queue.next("wait-ship", names=["approval"])
+    return await ctx.step("ship", _ship)
+
+
+shipment_actor = d.actor(state={"charged": 0}, queues={"approval": d.queue()}, run=d.workflow(shipment_run))
+
+#: a due date with microseconds and an offset, shown as ISO 8601 by the API and the admin
+DUE = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+
+async def ledger_run(ctx):
+    """Values JSON cannot hold (Decimal, datetime, tuple) in a step output, and every message status: a
+    queue wait with a timeout whose message comes first (its deadline is interrupted), a received message,
+    a completable message answered, a sleep and a checkpoint."""
+    total = await ctx.step("total", lambda s: {"amount": Decimal("19.90"), "due": DUE, "lines": (1, 2)})
+    await ctx.sleep("cool-off", 0)
+    await ctx.queue.next_batch("settle", names=["approval"], timeout=3600)
+    confirm = await ctx.queue.next("confirm", names=["approval"], completable=True)
+    await confirm.complete({"ok": True, "at": DUE})
+    await ctx.rollback_checkpoint("done")
+    return total
+
+
+ledger_actor = d.actor(
+    state={"limit": Decimal("100.00"), "opened": DUE},
+    queues={"approval": d.queue()},
+    actions={"balance": lambda c: Decimal("5.50")},
+    run=d.workflow(ledger_run),
+)
+
 registry = d.setup(
     use={
         "order": order_actor,
@@ -107,5 +143,7 @@ registry = d.setup(
         "counter": counter_actor,
         "picky": picky_actor,
         "reader": reader_actor,
+        "ledger": ledger_actor,
+        "shipment": shipment_actor,
     }
 )

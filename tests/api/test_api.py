@@ -214,7 +214,7 @@ def test_workflow_history(api, rivet):
     assert "card declined" in charge["error"]["message"]
     counter = post(api, "/actors", {"name": "counter", "key": "c"}).json()["actor_id"]
     plain = api.get(f"{API}/actors/{counter}/inspector/workflow-history").json()
-    assert plain == {"history": None, "workflowState": "pending", "isWorkflowEnabled": False}
+    assert plain == {"history": None, "workflowState": "no_workflow", "isWorkflowEnabled": False}
     assert_error(api.get(f"{API}/actors/missing/inspector/workflow-history"), 404, "actor_not_found")
 
 
@@ -276,3 +276,86 @@ def test_openapi_docs_are_served(client):
 
 def test_flags_reset_between_tests():
     assert test_registry.FLAGS["broken"] is False
+
+
+def _ledger(rivet):
+    """A finished ``ledger`` run: its settle wait's deadline lost to a message, a confirm answered."""
+    handle = rivet.client.ledger.get_or_create("l1")
+    rivet.drain()
+    handle.send("approval", "first")
+    rivet.drain()
+    handle.send("approval", "second")
+    rivet.drain()
+    assert handle.workflow_state() == "completed", handle.record().error
+    return handle
+
+
+def test_history_statuses_use_one_vocabulary_and_every_completed_entry_has_completed_at(api, rivet):
+    handle = _ledger(rivet)
+    body = api.get(f"{API}/actors/{handle.actor_id}/inspector/workflow-history").json()
+    meta = body["history"]["entryMetadata"]
+    statuses = {key: m["status"] for key, m in meta.items()}
+    assert statuses == {
+        "total": "completed",
+        "cool-off": "completed",
+        "settle:deadline": "interrupted",  # the message came first (ENGINE-SEMANTICS.md section 1)
+        "settle:count": "completed",
+        "settle:0": "received",
+        "confirm:count": "completed",
+        "confirm:0": "completed",  # answered with complete()
+        "done": "completed",
+    }
+    for key, m in meta.items():
+        if m["status"] in ("completed", "interrupted"):
+            assert m["completedAt"] is not None, key
+    assert meta["settle:0"]["completedAt"] is None  # received, not completed
+    entries = {e["id"]: e for e in body["history"]["entries"]}
+    assert entries["settle:deadline"]["kind"]["data"]["state"] == "interrupted"
+
+
+def test_the_api_shows_values_as_plain_json_with_their_types_never_storage_tags(api, rivet):
+    handle = _ledger(rivet)
+    history = api.get(f"{API}/actors/{handle.actor_id}/inspector/workflow-history")
+    detail = api.get(f"{API}/actors/{handle.actor_id}")
+    balance = post(api, f"/actors/{handle.actor_id}/actions/balance", {"args": []})
+    for response in (history, detail, balance):
+        assert "__rw__" not in response.content.decode()
+    entries = {e["id"]: e for e in history.json()["history"]["entries"]}
+    total = entries["total"]
+    assert total["kind"]["data"]["output"] == {
+        "amount": "19.90",
+        "due": "2030-01-02T03:04:05.678000+00:00",
+        "lines": [1, 2],
+    }
+    assert total["types"] == {
+        "/kind/data/output/amount": "decimal",
+        "/kind/data/output/due": "datetime",
+        "/kind/data/output/lines": "tuple",
+    }
+    sleep = entries["cool-off"]
+    assert sleep["types"] == {"/kind/data/deadline": "datetime"}
+    assert sleep["kind"]["data"]["deadline"].startswith("20")  # an ISO 8601 instant
+    assert "types" not in entries["done"]  # plain JSON only: nothing to say
+    body = detail.json()
+    assert body["state"] == {"limit": "100.00", "opened": "2030-01-02T03:04:05.678000+00:00"}
+    assert body["output"]["amount"] == "19.90"
+    assert body["types"] == {
+        "/state/limit": "decimal",
+        "/state/opened": "datetime",
+        "/output/amount": "decimal",
+        "/output/due": "datetime",
+        "/output/lines": "tuple",
+    }
+    assert balance.json() == {"result": "5.50", "types": {"/result": "decimal"}}
+
+
+def test_an_actor_without_a_workflow_shows_no_workflow_and_filters_apart(api, rivet):
+    counter = post(api, "/actors", {"name": "counter", "key": "c"}).json()["actor_id"]
+    order = rivet.client.order.get_or_create("waiting-to-run")  # created due, not run yet: pending
+    assert api.get(f"{API}/actors/{counter}").json()["workflow_state"] == "no_workflow"
+    listed = {i["actor_id"]: i["workflow_state"] for i in api.get(f"{API}/actors").json()["items"]}
+    assert listed == {counter: "no_workflow", order.actor_id: "pending"}
+    pending = api.get(f"{API}/actors", {"state": "pending"}).json()
+    assert [i["actor_id"] for i in pending["items"]] == [order.actor_id] and pending["count"] == 1
+    none = api.get(f"{API}/actors", {"state": "no_workflow"}).json()
+    assert [i["actor_id"] for i in none["items"]] == [counter] and none["count"] == 1

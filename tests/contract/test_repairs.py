@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import errors, inspector, ports
+from rivet_workflows.engine import errors, ports, repairs
 from rivet_workflows.engine.definitions import queue, workflow
 from rivet_workflows.engine.errors import CriticalError
 
@@ -50,7 +50,7 @@ def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h)
     before = _snapshot(h, aid)
 
     with pytest.raises(errors.HistoryDivergedError) as caught:
-        inspector.replay(h.runtime, aid, "finalize")
+        repairs.replay(h.runtime, aid, "finalize")
     exc = caught.value
     assert exc.code == "history_diverged" and exc.http_status == 409
     assert exc.metadata["location"] == "wait-approval:count"
@@ -61,7 +61,7 @@ def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h)
     assert h.actor(aid).output == "done:yes" and h.actor(aid).lease_owner is None
 
     # replaying everything keeps no history, so it runs on the new code
-    result = inspector.replay(h.runtime, aid)
+    result = repairs.replay(h.runtime, aid)
     assert sorted(result.deleted) == sorted(k for k, *_ in before[3])
     h.send(aid, "approval", "again")
     h.drain()
@@ -101,13 +101,13 @@ def test_recover_that_would_diverge_is_refused_until_the_code_replays_the_run(h)
     before = _snapshot(h, aid)
 
     with pytest.raises(errors.HistoryDivergedError) as caught:
-        inspector.recover(h.runtime, aid)
+        repairs.recover(h.runtime, aid)
     assert caught.value.metadata["location"] == "validate"
     assert "'validate-v2'" in caught.value.message
     assert _snapshot(h, aid) == before  # still failed, charge still exhausted
 
     _swap(h, gated)
-    result = inspector.recover(h.runtime, aid)
+    result = repairs.recover(h.runtime, aid)
     assert result.reset == ["charge"]
     h.drain()
     assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "charged"
@@ -154,8 +154,8 @@ def test_replay_after_a_step_whose_compensation_ran_is_refused(h, target):
     flags["broken"] = False
     before = _snapshot(h, aid)
 
-    with pytest.raises(inspector.WorkflowRolledBackError) as caught:
-        inspector.replay(h.runtime, aid, target)
+    with pytest.raises(errors.WorkflowRolledBackError) as caught:
+        repairs.replay(h.runtime, aid, target)
     exc = caught.value
     assert exc.code == "rolled_back" and exc.http_status == 409
     assert exc.metadata["replay_from"] == "reserve"
@@ -170,8 +170,8 @@ def test_recover_of_a_rolled_back_run_is_refused(h):
     flags = {"broken": True}
     aid = _booking(h, calls, flags)
     before = _snapshot(h, aid)
-    with pytest.raises(inspector.WorkflowRolledBackError, match="'reserve'"):
-        inspector.recover(h.runtime, aid)
+    with pytest.raises(errors.WorkflowRolledBackError, match="'reserve'"):
+        repairs.recover(h.runtime, aid)
     assert _snapshot(h, aid) == before
 
 
@@ -180,8 +180,43 @@ def test_replay_from_the_earliest_compensated_step_redoes_the_undone_work(h):
     flags = {"broken": True}
     aid = _booking(h, calls, flags)
     flags["broken"] = False
-    result = inspector.replay(h.runtime, aid, "reserve")
+    result = repairs.replay(h.runtime, aid, "reserve")
     assert result.deleted == ["reserve", "charge", "notify"]
     h.drain()
     assert h.actor(aid).workflow_state == ports.COMPLETED and h.actor(aid).output == "booked"
     assert calls[5:] == ["reserve", "charge", "notify", "finalize"]
+
+
+def test_the_restartable_predicate_answers_exactly_what_the_repairs_do(h):
+    """``repairs.refusal`` is what the admin buttons, the commands and the API ask: for every step and
+    operation it must refuse exactly the repairs that ``replay``/``recover`` refuse, with the same code."""
+    calls: list = []
+    aid = _booking(h, calls, {"broken": True})
+    record, entries = h.actor(aid), h.runtime.store.load_history(aid)
+    steps = [e.key for e in entries if e.kind == "step"]
+    predicted = {
+        key: repairs.refusal(h.runtime, record, entries, repairs.REPLAY, key, now=h.runtime.store.now())
+        for key in steps
+    }
+    assert {k: (v.code if v else None) for k, v in predicted.items()} == {
+        "reserve": None,  # the earliest compensated step: a replay from it redoes the undone work
+        "charge": "rolled_back",
+        "notify": "rolled_back",
+    }
+    assert "replay from 'reserve'" in repairs.reason(predicted["charge"])
+    recover = repairs.refusal(h.runtime, record, entries, repairs.RECOVER)
+    assert recover is not None and recover.code == "rolled_back"
+    assert not repairs.restartable(h.runtime, record, entries, repairs.RECOVER)
+    assert repairs.restartable(h.runtime, record, entries, repairs.REPLAY, None)  # replay all
+    for key in ("charge", "notify"):
+        with pytest.raises(errors.WorkflowRolledBackError):
+            repairs.replay(h.runtime, aid, key)
+    with pytest.raises(errors.WorkflowRolledBackError):
+        repairs.recover(h.runtime, aid)
+    h.runtime.store.claim(aid, "another-worker", 30)
+    busy = repairs.refusal(
+        h.runtime, h.actor(aid), entries, repairs.REPLAY, "reserve", now=h.runtime.store.now()
+    )
+    assert busy is not None and busy.code == "workflow_in_flight"
+    with pytest.raises(errors.WorkflowInFlightError):
+        repairs.replay(h.runtime, aid, "reserve")

@@ -43,6 +43,15 @@ def _value(value: Any) -> Any:
     return value
 
 
+def _tagged(view: dict) -> Any:
+    """An exported entry's data as tagged JSON, whichever form the export holds it in: plain JSON with
+    ``types`` (the inspector's view) or tagged JSON (exports written before it)."""
+    data = view["kind"]["data"]
+    if "types" in view:
+        return serde.to_json(serde.from_plain(data, view["types"], prefix="/kind/data"))
+    return data
+
+
 def _error(error: Any) -> Any:
     if not isinstance(error, dict):
         return _value(error)
@@ -67,7 +76,7 @@ def normalize(exported: dict) -> dict:
             entries[key] = {
                 "location": view["location"],
                 "kind": view["kind"]["type"],
-                "data": _value(view["kind"]["data"]),
+                "data": _value(_tagged(view)),
                 "status": meta["status"],
                 "attempts": meta["attempts"],
                 "error": _error(meta["error"]) if meta["error"] else None,

@@ -3,7 +3,10 @@ with the current code gives the same histories, a changed workflow is caught, an
 inspector's history.
 
 The files in ``engine/`` and ``examples/`` were recorded by ``python -m tests.golden.generate`` from the
-engine before the storage/engine redesign; a refactor must leave every test here passing unchanged.
+engine before the storage/engine redesign; a refactor must leave every test here passing unchanged. The
+34 cases with queue waits, checkpoints, version gates or removal markers were re-recorded when those
+entries began to store their real statuses and ``completedAt`` (field case C54); ``legacy/`` keeps some of
+the files as they were before (``test_legacy.py`` replays them).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine import errors, inspector, ports
+from rivet_workflows.engine import errors, inspector, ports, repairs
 from rivet_workflows.testing import drain, make_runtime
 
 
@@ -52,7 +52,7 @@ def test_history_of_an_actor_without_workflow_is_null():
     runtime, client = build(plain=d.actor(state={"n": 0}))
     handle = client.plain.get_or_create("a")
     view = inspector.workflow_history(runtime, handle.actor_id)
-    assert view == {"history": None, "workflowState": "pending", "isWorkflowEnabled": False}
+    assert view == {"history": None, "workflowState": "no_workflow", "isWorkflowEnabled": False}
 
 
 def test_replay_from_failed_step_keeps_earlier_entries_and_completes_after_fix():
@@ -63,7 +63,7 @@ def test_replay_from_failed_step_keeps_earlier_entries_and_completes_after_fix()
     assert handle.workflow_state() == "failed"
     before = {e.key: e for e in runtime.store.load_history(handle.actor_id)}
     flags["broken"] = False
-    result = inspector.replay(runtime, handle.actor_id, "charge")
+    result = repairs.replay(runtime, handle.actor_id, "charge")
     assert result.deleted == ["charge"]
     record = handle.record()
     assert record.workflow_state == "sleeping" and record.error is None and record.wake_at is not None
@@ -80,7 +80,7 @@ def test_replay_all_restarts_from_scratch():
     runtime, client = build(flow=flaky_workflow({}, calls))
     handle = client.flow.get_or_create("a")
     drain(runtime, timeout=5)
-    result = inspector.replay(runtime, handle.actor_id, None)
+    result = repairs.replay(runtime, handle.actor_id, None)
     assert sorted(result.deleted) == ["charge", "fetch", "ship"]
     assert runtime.store.load_history(handle.actor_id) == []
     assert handle.record().output is None
@@ -111,10 +111,10 @@ def test_replay_inside_a_loop_uses_the_innermost_loop_as_boundary():
     entries = runtime.store.load_history(handle.actor_id)
     keys = [e.key for e in entries]
     assert "items/~1/work" in keys
-    deleted = inspector.plan_replay(entries, "items/~1/work")
+    deleted = repairs.plan_replay(entries, "items/~1/work")
     assert "before" not in deleted and "items" in deleted and "after" in deleted
     calls.clear()
-    inspector.replay(runtime, handle.actor_id, "items/~1/work")
+    repairs.replay(runtime, handle.actor_id, "items/~1/work")
     drain(runtime, timeout=5)
     assert calls == [("work", 0), ("work", 1), ("work", 2), "after"]
     assert handle.workflow_state() == "completed"
@@ -128,10 +128,10 @@ def test_replay_target_must_exist_and_be_a_step():
     runtime, client = build(flow=d.actor(run=d.workflow(run)))
     handle = client.flow.get_or_create("a")
     drain(runtime, timeout=5)
-    with pytest.raises(inspector.InvalidReplayTargetError):
-        inspector.replay(runtime, handle.actor_id, "nap")
-    with pytest.raises(inspector.EntryNotFoundError):
-        inspector.replay(runtime, handle.actor_id, "nope")
+    with pytest.raises(errors.InvalidReplayTargetError):
+        repairs.replay(runtime, handle.actor_id, "nap")
+    with pytest.raises(errors.EntryNotFoundError):
+        repairs.replay(runtime, handle.actor_id, "nope")
     assert handle.workflow_state() == "completed"  # nothing written
     assert handle.record().lease_owner is None  # the lease was handed back
 
@@ -145,10 +145,10 @@ def test_replay_and_recover_are_refused_while_an_executor_holds_the_lease():
     assert token is not None
     assert inspector.in_flight(handle.record(), runtime.store.now())
     with pytest.raises(errors.WorkflowInFlightError) as info:
-        inspector.replay(runtime, handle.actor_id, "charge")
+        repairs.replay(runtime, handle.actor_id, "charge")
     assert info.value.code == "workflow_in_flight" and info.value.http_status == 409
     with pytest.raises(errors.WorkflowInFlightError):
-        inspector.recover(runtime, handle.actor_id)
+        repairs.recover(runtime, handle.actor_id)
     assert [e.key for e in runtime.store.load_history(handle.actor_id)] == ["fetch", "charge"]
 
 
@@ -159,7 +159,7 @@ def test_recover_resets_the_exhausted_step_and_reruns_it():
     drain(runtime, timeout=5)
     assert handle.record().error is not None
     flags["broken"] = False
-    result = inspector.recover(runtime, handle.actor_id)
+    result = repairs.recover(runtime, handle.actor_id)
     assert result.reset == ["charge"]
     charge = {e.key: e for e in runtime.store.load_history(handle.actor_id)}["charge"]
     assert (charge.status, charge.attempts, charge.error) == ("pending", 0, None)
@@ -172,38 +172,8 @@ def test_recover_of_a_workflow_that_is_not_failed_is_refused():
     runtime, client = build(flow=flaky_workflow({}, []))
     handle = client.flow.get_or_create("a")
     drain(runtime, timeout=5)
-    with pytest.raises(inspector.WorkflowNotFailedError):
-        inspector.recover(runtime, handle.actor_id)
-
-
-def test_build_trace_nests_loop_iterations_and_places_timing_bars():
-    async def run(ctx):
-        await ctx.step("first", lambda s: 1)
-
-        async def body(lctx, state):
-            await lctx.step("work", lambda s: state)
-            return d.Loop.break_(state) if state >= 1 else d.Loop.continue_(state + 1)
-
-        await ctx.loop(name="items", state=0, run=body)
-        await ctx.join(
-            "both", {"a": lambda b: b.step("x", lambda s: 1), "b": lambda b: b.step("y", lambda s: 2)}
-        )
-
-    runtime, client = build(flow=d.actor(run=d.workflow(run)))
-    handle = client.flow.get_or_create("a")
-    drain(runtime, timeout=5)
-    assert handle.workflow_state() == "completed", handle.record().error
-    roots = inspector.build_trace(runtime.store.load_history(handle.actor_id))
-    assert [n.key for n in roots] == ["first", "items", "both"]
-    items = roots[1]
-    assert [c.label for c in items.children] == ["~0", "~1"]
-    assert items.children[0].kind == "iteration"
-    assert items.children[1].children[0].key == "items/~1/work"
-    assert items.children[1].children[0].replayable and not items.replayable
-    both = roots[2]
-    assert sorted(c.label for c in both.children) == ["a", "b"]
-    for node in roots:
-        assert 0 <= node.offset <= 100 and node.width > 0
+    with pytest.raises(errors.WorkflowNotFailedError):
+        repairs.recover(runtime, handle.actor_id)
 
 
 def test_handle_recover_uses_the_inspector():
@@ -248,7 +218,7 @@ def test_replay_of_a_failed_join_branch_step_completes_after_fix(target):
     drain(runtime, timeout=5)
     assert handle.workflow_state() == "failed"
     flags["broken"] = False
-    inspector.replay(runtime, handle.actor_id, target)
+    repairs.replay(runtime, handle.actor_id, target)
     drain(runtime, timeout=5)
     assert handle.workflow_state() == "completed", handle.record().error
     assert handle.record().output == {"email": "mail", "sms": "sms"}
@@ -260,6 +230,70 @@ def test_recover_of_a_failed_join_branch_completes_after_fix():
     handle = client.flow.get_or_create("a")
     drain(runtime, timeout=5)
     flags["broken"] = False
-    inspector.recover(runtime, handle.actor_id)
+    repairs.recover(runtime, handle.actor_id)
     drain(runtime, timeout=5)
     assert handle.workflow_state() == "completed", handle.record().error
+
+
+async def _inbox_run(ctx):
+    await ctx.queue.next_batch("settle", names=["in"], timeout=3600)  # the message comes first
+    await ctx.step("after", lambda s: 1)
+    second = await ctx.queue.next("more", names=["in"])
+    return second.body
+
+
+def _inbox(runtime, client):
+    handle = client.inbox.get_or_create("a")
+    drain(runtime, timeout=5)
+    handle.send("in", "first")
+    drain(runtime, timeout=5)
+    return handle
+
+
+def test_a_queue_wait_stores_received_messages_and_an_interrupted_deadline():
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    stored = {e.key: e for e in runtime.store.load_history(handle.actor_id)}
+    deadline, count, message = stored["settle:deadline"], stored["settle:count"], stored["settle:0"]
+    assert (deadline.data["state"], deadline.completed_at is not None) == ("interrupted", True)
+    assert (count.status, count.completed_at is not None) == ("completed", True)
+    assert message.status == "received"
+
+
+def test_a_history_written_before_the_message_statuses_shows_them_and_still_replays():
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    # what older versions stored: messages and count records pending with no completed_at, a deadline
+    # that lost to the message marked completed, with no completed_at
+    for entry in runtime.store._history[handle.actor_id].values():
+        if entry.kind == "message":
+            entry.status, entry.completed_at = "pending", None
+        if entry.key == "settle:deadline":
+            entry.data = {**entry.data, "state": "completed"}
+            entry.completed_at = None
+    meta = inspector.workflow_history(runtime, handle.actor_id)["history"]["entryMetadata"]
+    assert meta["settle:deadline"]["status"] == "interrupted"
+    assert meta["settle:deadline"]["completedAt"] == meta["settle:count"]["createdAt"]
+    assert (meta["settle:count"]["status"], meta["settle:0"]["status"]) == ("completed", "received")
+    assert meta["settle:count"]["completedAt"] is not None
+    handle.send("in", "second")
+    drain(runtime, timeout=5)
+    assert handle.workflow_state() == "completed", handle.record().error
+    assert handle.record().output == "second"
+
+
+def test_the_demo_trace_speaks_the_inspector_vocabulary():
+    from project.examples.demo import format_trace
+
+    runtime, client = build(inbox=d.actor(queues={"in": d.queue()}, run=d.workflow(_inbox_run)))
+    handle = _inbox(runtime, client)
+    lines = {
+        line.split()[0]: line.split()[2]
+        for line in format_trace(runtime.store.load_history(handle.actor_id))[1:]
+    }
+    assert lines == {
+        "settle:deadline": "interrupted",
+        "settle:count": "completed",
+        "settle:0": "received",
+        "after": "completed",
+    }

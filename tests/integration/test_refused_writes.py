@@ -83,7 +83,7 @@ def test_a_database_data_error_fails_the_workflow_but_a_connection_error_does_no
 
 
 def test_an_actor_of_an_unregistered_type_is_left_alone(make_django_runtime, caplog):
-    from rivet_workflows.engine import inspector
+    from rivet_workflows.engine import errors, inspector, repairs
 
     def body(step):
         return 1
@@ -112,7 +112,7 @@ def test_an_actor_of_an_unregistered_type_is_left_alone(make_django_runtime, cap
     view = inspector.workflow_history(new, handle.actor_id)
     assert view["isWorkflowEnabled"] is False
     assert view["history"] is not None and view["history"]["entries"]
-    for repair in (inspector.replay, inspector.recover):
-        with pytest.raises(inspector.ActorTypeNotRegisteredError, match="not registered"):
+    for repair in (repairs.replay, repairs.recover):
+        with pytest.raises(errors.ActorTypeNotRegisteredError, match="not registered"):
             repair(new, handle.actor_id)
     assert new.store.get_actor(handle.actor_id).lease_owner is None

@@ -1,9 +1,10 @@
 """Three deploys of one workflow for the ``rivet check`` tests: v1, v2 (a step renamed: in-flight histories
-diverge) and v3 (the old step marked ``removed``: they replay again)."""
+diverge) and v3 (the old step marked ``removed``: they replay again). v1 also has ``saga``, whose run
+fails and is rolled back (``reserve`` compensated), and ``ticker``, a cron-only actor with no workflow."""
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.definitions import actor, queue, setup, workflow
 
 
 def _validate(step):
@@ -43,6 +44,28 @@ def _flow(run):
     return workflow(run=run, state={}, queues={"go": queue()}, actions={"get_state": lambda c: c.state})
 
 
-v1 = setup(use={"flow": _flow(run_v1), "gated": _flow(run_gated)})
+RELEASED: list = []
+
+
+def _declined(step):
+    raise RuntimeError("card declined")
+
+
+async def run_saga(ctx):
+    await ctx.rollback_checkpoint("saga")
+    await ctx.step(name="reserve", run=lambda s: "r-1", rollback=lambda rctx, out: RELEASED.append(out))
+    await ctx.step(name="charge", run=_declined, max_retries=0)
+
+
+def _start_ticking(c):
+    c.cron.every(name="tick", interval=60, action="tick")
+
+
+#: a cron-only actor (case C58): no run function, so no workflow state to wait on
+ticker = actor(state={"ticks": 0}, on_create=_start_ticking, actions={"tick": lambda c, info: None})
+
+v1 = setup(
+    use={"flow": _flow(run_v1), "gated": _flow(run_gated), "saga": workflow(run=run_saga), "ticker": ticker}
+)
 v2 = setup(use={"flow": _flow(run_v2), "gated": _flow(run_gated)})
 v3 = setup(use={"flow": _flow(run_v3), "gated": _flow(run_gated)})

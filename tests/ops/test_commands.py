@@ -204,3 +204,51 @@ def _context(runtime, handle):
     from rivet_workflows.engine.actor_context import ActorContext
 
     return ActorContext(runtime, runtime.registry.get("flow"), handle.actor_id, handle.key)
+
+
+def test_every_command_refuses_a_rolled_back_run_and_names_the_step_to_replay_from(deploy) -> None:
+    from rivet_workflows.engine import repairs
+
+    runtime = deploy("v1")
+    handle = django_runtime.client().saga.get_or_create("s1")
+    django_runtime.drain(timeout=2)
+    assert handle.workflow_state() == ports.FAILED  # charge failed, reserve's rollback handler ran
+    history_before = [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")]
+
+    listed = rivet("recover", "--dry-run")
+    assert f"  {handle.actor_id} refused: rolled back" in listed and "replay from 'reserve'" in listed
+    dry = rivet("recover", "--actor", handle.actor_id, "--dry-run")
+    assert "failed workflows to recover: 0" in dry
+    assert f"  {handle.actor_id} refused: rolled back" in dry and "replay from 'reserve'" in dry
+    with pytest.raises(CommandError) as refused:
+        rivet("recover", "--actor", handle.actor_id)
+    assert "1 failed workflow was not recovered" in str(refused.value)
+    assert "refused: rolled back" in str(refused.value) and "replay from 'reserve'" in str(refused.value)
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="1 failed workflow cannot be recovered"):
+        call_command("rivet", "check", "--include-failed", stdout=out)
+    assert f'refused  saga ["s1"] {handle.actor_id} [failed]' in out.getvalue()
+    assert "(replay from 'reserve' instead)" in out.getvalue()
+
+    # nothing was changed, and the replay the commands name is allowed
+    assert [(e.key, e.status) for e in models.HistoryEntry.objects.order_by("id")] == history_before
+    assert handle.workflow_state() == ports.FAILED
+    repairs.replay(runtime, handle.actor_id, "reserve")
+    assert handle.workflow_state() == ports.SLEEPING
+
+
+def test_an_actor_without_a_workflow_is_never_counted_in_flight(deploy) -> None:
+    runtime = deploy("v1")
+    ticker = django_runtime.client().ticker.get_or_create("t1")  # cron only: no run function
+    gated = django_runtime.client().gated.get_or_create("g1")
+    django_runtime.drain(timeout=2)
+    assert models.Actor.objects.get(pk=ticker.actor_id).workflow_state == ports.PENDING  # as stored
+    gates = rivet("gates")
+    assert "gated: 1 in flight" in gates and "ticker" not in gates
+    assert "checked 1 in-flight workflow: 0 problems" in rivet("check")
+    past = runtime.store.now() - timedelta(seconds=5)
+    models.Actor.objects.filter(pk__in=[ticker.actor_id, gated.actor_id]).update(
+        lease_owner="dead-worker", lease_expires_at=past
+    )
+    out = rivet("recover", "--dry-run")
+    assert f"expired leases to wake: 1 {gated.actor_id}" in out and ticker.actor_id not in out

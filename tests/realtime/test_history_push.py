@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -62,4 +63,25 @@ def test_a_push_that_never_started_does_not_silence_the_actor(layer):
     broadcaster._history_due["a1"] = time.monotonic() - broadcaster.HISTORY_PUSH_STALE - 1
     broadcaster.history_changed("a1")
     wait_for_pushes(layer, 1)
+    assert [group for group, _ in layer.sent] == [broadcaster.group_name("a1")]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_process_pushes_at_once_although_its_parent_had_a_push_scheduled(layer, monkeypatch):
+    """A server forked from a process that just committed (a test starting daphne, a preforking server):
+    the parent's scheduled push never runs in the child, and must not hold the child's pushes back."""
+    monkeypatch.setattr(broadcaster, "HISTORY_PUSH_DELAY", 1.0)  # still scheduled when we fork
+    broadcaster.history_changed("a1")
+    pid = os.fork()
+    if pid == 0:  # the child: its own loop, its own pushes
+        ok = False
+        try:
+            broadcaster.history_changed("a1")
+            wait_for_pushes(layer, 1, timeout=5)
+            ok = [group for group, _ in layer.sent] == [broadcaster.group_name("a1")]
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child sent no push for a1"
+    wait_for_pushes(layer, 1)  # the parent's own push still goes out
     assert [group for group, _ in layer.sent] == [broadcaster.group_name("a1")]

@@ -176,3 +176,31 @@ def test_serialization_error_pickles():
         again = pickle.loads(pickle.dumps(exc))
     assert isinstance(again, errors.SerializationError)
     assert again.where == "state"
+
+
+def _has_tag(data) -> bool:
+    if isinstance(data, dict):
+        return serde.TAG in data or any(_has_tag(v) for v in data.values())
+    if isinstance(data, list):
+        return any(_has_tag(v) for v in data)
+    return False
+
+
+@pytest.mark.parametrize("value", ROUNDTRIP_VALUES, ids=repr)
+def test_plain_form_is_json_without_tags_and_rebuilds_the_value(value):
+    plain, types = serde.to_plain(value, prefix="/v")
+    json.dumps(plain, allow_nan=False)  # plain JSON
+    assert not _has_tag(plain)
+    back = serde.from_plain(plain, types, prefix="/v")
+    assert back == value and type(back) is type(value)
+    assert all(pointer.startswith("/v") for pointer in types)
+
+
+def test_plain_form_shows_iso_times_and_decimal_strings_with_their_types():
+    value = {"at": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC), "total": Decimal("1.10"), "n": 3, "a/b": (1,)}
+    plain, types = serde.to_plain(value)
+    assert plain == {"at": "2024-01-02T03:04:05+00:00", "total": "1.10", "n": 3, "a/b": [1]}
+    assert types == {"/at": "datetime", "/total": "decimal", "/a~1b": "tuple"}  # RFC 6901 pointers
+    assert serde.to_plain([1, "x"]) == ([1, "x"], {})
+    assert serde.to_plain(float("nan")) == ("NaN", {"": "float"})
+    assert serde.to_plain(timedelta(minutes=2)) == (120.0, {"": "timedelta"})

@@ -120,12 +120,10 @@ async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: 
         return
     history.visit(key, "removed", name)
     if not found and not session.rolling_back:  # nothing new is written while rolling back
-        history.new(
-            key,
-            "removed",
-            {"original_type": original_type, "original_name": name},
-            now=session.stamp(),
-        ).status = ports.ENTRY_COMPLETED
+        marker = history.new(
+            key, "removed", {"original_type": original_type, "original_name": name}, now=session.stamp()
+        )
+        marker.status, marker.completed_at = ports.ENTRY_COMPLETED, marker.created_at
 
 
 async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int) -> int:
@@ -140,7 +138,7 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
         raise RollbackStop()
     resolved = 1 if history.has_unvisited(ctx._scope) else latest
     entry = history.new(key, "version_check", {"resolved": resolved, "latest": latest}, now=session.stamp())
-    entry.status = ports.ENTRY_COMPLETED
+    entry.status, entry.completed_at = ports.ENTRY_COMPLETED, entry.created_at
     return resolved
 
 
@@ -153,7 +151,6 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
         if session.forward_blocked:
             raise RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="rollback_checkpoint")
-        history.new(
-            key, "rollback_checkpoint", {"name": name}, now=session.stamp()
-        ).status = ports.ENTRY_COMPLETED
+        checkpoint = history.new(key, "rollback_checkpoint", {"name": name}, now=session.stamp())
+        checkpoint.status, checkpoint.completed_at = ports.ENTRY_COMPLETED, checkpoint.created_at
     ctx._checkpoint = True

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 SLEEP_PENDING = "pending"
 SLEEP_COMPLETED = "completed"
+#: a queue wait's deadline that lost: the messages came first (ENGINE-SEMANTICS.md section 1)
+SLEEP_INTERRUPTED = "interrupted"
 ANY_QUEUE = "*"
 
 
@@ -114,6 +116,8 @@ class QueueMessage:
             response, where=f"response to message {self.id}", max_bytes=session.settings.max_payload_bytes
         )
         self._entry.data = {**self._entry.data, "completed": True}
+        self._entry.status = ports.MESSAGE_COMPLETED
+        self._entry.completed_at = session.stamp()
         session.history.put(self._entry)
         session.complete.append((self.id, response))
         return _DONE
@@ -216,11 +220,14 @@ async def run_next_batch(
 
     if records and completable:
         _check_no_open_completable(session)
-    if deadline_entry is not None:
-        deadline_entry.data = {**deadline_entry.data, "state": SLEEP_COMPLETED}
+    if deadline_entry is not None:  # the deadline fired, or lost to the messages (interrupted)
+        state = SLEEP_INTERRUPTED if records else SLEEP_COMPLETED
+        deadline_entry.data = {**deadline_entry.data, "state": state}
         deadline_entry.status = ports.ENTRY_COMPLETED
+        deadline_entry.completed_at = now
         history.put(deadline_entry)
-    history.new(count_key, "message", {"count": len(records), "names": queue_names}, now=now)
+    count_entry = history.new(count_key, "message", {"count": len(records), "names": queue_names}, now=now)
+    count_entry.status, count_entry.completed_at = ports.ENTRY_COMPLETED, now
     received = []
     for i, record in enumerate(records):
         session.taken.add(record.id)
@@ -237,6 +244,7 @@ async def run_next_batch(
             },
             now=now,
         )
+        entry.status = ports.MESSAGE_RECEIVED
         received.append(QueueMessage(session, entry))
         session.receive.append(record.id)
     # Receiving and recording commit together, in the run's next commit: the one that starts the next

@@ -1,0 +1,405 @@
+"""Replay-from-step, replay-all and recover: planning, refusals and the fenced write (ENGINE-SEMANTICS.md 9).
+
+Pure engine code on the storage port: the HTTP API, the admin, ``manage.py rivet recover`` and
+``ActorHandle.recover`` all call it. Every repair takes the actor's lease with ``Store.claim`` (so it is
+refused with ``WorkflowInFlightError`` while an executor holds a live lease), writes one fenced ``Commit``
+that also releases the lease, and then hands the actor to the dispatcher: no store method beyond the port
+is needed, and a repair can never interleave with a running executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import dry_run, errors, inspector, ports
+from .history import parent_key
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = [
+    "RECOVER",
+    "REPLAY",
+    "RepairResult",
+    "check_recover",
+    "compensated",
+    "history_after_recover",
+    "plan_recover",
+    "plan_replay",
+    "reason",
+    "recover",
+    "refusal",
+    "replay",
+    "restartable",
+]
+
+#: the operations ``refusal`` judges
+RECOVER = "recover"
+REPLAY = "replay"
+
+
+# --- planning (pure) -----------------------------------------------------------------------------------
+
+
+def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[str]:
+    """Keys to delete for a replay from ``entry_id`` (None: every key, a replay of the whole workflow).
+
+    The target must be a step entry (``errors.InvalidReplayTargetError``; ``errors.EntryNotFoundError`` if absent). The
+    boundary is the target itself, or, when the target is inside loops, the innermost enclosing loop
+    entry; every entry created at or after the boundary (``seq >= boundary.seq``) is deleted, earlier
+    entries are kept untouched (ENGINE-SEMANTICS.md section 9).
+    """
+    ordered = sorted(entries, key=lambda e: e.seq)
+    if entry_id is None:
+        return [e.key for e in ordered]
+    by_key = {e.key: e for e in ordered}
+    target = by_key.get(entry_id)
+    if target is None:
+        raise errors.EntryNotFoundError(f"the workflow history has no entry {entry_id!r}", entry_id=entry_id)
+    if target.kind != "step":
+        raise errors.InvalidReplayTargetError(
+            f"entry {entry_id!r} is a {target.kind}, not a step; replay from a step", entry_id=entry_id
+        )
+    boundary = target
+    key = target.key
+    while key:
+        key = parent_key(key)
+        ancestor = by_key.get(key)
+        if ancestor is not None and ancestor.kind == "loop":
+            boundary = ancestor
+            break
+    return [e.key for e in ordered if e.seq >= boundary.seq]
+
+
+def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """Upserts that reset every failed or exhausted step to pending with 0 attempts and no error.
+
+    The stored failure (``data["failure"]``/``data["error"]``) and ``last_attempt_at`` are cleared so the
+    step runs again at once (ENGINE-SEMANTICS.md section 3, "Recover").
+    """
+    fixed: list[ports.EntryRecord] = []
+    for entry in entries:
+        if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
+            reset = entry.copy()
+            reset.status = ports.ENTRY_PENDING
+            reset.attempts = 0
+            reset.error = None
+            reset.last_attempt_at = None
+            reset.data.pop("failure", None)
+            reset.data.pop("error", None)
+            fixed.append(reset)
+    return fixed
+
+
+def history_after_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """``entries`` as ``recover`` would leave them: the ``plan_recover`` resets in place of the originals."""
+    reset = {e.key: e for e in plan_recover(entries)}
+    return [reset.get(e.key, e) for e in entries]
+
+
+def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
+    """Entries whose rollback handler ran (``rollback_completed_at``) or failed (``rollback_error``), in
+    creation order: the work they did was undone, or partly undone, by the workflow's rollback."""
+    hit = [e for e in entries if e.rollback_completed_at is not None or e.rollback_error is not None]
+    return sorted(hit, key=lambda e: e.seq)
+
+
+def _rolled_back(
+    actor_id: str, kept: list[ports.EntryRecord], operation: str
+) -> errors.WorkflowRolledBackError | None:
+    """The refusal of an ``operation`` that keeps ``kept``: one of them was compensated by a rollback."""
+    undone = compensated(kept)
+    if not undone:
+        return None
+    first = undone[0]
+    names = ", ".join(repr(e.key) for e in undone[:5]) + (
+        f" and {len(undone) - 5} more" if len(undone) > 5 else ""
+    )
+    return errors.WorkflowRolledBackError(
+        f"the workflow was rolled back (the rollback handlers of {names} ran), so a {operation} would carry "
+        f"on from work already undone; nothing was changed. Replay from {first.key!r}, the earliest "
+        "compensated step, or replay all, to redo that work",
+        actor_id=actor_id,
+        operation=operation,
+        compensated=[e.key for e in undone],
+        replay_from=first.key,
+        reason=f"refused: rolled back (the rollback handler of {first.key!r} ran); replay from "
+        f"{first.key!r} or replay all",
+    )
+
+
+def _not_repairable(runtime: Runtime, record: ports.ActorRecord) -> errors.RivetWorkflowsError | None:
+    """The refusal of any repair of an actor whose type is not registered here or has no workflow."""
+    if record.name not in runtime.registry:
+        return errors.ActorTypeNotRegisteredError(
+            f"actor {record.actor_id} has type {record.name!r}, which is not registered in this process; "
+            "register it again (or deploy the code that has it) before replaying or recovering its workflow",
+            actor_id=record.actor_id,
+            name=record.name,
+            reason=f"refused: actor type {record.name!r} is not registered in this process",
+        )
+    if runtime.registry.get(record.name).run is None:
+        return errors.WorkflowNotEnabledError(
+            f"actor {record.name!r} has no workflow",
+            actor_id=record.actor_id,
+            reason="refused: this actor has no workflow",
+        )
+    return None
+
+
+def refusal(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    operation: str,
+    entry_id: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> errors.RivetWorkflowsError | None:
+    """Why ``operation`` (``RECOVER``, or ``REPLAY`` from the step ``entry_id``, of everything when None)
+    of ``record``'s workflow, whose history is ``entries``, would be refused; None when it is allowed.
+
+    The one "restartable" predicate: ``replay``/``recover`` raise what it returns, and the HTTP API, the
+    admin's buttons, ``rivet recover`` and ``rivet check --include-failed`` all ask it. The refusal is
+    the exception the repair raises, with ``metadata["reason"]``, a short text for a tooltip or a command
+    line (``"refused: rolled back (...); replay from 'reserve' or replay all"``). Checked in order:
+    ``ActorTypeNotRegisteredError`` (type not registered here), ``WorkflowNotEnabledError`` (no run
+    function), with ``now`` (a store-clock instant) ``WorkflowInFlightError`` while an executor holds the
+    lease, for recover ``WorkflowNotFailedError``, for replay ``EntryNotFoundError`` and
+    ``InvalidReplayTargetError``, then ``WorkflowRolledBackError`` when a step the operation keeps was
+    compensated by a rollback (``metadata.replay_from``: the earliest compensated step; a replay from it,
+    or from any step before it, or of everything, is allowed). The divergence check (a dry replay) is not
+    part of it: the repair runs it next, ``check_recover`` for ``rivet check`` (ENGINE-SEMANTICS.md 9).
+    """
+    refused = _not_repairable(runtime, record)
+    if refused is not None:
+        return refused
+    actor_id = record.actor_id
+    if now is not None and inspector.in_flight(record, now):
+        return errors.WorkflowInFlightError(
+            "the workflow is running; try again once it waits or finishes",
+            actor_id=actor_id,
+            reason="the workflow is running",
+        )
+    if operation == RECOVER:
+        if record.workflow_state != ports.FAILED:
+            return errors.WorkflowNotFailedError(
+                f"the workflow is {record.workflow_state}, not failed; nothing to recover",
+                actor_id=actor_id,
+                workflow_state=record.workflow_state,
+                reason=f"only a failed workflow can be recovered (this one is {record.workflow_state})",
+            )
+        return _rolled_back(actor_id, entries, RECOVER)
+    if operation != REPLAY:
+        raise ValueError(f"operation must be {RECOVER!r} or {REPLAY!r}, got {operation!r}")
+    try:
+        gone = set(plan_replay(entries, entry_id))
+    except (errors.EntryNotFoundError, errors.InvalidReplayTargetError) as exc:
+        exc.metadata.setdefault("reason", f"refused: {exc.message}")
+        return exc
+    kept = [e for e in entries if e.key not in gone]
+    return _rolled_back(actor_id, kept, _replay_name(entry_id))
+
+
+def restartable(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    operation: str = RECOVER,
+    entry_id: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> bool:
+    """True when ``refusal`` has no objection to ``operation`` (same arguments)."""
+    return refusal(runtime, record, entries, operation, entry_id, now=now) is None
+
+
+def reason(error: BaseException) -> str:
+    """The short text of a refusal (``metadata["reason"]``), else ``"refused: <code>: <message>"``."""
+    if isinstance(error, errors.RivetWorkflowsError):
+        text = error.metadata.get("reason")
+        if isinstance(text, str) and text:
+            return text
+        return f"refused: {error.code.replace('_', ' ')}: {error.message}"
+    return f"refused: {type(error).__name__}: {error}"
+
+
+def _replay_name(entry_id: str | None) -> str:
+    return "replay" if entry_id is None else f"replay from {entry_id!r}"
+
+
+def _refuse_divergence(
+    runtime: Runtime, record: ports.ActorRecord, after: list[ports.EntryRecord], operation: str
+) -> None:
+    """Dry-replay (``rivet check``'s replay: no step body, hook or write) the history ``after`` as the
+    operation would leave it, with the workflow sleeping; raise ``HistoryDivergedError`` if it diverges."""
+    result = dry_run.check_actor(runtime, record, after, as_state=ports.SLEEPING)
+    if result.outcome != dry_run.DIVERGED:
+        return
+    other = "replay from an earlier step or replay all" if operation.startswith("replay") else "replay"
+    hint = (
+        "change the code so it replays this history (ctx.removed(name, kind) where a recorded entry was "
+        "dropped; a ctx.get_version gate for runs already past a change; `manage.py rivet check` shows the "
+        f"same), or {other}, which keeps less of the history"
+    )
+    raise errors.HistoryDivergedError(
+        f"the history a {operation} would leave does not replay on the current code, so the workflow would "
+        f"fail with HistoryDivergedError; nothing was changed. {result.message}",
+        actor_id=record.actor_id,
+        operation=operation,
+        location=result.location,
+        reached=result.reached,
+        hint=hint,
+    )
+
+
+# --- repairs -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RepairResult:
+    """What a replay or recover did: ``deleted`` entry keys, ``reset`` entry keys, the new workflow state."""
+
+    actor_id: str
+    deleted: list[str] = field(default_factory=list)
+    reset: list[str] = field(default_factory=list)
+    workflow_state: str = ports.SLEEPING
+
+    def as_dict(self) -> dict:
+        """``{"actorId", "deleted", "reset", "workflowState"}`` for JSON responses."""
+        return {
+            "actorId": self.actor_id,
+            "deleted": list(self.deleted),
+            "reset": list(self.reset),
+            "workflowState": self.workflow_state,
+        }
+
+
+def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
+    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
+    store = runtime.store
+    refused = _not_repairable(runtime, store.get_actor(actor_id))
+    if refused is not None:
+        raise refused
+    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
+    if token is None:
+        raise errors.WorkflowInFlightError(
+            "the workflow is running; try again once it waits or finishes", actor_id=actor_id
+        )
+    committed = False
+    try:
+        record = store.get_actor(actor_id)
+        deletes, upserts = plan(record, store.load_history(actor_id))
+        commit = ports.Commit(
+            deletes=list(deletes),
+            upserts=list(upserts),
+            output=None,
+            error=None,
+            workflow_state=ports.SLEEPING,
+            wake_at=store.now(),
+            waiting_for=[],
+            step_lock_until=None,
+            release=True,
+        )
+        result = store.commit(actor_id, token, commit)
+        committed = True
+        if not result.ok:
+            raise errors.WorkflowInFlightError(
+                "another executor took the workflow over; try again", actor_id=actor_id
+            )
+    finally:
+        if not committed:  # give the lease back without changing anything
+            store.commit(actor_id, token, ports.Commit(release=True))
+    for woken in result.woken or [actor_id]:
+        runtime.wake(woken)
+    runtime.notify_history(actor_id)
+    return RepairResult(
+        actor_id=actor_id,
+        deleted=list(deletes),
+        reset=[e.key for e in upserts],
+        workflow_state=ports.SLEEPING,
+    )
+
+
+def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> RepairResult:
+    """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
+
+    Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
+    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9).
+
+    Before changing anything it checks the history it would keep: refused with ``WorkflowRolledBackError``
+    (409 ``rolled_back``) when a kept step was compensated by a rollback (replay from the earliest
+    compensated step, named in the message and ``metadata.replay_from``, or replay all), and with
+    ``HistoryDivergedError`` (409 ``history_diverged``, ``metadata.location``/``hint``) when the kept
+    entries do not replay on the current code (the dry replay of ``rivet check``). Also raises
+    ``WorkflowInFlightError`` (409 ``workflow_in_flight``) while an executor holds the lease,
+    ``ActorNotFoundError``, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
+    """
+
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
+        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # the lease is ours: not in flight
+        if refused is not None:
+            raise refused
+        deletes = plan_replay(entries, entry_id)
+        gone = set(deletes)
+        kept = [e for e in entries if e.key not in gone]
+        _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
+        return deletes, []
+
+    return _repair(runtime, actor_id, plan)
+
+
+def recover(runtime: Runtime, actor_id: str) -> RepairResult:
+    """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
+    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
+
+    Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowRolledBackError``
+    (409 ``rolled_back``) when the run was rolled back (a step's compensation ran: replay from that step or
+    replay all instead), ``HistoryDivergedError`` (409 ``history_diverged``) when the history with the
+    failed steps reset does not replay on the current code (checked by a dry replay up to the first step
+    that would run), ``WorkflowInFlightError`` while an executor holds the lease, ``ActorNotFoundError``,
+    ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409: the actor's type is not
+    registered). Nothing is written when it raises.
+    """
+
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
+        refused = refusal(runtime, record, entries, RECOVER)  # the lease is ours: not in flight
+        if refused is not None:
+            raise refused
+        upserts = plan_recover(entries)
+        _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
+        return [], upserts
+
+    return _repair(runtime, actor_id, plan)
+
+
+def check_recover(
+    runtime: Runtime, actor: ports.ActorRecord, *, now: datetime | None = None
+) -> dry_run.CheckResult | None:
+    """Would ``recover`` restart this failed workflow? ``rivet check --include-failed`` and ``rivet recover
+    --dry-run`` ask this: first ``refusal`` (with ``now``, also the lease), then a dry replay (no step, hook
+    or write) of the history as ``recover`` would leave it (failed and exhausted steps reset, the workflow
+    sleeping).
+
+    Returns a ``dry_run.CheckResult``: outcome ``refused`` (``code`` and ``message`` the refusal's
+    ``code`` and ``reason``, ``replay_from`` the step to replay from instead for a rolled-back run),
+    ``error`` with ``code`` ``actor_type_not_registered`` for a type not registered in this process,
+    ``diverged``, ``error`` (the dry replay raised) or ``ok``; None for an actor without a workflow.
+    """
+    result = dry_run.CheckResult(
+        actor.actor_id, actor.name, list(actor.key), actor.workflow_state, dry_run.OK
+    )
+    entries = runtime.store.load_history(actor.actor_id)
+    refused = refusal(runtime, actor, entries, RECOVER, now=now)
+    if isinstance(refused, errors.WorkflowNotEnabledError):
+        return None
+    if refused is not None:
+        unregistered = isinstance(refused, errors.ActorTypeNotRegisteredError)
+        result.outcome = dry_run.ERROR if unregistered else dry_run.REFUSED
+        result.message, result.code = reason(refused), refused.code
+        result.replay_from = refused.metadata.get("replay_from")
+        return result
+    return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)

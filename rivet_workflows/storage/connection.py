@@ -45,7 +45,7 @@ class Connections:
     def _serialised(self, actor_id: str, timeout: float | None = None) -> Iterator[None]:
         """Hold the actor's file lock where the database has no row locks (see ``locks``); else nothing."""
         locks = self._actor_locks()
-        if locks is None:
+        if locks is None or not actor_id.isalnum():  # no such actor can exist: the query says so
             yield
             return
         with locks.hold(actor_id, self.lock_timeout if timeout is None else timeout):

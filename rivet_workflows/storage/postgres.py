@@ -105,7 +105,9 @@ def _actor_sets(commit: ports.Commit, changes: dict[str, Any]) -> tuple[list[str
             sets.append("wake_at = %s")
             params.append(changes["wake_at"])
     elif "wake_at" in changes:
-        sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE %s END")
+        sets.append(
+            f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE %s::timestamptz END"
+        )
         params.append(changes["wake_at"])
     else:
         sets.append(f"wake_at = CASE WHEN a.workflow_state IN ({_FINISHED_SQL}) THEN NULL ELSE a.wake_at END")

@@ -299,6 +299,11 @@ def actor_changes(commit: ports.Commit) -> dict[str, Any]:
     return changes
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """True when two JSON values are the same document (``1``, ``1.0`` and ``true`` differ, key order not)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def is_json_column(column: str) -> bool:
     """True for an actor column stored as JSON (jsonb on PostgreSQL)."""
     return column in _ACTOR_JSON

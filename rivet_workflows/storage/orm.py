@@ -178,7 +178,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the actor's lease if it is free or expired; return the new fencing token, else None.
 
-        One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is, a dead step lock is cleared.
+        One UPDATE decides (row count 1 = won); ``wake_at`` is left as it is, a dead step lock is cleared,
+        ``updated_at`` is not touched (lease bookkeeping is not a change of the actor).
         """
         with self._atomic():
             now = self.now()
@@ -190,7 +191,6 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                     lease_expires_at=now + timedelta(seconds=lease_seconds),
                     lease_token=F("lease_token") + 1,
                     step_lock_until=None,  # a step lock of a dead lease is dead too
-                    updated_at=now,
                 )
             )
             if won != 1:
@@ -225,7 +225,6 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 lease_expires_at=expires,
                 lease_token=F("lease_token") + 1,
                 step_lock_until=None,
-                updated_at=now,
             )
             rows = dict(
                 self._actors()
@@ -327,8 +326,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         now = self.now()
         updates = mapper.actor_changes(commit)
         state = updates.get("state", row["state"])
-        updates["updated_at"] = now
-        self._actors().filter(pk=actor_id).update(**updates)
+        if not commit.lease_only:
+            updates["updated_at"] = now
+        if updates:
+            self._actors().filter(pk=actor_id).update(**updates)
         return Written(now=now, state=state)
 
     def _delete_entries(self, actor_id: str, keys: list[str]) -> None:
@@ -401,7 +402,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         ``fn`` running outside any transaction, so a slow action does not stall other actors. A step lock
         is live while ``step_lock_until`` and the lease are both in the future; the wait polls every
         ``poll_interval`` seconds holding no lock. WorkflowInFlightError after ``timeout`` seconds,
-        ActorNotFoundError. An exception from ``fn`` propagates and the state is not saved. Returns
+        ActorNotFoundError. An exception from ``fn`` propagates and the state is not saved; an action that
+        changed neither the state nor the wake-up writes nothing (``updated_at`` stays). Returns
         ``(result, state)``.
         """
         deadline = time.monotonic() + timeout
@@ -427,11 +429,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
     ) -> tuple[bool, tuple[Any, Any] | None]:
         """One attempt of run_action: (False, None) while a live step lock is held."""
         rows = self._actors().select_for_update() if select_for_update else self._actors()
-        row = (
-            rows.filter(pk=actor_id)
-            .values("state", "step_lock_until", "lease_expires_at", "destroyed")
-            .first()
-        )
+        columns = ("state", "step_lock_until", "lease_expires_at", "destroyed", "wake_at", "workflow_state")
+        row = rows.filter(pk=actor_id).values(*columns).first()
         if row is None or row["destroyed"]:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
         now = self.now()
@@ -446,6 +445,15 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         result = fn(state)
         stored = serde.to_json(state, where="state")
         now = self.now()
+        wakes = (
+            make_due
+            and row["workflow_state"] not in ports.FINISHED_STATES
+            and (row["wake_at"] is None or row["wake_at"] > now)
+        )
+        if (
+            mapper.same_json(stored, row["state"]) and not wakes
+        ):  # an action that changed nothing writes nothing
+            return True, (result, serde.from_json(stored))
         updates: dict[str, Any] = {"state": stored, "updated_at": now}
         if make_due:  # in the same UPDATE: due now unless finished or due earlier already
             updates["wake_at"] = Case(

@@ -90,7 +90,7 @@ def _one_statement(commit: ports.Commit) -> bool:
 def _actor_sets(commit: ports.Commit, changes: dict[str, Any]) -> tuple[list[str], list[Any], bool]:
     """The SET clauses of the fenced actor UPDATE of ``commit`` (its ``mapper.actor_changes``):
     ``(sets, params, release_now)``; ``release_now``: the UPDATE frees the lease itself (no outbox)."""
-    sets: list[str] = ["updated_at = c.now"]
+    sets: list[str] = [] if commit.lease_only else ["updated_at = c.now"]
     params: list[Any] = []
     for name in ("state", "input", "output", "error"):
         if name in changes:
@@ -235,11 +235,11 @@ class PostgresStore(DjangoStore):
             cursor.execute(
                 f"UPDATE {_ACTOR} AS a SET lease_owner = %s, "
                 "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
-                "step_lock_until = NULL, updated_at = c.now "
+                "step_lock_until = NULL "
                 "FROM (SELECT clock_timestamp() AS now) AS c "
                 "WHERE a.actor_id = %s AND NOT a.destroyed "
                 "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) "
-                f"RETURNING {_ACTOR_COLUMNS_A}",
+                f"RETURNING {_ACTOR_COLUMNS_A}, c.now",
                 [owner, lease_seconds, actor_id],
             )
             if history:
@@ -251,8 +251,8 @@ class PostgresStore(DjangoStore):
                 row, loaded = cursor.fetchone(), []
         if row is None:
             return None
-        actor = mapper.actor_from_sql(row)
-        return actor.lease_token, actor, loaded, actor.updated_at
+        actor = mapper.actor_from_sql(row[:-1])
+        return actor.lease_token, actor, loaded, mapper.utc(row[-1])
 
     @staticmethod
     def _query_history(cursor: Any, actor_id: str) -> None:

@@ -335,7 +335,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             row.waiting_for = list(c.waiting_for)
         if c.step_lock_until is not ports.UNSET:
             row.step_lock_until = c.step_lock_until
-        row.updated_at = now
+        if not c.lease_only:
+            row.updated_at = now
 
     def _write_history(
         self, actor_id: str, upserts: list[ports.EntryRecord], deletes: list[str], now: datetime
@@ -389,7 +390,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         Waits (re-checking every ``poll_interval`` seconds, or at once when a commit lands) for at most
         ``timeout`` seconds, then raises ``WorkflowInFlightError``. ``ActorNotFoundError`` for an unknown
         actor; ``SerializationError`` (state not saved) if ``fn`` leaves an unserializable state. An
-        exception from ``fn`` propagates and the state is not saved.
+        exception from ``fn`` propagates and the state is not saved; an action that changed neither the
+        state nor the wake-up leaves the row (and ``updated_at``) as it was.
         """
         deadline = _time.monotonic() + timeout
         while True:
@@ -408,13 +410,15 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
                     with self._lock:
                         if self._actors.get(actor_id) is row:  # not destroyed by the action itself
                             now = self.now()
-                            row.state = encoded
-                            row.updated_at = now
-                            if (
+                            wakes = (
                                 make_due
                                 and row.workflow_state not in ports.FINISHED_STATES
                                 and (row.wake_at is None or row.wake_at > now)
-                            ):
+                            )
+                            if wakes or not rows.same_json(encoded, row.state):  # else: nothing changed
+                                row.state = encoded
+                                row.updated_at = now
+                            if wakes:
                                 row.wake_at = now
                         self._changed.notify_all()
                     return result, serde.from_json(encoded)

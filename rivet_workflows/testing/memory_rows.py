@@ -88,3 +88,8 @@ def encode_entry(entry: ports.EntryRecord) -> ports.EntryRecord:
         error=serde.to_json(entry.error, where=f"{where} error"),
         rollback_error=serde.to_json(entry.rollback_error, where=f"{where} rollback error"),
     )
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """True when two JSON values are the same document (``1``, ``1.0`` and ``true`` differ, key order not)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

@@ -667,3 +667,94 @@ def test_actors_messaging_each_other_concurrently_do_not_deadlock(h):
 def test_the_store_classes_are_the_dialects():
     """``storage.store_for`` picks the class; the PostgreSQL store is a DjangoStore (same contract)."""
     assert issubclass(PostgresStore, DjangoStore)
+
+
+# --- updated_at: the last change, not the last touch (field case C50) --------------------------------------
+
+
+def _mark_old(h, actor_id):
+    """Set ``updated_at`` an hour back and return it: whatever writes it next moves it visibly."""
+    old = h.store.now() - HOUR
+    h.set_columns(actor_id, updated_at=old)
+    assert h.store.get_actor(actor_id).updated_at == old
+    return old
+
+
+def test_lease_bookkeeping_and_a_claim_given_back_unchanged_leave_updated_at(h):
+    actor_id = h.new_actor(due=True)
+    old = _mark_old(h, actor_id)
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.renew(actor_id, token, 30)
+    token = h.store.handoff(actor_id, token, "task", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(step_lock_until=h.store.now() + HOUR)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(step_lock_until=None)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok  # handed back unchanged
+    token, *_ = h.store.claim_and_load(actor_id, "w", 30)
+    assert h.store.release(actor_id, token).ok
+    ((_, token),) = h.store.claim_due("sweeper", 10, 30)
+    h.expire_lease(actor_id)
+    token = h.store.claim(actor_id, "next", 30)
+    h.store.load_for_run(actor_id)
+    h.store.load_history(actor_id)
+    assert not h.store.commit(actor_id, token - 1, ports.Commit(state={"count": 9})).ok  # refused: fenced
+    record = h.store.get_actor(actor_id)
+    assert record.updated_at == old and record.state == {"count": 0} and record.lease_owner == "next"
+
+
+def test_a_commit_that_changes_the_actor_or_its_history_moves_updated_at(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    for change in (
+        ports.Commit(state={"count": 1}),
+        ports.Commit(upserts=[entry("a")]),
+        ports.Commit(wake_at=h.store.now() + HOUR, release=True),
+    ):
+        old = _mark_old(h, actor_id)
+        token = h.store.claim(actor_id, "w", 30) if h.store.get_actor(actor_id).lease_owner is None else token
+        assert h.store.commit(actor_id, token, change).ok
+        assert h.store.get_actor(actor_id).updated_at > old
+
+
+def test_an_action_that_changes_nothing_leaves_the_row_and_one_that_does_moves_updated_at(h):
+    actor_id = h.new_actor(state={"count": 1, "tags": ["a"]})
+    old = _mark_old(h, actor_id)
+    assert h.store.run_action(actor_id, lambda s: s["count"], timeout=1) == (1, {"count": 1, "tags": ["a"]})
+    h.store.run_action(actor_id, lambda s: s.update(count=1), timeout=1)  # the same value again
+    assert h.store.get_actor(actor_id).updated_at == old
+    h.store.run_action(actor_id, lambda s: s.update(count=True), timeout=1)  # 1 -> true is a change
+    changed = h.store.get_actor(actor_id)
+    assert changed.state == {"count": True, "tags": ["a"]} and changed.updated_at > old
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: None, timeout=1, make_due=True)  # only the wake-up changes
+    woken = h.store.get_actor(actor_id)
+    assert woken.wake_at is not None and woken.updated_at > old
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: None, timeout=1, make_due=True)  # due already: no change
+    assert h.store.get_actor(actor_id).updated_at == old
+
+
+def test_reads_and_refused_calls_on_a_finished_actor_leave_updated_at(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(workflow_state=ports.COMPLETED, output=1, release=True))
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: dict(s), timeout=1, make_due=True)  # a polled read
+    h.store.send(actor_id, "late", 1)  # stored, but a finished workflow is not woken
+    with pytest.raises(errors.SerializationError):
+        h.store.run_action(actor_id, lambda s: s.update(bad=object()), timeout=1)
+    with pytest.raises(ValueError):
+        h.store.run_action(actor_id, lambda s: int("x"), timeout=1)
+    token = h.store.claim(actor_id, "inspector", 30)  # a repair that is refused gives the lease back
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    record = h.store.get_actor(actor_id)
+    assert record.updated_at == old and record.wake_at is None and record.output == 1
+
+
+def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    old = _mark_old(h, actor_id)
+    h.store.send(actor_id, "other", 1)  # not waited on: no change of the actor
+    assert h.store.get_actor(actor_id).updated_at == old
+    h.store.send(actor_id, "q", 1)
+    assert h.store.get_actor(actor_id).updated_at > old

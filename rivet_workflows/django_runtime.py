@@ -56,7 +56,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
     from .realtime import broadcaster
 
     runtime = runtime_mod.Runtime(
-        storage.store_for(poll_interval=conf.POLL_INTERVAL),
+        storage.store_for(poll_interval=conf.POLL_INTERVAL, idle_check=conf.CONNECTION_IDLE_CHECK),
         dispatcher,
         registry,
         settings=settings,

@@ -1,10 +1,11 @@
 """The Django implementations of the engine's storage port (``engine.ports.Store``, DESIGN.md section 11).
 
 * ``orm.DjangoStore``: the portable store on the Django ORM (SQLite and any backend);
-* ``postgres.PostgresStore``: its PostgreSQL subclass, the hot paths in raw SQL and warm waits on
-  LISTEN/NOTIFY;
+* ``postgres.PostgresStore``: its PostgreSQL subclass, the hot paths in raw SQL (``postgres_queues``: sends
+  and warm waits on LISTEN/NOTIFY);
 * ``mapper``: the one row <-> record mapping both use; ``cron``, ``queues``: their schedule and queue
-  parts; ``locks``: per-actor file locks where the database has no row locks (SQLite).
+  parts; ``connection``: transactions, retries and the check of idle connections; ``locks``: per-actor
+  file locks where the database has no row locks (SQLite).
 
 ``store_for(using)`` picks the class for a database alias; the runtime and the tests build stores with it.
 """

@@ -70,17 +70,24 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 
     ``poll_interval`` (seconds) paces ``run_action`` while a step holds the actor's step lock;
-    ``lock_timeout`` (seconds) bounds the wait for an actor's file lock on SQLite. Thread-safe: every call
-    uses the calling thread's connection. On PostgreSQL use ``storage.store_for()``, which returns the
+    ``lock_timeout`` (seconds) bounds the wait for an actor's file lock on SQLite; a call that finds its
+    thread's connection idle for more than ``idle_check`` seconds checks it first and replaces it when the
+    server closed it (``connection``). Thread-safe: every call uses the calling thread's connection. On PostgreSQL use ``storage.store_for()``, which returns the
     ``PostgresStore`` subclass (same contract, raw-SQL hot paths); this class stays correct there too.
     """
 
     def __init__(
-        self, using: str = "default", *, poll_interval: float = 0.02, lock_timeout: float = 60.0
+        self,
+        using: str = "default",
+        *,
+        poll_interval: float = 0.02,
+        lock_timeout: float = 60.0,
+        idle_check: float = 1.0,
     ) -> None:
         self.using = using
         self.poll_interval = poll_interval
         self.lock_timeout = lock_timeout
+        self.idle_check = idle_check
         self._locks = False  # decided on first use (``Connections._actor_locks``)
         self._clock_sql: tuple[str, list] | None = None
 

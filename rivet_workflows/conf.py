@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "WARM_WAIT": 0.25,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
+    "CONNECTION_IDLE_CHECK": 1.0,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
     "API_AUTH": None,
     "API_TOKEN": None,
@@ -57,6 +58,9 @@ class RivetSettings:
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
+    CONNECTION_IDLE_CHECK: a store call that finds its thread's database connection idle for longer than
+        this checks it first (one round trip) and reconnects when the server closed it (an idle timeout,
+        PgBouncer, a failover), so a long step does not lose its commit; 0 checks before every call.
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
     API_AUTH: dotted path of the authentication callable of the actor/action/queue API endpoints,
         ``auth(request)`` returning the caller (a principal) or None for a 401 (None:
@@ -82,6 +86,7 @@ class RivetSettings:
     WARM_WAIT: float
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
+    CONNECTION_IDLE_CHECK: float
     DISPATCHER: str
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
@@ -107,6 +112,7 @@ class RivetSettings:
             "WARM_WAIT",
             "ACTION_TIMEOUT",
             "POLL_INTERVAL",
+            "CONNECTION_IDLE_CHECK",
         ):
             values[name] = float(values[name])
         for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_KEY_BYTES", "MAX_BODY_BYTES"):

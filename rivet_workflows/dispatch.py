@@ -1,10 +1,12 @@
-"""Dispatchers of the Django runtime: Celery tasks for "actor X has work" hints, or a local recorder."""
+"""Dispatchers of the Django runtime: Celery tasks for "actor X has work" hints, or a local recorder.
+
+Importing this module imports neither Django nor Celery (``rivet_workflows.testing`` uses
+``LocalDispatcher`` as its ``InlineDispatcher``); ``CeleryDispatcher`` imports them when it wakes.
+"""
 
 from __future__ import annotations
 
 import threading
-
-from django.db import transaction
 
 
 class CeleryDispatcher:
@@ -20,6 +22,8 @@ class CeleryDispatcher:
         Sent with ``HINT_PRIORITY``: on brokers with priorities (Redis), work that is already due (the
         sweep's claims, timers queued with a countdown) is taken before a backlog of new hints.
         """
+        from django.db import transaction
+
         from .tasks import run_actor
 
         transaction.on_commit(lambda: run_actor.apply_async((actor_id,), priority=HINT_PRIORITY))
@@ -31,7 +35,8 @@ HINT_PRIORITY = 3
 
 
 class LocalDispatcher:
-    """``ports.Dispatcher`` that only records wake-ups, for processes that run work with ``drain()``.
+    """``ports.Dispatcher`` that only records wake-ups, for processes that run work with ``drain()`` (and
+    ``rivet_workflows.testing.InlineDispatcher``, the same class).
 
     ``woken`` lists the actor ids in the order they were woken (thread-safe).
     """

@@ -1,4 +1,4 @@
-"""The runtime bound to Django: DjangoStore + the configured dispatcher + the registry from settings."""
+"""The runtime bound to Django: the store of the default database + the configured dispatcher + the registry."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def reset_runtime() -> None:
 def get_runtime() -> Any:
     """Return the process-wide ``engine.runtime.Runtime`` built from ``RIVET_WORKFLOWS`` and bind the registry.
 
-    Store: ``storage.DjangoStore``; dispatcher: ``RIVET_WORKFLOWS['DISPATCHER']`` (Celery by default).
+    Store: ``storage.store_for()`` (``PostgresStore`` on PostgreSQL, else ``DjangoStore``); dispatcher: ``RIVET_WORKFLOWS['DISPATCHER']`` (Celery by default).
     Raises ImportError if REGISTRY cannot be imported.
     """
     global _runtime
@@ -30,12 +30,12 @@ def get_runtime() -> Any:
 
 
 def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
-    """Build a Runtime (which binds the registry) on DjangoStore; arguments override the settings."""
+    """Build a Runtime (which binds the registry) on ``storage.store_for()``; arguments override the settings."""
     from django.utils.module_loading import import_string
 
+    from . import storage
     from .conf import rivet_settings
     from .engine import runtime as runtime_mod
-    from .storage import DjangoStore
 
     conf = rivet_settings.get()
     if registry is None:
@@ -56,7 +56,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
     from .realtime import broadcaster
 
     runtime = runtime_mod.Runtime(
-        DjangoStore(poll_interval=conf.POLL_INTERVAL),
+        storage.store_for(poll_interval=conf.POLL_INTERVAL, idle_check=conf.CONNECTION_IDLE_CHECK),
         dispatcher,
         registry,
         settings=settings,

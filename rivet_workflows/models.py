@@ -1,7 +1,7 @@
 """Django models of rivet_workflows: actors, their workflow history, queue messages and cron entries.
 
 Values in JSON columns hold ``engine.serde.to_json`` output (tagged JSON); read them through
-``rivet_workflows.storage.DjangoStore`` (or ``serde.from_json``) to get Python values back.
+the stores of ``rivet_workflows.storage`` (or ``serde.from_json``) to get Python values back.
 DESIGN.md section 4.
 """
 

@@ -50,15 +50,16 @@ def run_in_threads(fn: Callable[[int], Any], count: int) -> list[Any]:
 
 @pytest.fixture
 def django_store():
-    """A ``rivet_workflows.storage.DjangoStore`` on the test database (use with django_db(transaction=True))."""
-    from rivet_workflows.storage import DjangoStore
+    """The store of the test database, ``rivet_workflows.storage.store_for()`` (``PostgresStore`` on
+    PostgreSQL, else ``DjangoStore``); use with django_db(transaction=True)."""
+    from rivet_workflows import storage
 
-    return DjangoStore(poll_interval=0.01)
+    return storage.store_for(poll_interval=0.01)
 
 
 @pytest.fixture
 def make_django_runtime(django_store):
-    """Factory ``make_django_runtime(registry, **settings)`` -> Runtime on DjangoStore + LocalDispatcher.
+    """Factory ``make_django_runtime(registry, **settings)`` -> Runtime on ``django_store`` + LocalDispatcher.
 
     ``runtime.dispatcher.woken`` records wake-ups; run work with ``rivet_workflows.engine.executor.drain``.
     """
@@ -73,7 +74,7 @@ def make_django_runtime(django_store):
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remove the per-actor lock files (rivet_workflows.actor_locks) of this process's SQLite test database."""
+    """Remove the per-actor lock files (rivet_workflows.storage.locks) of this process's SQLite test database."""
     import shutil
 
     from django.conf import settings

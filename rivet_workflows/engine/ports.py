@@ -17,6 +17,7 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
   workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
   currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
   pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* ``updated_at`` moves on changes only: leases (``Commit.lease_only``), reads and no-op actions leave it.
 * Actions and step bodies are serialised on one actor: the commit that records a step attempt
   (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
   (``CommitResult.state``), which the step body then mutates; the commit that records the step's
@@ -157,6 +158,13 @@ class Commit:
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
     release: bool = False
+
+    @property
+    def lease_only(self) -> bool:
+        """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
+        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
+        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
+        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists)
 
 
 @dataclass

@@ -32,7 +32,7 @@ from tests.conftest import is_postgres
 from . import engine_cases, example_cases, generate, normalize
 
 GOLDENS = [(case, stem) for case in generate.CASES.values() for stem in case.file_stems()]
-STORES = ["memory", "django-sqlite", "django-postgres"]
+STORES = ["memory", "django-sqlite", "django-postgres", "postgres"]
 
 
 @pytest.fixture(autouse=True)
@@ -49,17 +49,18 @@ def _fake_service():
 
 
 def _store(request: pytest.FixtureRequest, kind: str):
-    """A store of ``kind``; the Django ones on the test database (skipped when it is the other vendor)."""
+    """A store of ``kind``; the Django ones on the test database (skipped when it is the other vendor):
+    the portable DjangoStore on SQLite or PostgreSQL, and PostgresStore."""
     if kind == "memory":
         return MemoryStore()
-    if kind == "django-postgres" and not is_postgres():
+    if kind in ("django-postgres", "postgres") and not is_postgres():
         pytest.skip("DjangoStore on PostgreSQL needs DATABASE_URL=postgres://... (this run uses SQLite)")
     if kind == "django-sqlite" and is_postgres():
         pytest.skip("DjangoStore on SQLite: this run's test database is PostgreSQL (DATABASE_URL)")
     request.getfixturevalue("db")
-    from rivet_workflows.storage import DjangoStore
+    from rivet_workflows.storage import DjangoStore, PostgresStore
 
-    return DjangoStore(poll_interval=0.01)
+    return (PostgresStore if kind == "postgres" else DjangoStore)(poll_interval=0.01)
 
 
 def test_every_case_has_its_golden_files_and_every_file_a_case():

@@ -20,7 +20,7 @@ for _path in sorted((Path(__file__).parent.parent / "contract").glob("test_*.py"
 
 
 class DjangoHarness(Harness):
-    """The contract Harness on DjangoStore; tests that need a manual clock are skipped.
+    """The contract Harness on the Django store (``storage.store_for``); tests that need a manual clock are skipped.
 
     Each ``setup`` starts from an empty database and a fresh store object, like a fresh MemoryStore.
     """
@@ -35,18 +35,21 @@ class DjangoHarness(Harness):
 
 
 def _django_runtime(registry: Any, clock: Any = None):
+    from rivet_workflows import storage
     from rivet_workflows.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime import Runtime, Settings
-    from rivet_workflows.storage import DjangoStore
 
     return Runtime(
-        DjangoStore(poll_interval=0.01), LocalDispatcher(), registry, settings=Settings(poll_interval=0.01)
+        storage.store_for(poll_interval=0.01),
+        LocalDispatcher(),
+        registry,
+        settings=Settings(poll_interval=0.01),
     )
 
 
 @pytest.fixture
 def h() -> Harness:
-    """A Harness whose runtimes use DjangoStore + LocalDispatcher on the test database."""
+    """A Harness whose runtimes use the Django store + LocalDispatcher on the test database."""
     return DjangoHarness(_django_runtime)
 
 

@@ -1,6 +1,7 @@
 """Warm queue waits: a worker's run that reaches a queue wait with no message keeps its lease for
 ``warm_wait`` seconds and listens (PostgreSQL LISTEN/NOTIFY); a message sent in that window is received
-once by the same run, one sent after it is received through the normal wake-up."""
+once by the same run, one sent after it is received through the normal wake-up. (The store member itself,
+``wait_for_messages``, is checked on every store by tests/port/test_store_conformance.py.)"""
 
 from __future__ import annotations
 
@@ -97,35 +98,3 @@ def test_a_message_sent_after_the_window_is_received_through_the_normal_wake(mak
     assert handle.state() == {"got": [1]}
     assert box["summary"].workflow_state == ports.SLEEPING  # at "second" now
     assert "first:0" in _history_keys(handle.actor_id)
-
-
-@needs_pg
-def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_timeout(django_store):
-    record, _ = django_store.get_or_create_actor("pair", ["k"], None, lambda: {"got": []})
-    actor_id = record.actor_id
-    token = django_store.claim(actor_id, "runner", 30)  # a run holds the lease, as in a warm wait
-    assert django_store.wait_for_messages(actor_id, ["inbox"], 0.05) is False
-
-    def send_later():
-        time.sleep(0.3)
-        try:
-            django_store.send(actor_id, "inbox", "hello")
-        finally:
-            connections.close_all()
-
-    sender = threading.Thread(target=send_later)
-    sender.start()
-    assert django_store.wait_for_messages(actor_id, ["inbox"], 30.0) is True  # the notification
-    sender.join()
-    assert django_store.wait_for_messages(actor_id, ["inbox"], 0.0) is True  # still pending: the look
-    assert django_store.wait_for_messages(actor_id, ["*"], 0.0) is True
-    assert django_store.commit(actor_id, token, ports.Commit(release=True)).ok
-
-
-def test_without_notifications_a_warm_wait_releases_at_once(django_store):
-    if connection.vendor == "postgresql":
-        pytest.skip("only meaningful without LISTEN/NOTIFY")
-    record, _ = django_store.get_or_create_actor("pair", ["k"], None, lambda: {"got": []})
-    started = time.monotonic()
-    assert django_store.wait_for_messages(record.actor_id, ["inbox"], 30.0) is False
-    assert time.monotonic() - started < 30.0

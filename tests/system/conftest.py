@@ -240,13 +240,13 @@ def cluster(transactional_db, tmp_path) -> Any:
 @pytest.fixture
 def rt(transactional_db) -> Any:
     """A runtime of the test process on the system registry whose dispatcher only records wake-ups."""
+    from rivet_workflows import storage
     from rivet_workflows.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime import Runtime, Settings
-    from rivet_workflows.storage import DjangoStore
 
     from .workflows import registry
 
-    runtime = Runtime(DjangoStore(poll_interval=0.02), LocalDispatcher(), registry, settings=Settings())
+    runtime = Runtime(storage.store_for(poll_interval=0.02), LocalDispatcher(), registry, settings=Settings())
     yield runtime
     from rivet_workflows import django_runtime
 

@@ -188,8 +188,29 @@ async def run_sleeper(ctx: Any) -> float:
 sleeper_actor = workflow(run=run_sleeper, create_state=lambda input: {"at": (input or {})["at"]})
 
 
+# --- a long step body (the database connection sits idle meanwhile) ------------------------------------
+
+
+def _slow(step: Any) -> str:
+    effect(step.actor_id, "start-slow", step.attempt)
+    time.sleep(float(step.state["sleep"]))
+    effect(step.actor_id, "done-slow", step.attempt)
+    return "slept"
+
+
+async def run_slow(ctx: Any) -> str:
+    """One step whose body sleeps ``state["sleep"]`` seconds (input ``{"sleep": s}``), then a short one."""
+    slept = await ctx.step(name="slow", run=_slow, max_retries=3)
+    await ctx.step("after", lambda step: effect(step.actor_id, "after"))
+    return slept
+
+
+slow_actor = workflow(run=run_slow, create_state=lambda input: {"sleep": (input or {}).get("sleep", 4)})
+
+
 registry = setup(
     use={
+        "slow": slow_actor,
         "steps": steps_actor,
         "saga": saga_actor,
         "waiter": waiter_actor,

@@ -4,6 +4,7 @@ and runs without a warm-wait budget (drain) never ask the store to wait."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 from rivet_workflows.engine import executor, ports
@@ -78,3 +79,42 @@ def test_runs_without_a_warm_budget_never_wait_on_the_store():
     drain(runtime, timeout=1)
     assert store.waits == []
     assert store.get_actor(handle.actor_id).workflow_state == ports.SLEEPING
+
+
+class ObservedStore(MemoryStore):
+    """A MemoryStore that signals ``waiting`` when a run enters its (real) warm wait."""
+
+    def __init__(self):
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait_for_messages(self, actor_id, names, timeout):
+        self.waiting.set()
+        return super().wait_for_messages(actor_id, names, timeout)
+
+
+def test_a_warm_wait_on_the_memory_store_takes_a_message_sent_from_another_thread():
+    """MemoryStore.wait_for_messages is a real wait on the store's condition variable: a run waiting warm
+    takes a message another thread sends in the window, in the same run and without a dispatcher hint."""
+    store = ObservedStore()
+    runtime, handle = _runtime(store)
+    box = {}
+    runner = threading.Thread(
+        target=lambda: box.update(summary=_run(runtime, handle.actor_id, warm_wait=30.0))
+    )
+    runner.start()
+    assert store.waiting.wait(30)  # the run is in its warm wait, holding the lease
+    handle.send("inbox", "hello")
+    runner.join(30)
+    assert not runner.is_alive()
+    assert box["summary"].runs == 1 and box["summary"].workflow_state == ports.COMPLETED
+    assert handle.state() == {"got": ["hello"]}
+    assert runtime.dispatcher.woken == []  # the run held the lease: no hint
+
+
+def test_a_warm_wait_on_the_memory_store_that_hears_nothing_releases_after_its_window():
+    store = ObservedStore()
+    runtime, handle = _runtime(store)
+    summary = _run(runtime, handle.actor_id, warm_wait=0.05)
+    assert store.waiting.is_set() and summary.workflow_state == ports.SLEEPING
+    assert store.get_actor(handle.actor_id).lease_owner is None

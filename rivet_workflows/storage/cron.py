@@ -1,4 +1,4 @@
-"""The schedule part of ``storage.DjangoStore`` (ports.CronStore) on the CronEntry and CronFire models.
+"""Schedule storage of ``DjangoStore`` (the ``cron_*`` members of ``ports.Store``) on CronEntry and CronFire.
 
 A mixin: the host class provides ``using``, ``now()`` (the database clock) and ``_atomic()``. Firing is
 claimed by ``cron_advance``, one conditional UPDATE on ``next_fire_at`` whose row count decides, so two
@@ -7,47 +7,22 @@ sweeps never fire the same slot. ``cron_due`` uses the ``next_fire_at`` index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from . import models
-from .engine import errors, ports, serde
+from .. import models
+from ..engine import errors, ports, serde
+from . import mapper
 
 
-def _record(row: models.CronEntry) -> ports.CronRecord:
-    return ports.CronRecord(
-        id=str(row.id),
-        actor_id=row.actor_id,
-        name=row.name,
-        action=row.action,
-        args=list(serde.from_json(row.args) or []),
-        interval_seconds=row.interval_seconds,
-        expression=row.expression or None,
-        timezone=row.timezone,
-        next_fire_at=row.next_fire_at,
-        last_fired_at=row.last_fired_at,
-        max_history=row.max_history,
-        created_at=row.created_at,
-    )
+class CronStorage:
+    """The ``cron_*`` members of ``ports.Store`` on the ORM (the contract is in ``ports.Store``)."""
 
-
-def _pk(cron_id: str) -> int:
-    try:
-        return int(cron_id)
-    except (TypeError, ValueError):
-        return -1
-
-
-class DjangoCronMixin:
-    """``cron_*`` methods of DjangoStore (contract: ``ports.CronStore``)."""
-
+    # provided by the host class (DjangoStore): its alias, the database clock, a transaction
     using: str
-
-    def now(self) -> datetime:  # pragma: no cover - provided by DjangoStore
-        raise NotImplementedError
-
-    def _atomic(self) -> Any:  # pragma: no cover - provided by DjangoStore
-        raise NotImplementedError
+    now: Callable[[], datetime]
+    _atomic: Callable[[], Any]
 
     def _crons(self) -> Any:
         return models.CronEntry.objects.using(self.using)
@@ -71,7 +46,7 @@ class DjangoCronMixin:
                 row = models.CronEntry(actor_id=record.actor_id, name=record.name, created_at=self.now())
                 keep_next = False
             else:
-                keep_next = _record(row).same_schedule(record)
+                keep_next = mapper.cron_from_model(row).same_schedule(record)
             row.interval_seconds = record.interval_seconds
             row.expression = record.expression
             row.timezone = record.timezone
@@ -81,14 +56,14 @@ class DjangoCronMixin:
             if not keep_next:
                 row.next_fire_at = record.next_fire_at
             row.save(using=self.using)
-            return _record(row)
+            return mapper.cron_from_model(row)
 
     def cron_list(self, actor_id: str | None = None) -> list[ports.CronRecord]:
         """Entries (of ``actor_id``, or all) in creation order."""
         rows = self._crons().order_by("id")
         if actor_id is not None:
             rows = rows.filter(actor_id=actor_id)
-        return [_record(row) for row in rows]
+        return [mapper.cron_from_model(row) for row in rows]
 
     def cron_delete(self, actor_id: str, name: str) -> bool:
         """Delete the entry ``name`` of ``actor_id`` (and its fire log); True if it existed."""
@@ -105,7 +80,7 @@ class DjangoCronMixin:
             .filter(next_fire_at__isnull=False, next_fire_at__lte=now, actor__destroyed=False)
             .order_by("next_fire_at", "id")[:limit]
         )
-        return [_record(row) for row in rows]
+        return [mapper.cron_from_model(row) for row in rows]
 
     def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
         """One conditional UPDATE: ``next_fire_at`` ``expected`` -> ``next_fire_at``; True = this caller won."""
@@ -113,7 +88,7 @@ class DjangoCronMixin:
             now = self.now()
             return (
                 self._crons()
-                .filter(pk=_pk(cron_id), next_fire_at=expected)
+                .filter(pk=mapper.row_id(cron_id), next_fire_at=expected)
                 .update(next_fire_at=next_fire_at, last_fired_at=now)
                 == 1
             )
@@ -122,11 +97,11 @@ class DjangoCronMixin:
         """Append a CronFire row and delete the oldest beyond ``max_history``; no-op for a deleted entry."""
         result = serde.to_json(fire.result, where="scheduled action result")
         with self._atomic():
-            if not self._crons().filter(pk=_pk(cron_id)).exists():
+            if not self._crons().filter(pk=mapper.row_id(cron_id)).exists():
                 return
             fires = models.CronFire.objects.using(self.using)
             fires.create(
-                cron_id=_pk(cron_id),
+                cron_id=mapper.row_id(cron_id),
                 scheduled_at=fire.scheduled_at,
                 fired_at=fire.fired_at,
                 status=fire.status,
@@ -134,24 +109,16 @@ class DjangoCronMixin:
                 error=serde.to_json(fire.error) if fire.error is not None else None,
             )
             keep = list(
-                fires.filter(cron_id=_pk(cron_id))
+                fires.filter(cron_id=mapper.row_id(cron_id))
                 .order_by("-id")
                 .values_list("id", flat=True)[: max(max_history, 1)]
             )
-            fires.filter(cron_id=_pk(cron_id)).exclude(id__in=keep).delete()
+            fires.filter(cron_id=mapper.row_id(cron_id)).exclude(id__in=keep).delete()
 
     def cron_fires(self, cron_id: str) -> list[ports.CronFireRecord]:
         """The fire log of ``cron_id``, oldest first."""
-        return [
-            ports.CronFireRecord(
-                scheduled_at=row.scheduled_at,
-                fired_at=row.fired_at,
-                status=row.status,
-                result=serde.from_json(row.result),
-                error=serde.from_json(row.error),
-            )
-            for row in models.CronFire.objects.using(self.using).filter(cron_id=_pk(cron_id)).order_by("id")
-        ]
+        rows = models.CronFire.objects.using(self.using).filter(cron_id=mapper.row_id(cron_id)).order_by("id")
+        return [mapper.fire_from_model(row) for row in rows]
 
     def cron_next_deadline(self) -> datetime | None:
         """The earliest ``next_fire_at`` of any entry of a live actor, or None."""

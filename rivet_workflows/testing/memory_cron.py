@@ -1,6 +1,7 @@
-"""The schedule part of ``testing.MemoryStore`` (ports.CronStore), as a mixin sharing the store's RLock.
+"""The schedule part of ``MemoryStore`` (the ``cron_*`` members of ``ports.Store``), a mixin sharing its RLock.
 
-The host class provides ``_lock`` (an RLock), ``_actors`` (actor_id -> row) and ``now()``. Entries of a
+The host class provides ``_lock`` (an RLock), ``_actors`` (actor_id -> row) and ``now()``, and calls
+``_init_schedules()`` from its ``__init__``. Entries of a
 destroyed actor vanish with it (they are filtered out and dropped on the next access).
 """
 
@@ -8,26 +9,28 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from . import errors, ports, serde
+from ..engine import errors, ports, serde
 
 
 class MemoryCronMixin:
-    """In-memory ``cron_*`` methods (see ``ports.CronStore`` for the contract)."""
+    """In-memory ``cron_*`` members of ``ports.Store`` (the contract is in ``ports.Store``)."""
 
+    # provided by the host class (MemoryStore)
     _lock: Any
     _actors: dict
+    now: Callable[[], datetime]
 
-    def now(self) -> datetime:  # pragma: no cover - provided by the host class
-        raise NotImplementedError
+    def _init_schedules(self) -> None:
+        """Create the schedule tables (the host's ``__init__`` calls this)."""
+        self._cron_entries: dict[str, ports.CronRecord] = {}
+        self._cron_log: dict[str, list[ports.CronFireRecord]] = {}
+        self._cron_ids = itertools.count(1)
 
     def _cron_state(self) -> tuple[dict[str, ports.CronRecord], dict[str, list[ports.CronFireRecord]], Any]:
-        if not hasattr(self, "_cron_entries"):
-            self._cron_entries: dict[str, ports.CronRecord] = {}
-            self._cron_log: dict[str, list[ports.CronFireRecord]] = {}
-            self._cron_ids = itertools.count(1)
         live = set(self._actors)
         for cron_id in [k for k, r in self._cron_entries.items() if r.actor_id not in live]:
             del self._cron_entries[cron_id]

@@ -1,0 +1,182 @@
+"""How the Django stores use a database connection: idle checks, transactions, deadlock retries, file locks.
+
+A mixin of ``DjangoStore``: the host class provides ``using`` (the alias), ``poll_interval``,
+``lock_timeout`` and ``idle_check`` (seconds). Every call uses the calling thread's connection (Django
+keeps one per thread and alias).
+
+A connection the database server (or PgBouncer, a load balancer, a failover) closed while it sat idle must
+not fail a healthy workflow (field case C47): every member of ``ports.Store`` is wrapped (``guarded``) so
+that, before it uses a connection it left idle for more than ``idle_check`` seconds (or one that saw an
+error), it checks the connection with Django's ``is_usable()`` (one round trip) and closes a dead one; the
+call then opens a new one. Nothing was sent on the dead connection, so the call (a commit too) runs as
+if nothing happened, under the same lease and token. A call the database refused because it had ended the
+session before the call arrived (``_never_ran``: PostgreSQL's idle-session timeout) is retried once on a
+new connection. A failure whose outcome is unknown (sent, then the connection broke) is raised as before.
+Inside an enclosing transaction nothing is checked or retried (the transaction is the caller's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.db import DatabaseError, OperationalError, connections, transaction
+
+from ..engine import ports
+from .locks import ActorLocks
+
+#: the store members that use a connection: every member of the port but the one that closes it
+GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {"close_thread_connection"}
+
+
+class _Calls(threading.local):
+    """Per thread: ``depth`` of nested store calls; ``last``: alias -> monotonic instant the thread's
+    connection was last used (the end of a query, or of a store call)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.last: dict[str, float] = {}
+
+
+_calls = _Calls()
+
+
+def _note_query(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict) -> Any:
+    """A Django execute wrapper on the connections the stores use: every query (the stores', the
+    application's) marks the connection as used, so an idle spell is measured from the last query."""
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        _calls.last[context["connection"].alias] = time.monotonic()
+
+
+#: the functions ``guarded`` made (a subclass does not wrap what it inherits wrapped)
+_WRAPPED: set[Callable[..., Any]] = set()
+
+
+def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a store member: the outermost store call of a thread checks an idle connection first and
+    retries once a call the database never ran (see the module docstring); nested calls run as they are."""
+
+    @functools.wraps(method)
+    def call(self: Connections, *args: Any, **kwargs: Any) -> Any:
+        if _calls.depth:
+            return method(self, *args, **kwargs)
+        _calls.depth = 1
+        try:
+            self._check_idle_connection()
+            try:
+                return method(self, *args, **kwargs)
+            except DatabaseError as exc:
+                connection = connections[self.using]
+                if connection.in_atomic_block or not self._never_ran(exc):
+                    raise
+                connection.close()
+                return method(self, *args, **kwargs)
+        finally:
+            _calls.depth = 0
+            self._note_connection_use()
+
+    _WRAPPED.add(call)
+    return call
+
+
+class Connections:
+    """Connection handling of ``DjangoStore`` (see the module docstring). Subclasses get their members of
+    ``ports.Store`` wrapped by ``guarded`` when the class is created."""
+
+    using: str
+    poll_interval: float
+    lock_timeout: float
+    #: seconds a connection may sit idle before the next store call checks it (0: check every call)
+    idle_check: float
+    #: the per-actor file locks (``_actor_locks``); False until decided on first use
+    _locks: ActorLocks | None | bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in GUARDED:
+            method = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+            if callable(method) and method not in _WRAPPED:
+                setattr(cls, name, guarded(method))
+
+    def _check_idle_connection(self) -> None:
+        """Close this thread's connection if it sat idle over ``idle_check`` seconds since its last query
+        (or saw an error) and the database no longer answers on it (Django's ``is_usable()``, one round
+        trip); the next query opens a new one. From its first store call on, a thread's connection has its
+        queries timed (``_note_query``); before that, its idle time is unknown and it is not checked."""
+        connection = connections[self.using]
+        if connection.connection is None or connection.in_atomic_block:
+            return
+        if _note_query not in connection.execute_wrappers:
+            connection.execute_wrappers.append(_note_query)
+        last = _calls.last.get(self.using)
+        idle = last is not None and time.monotonic() - last > self.idle_check
+        if not (idle or connection.errors_occurred):
+            return
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
+
+    def _note_connection_use(self) -> None:
+        """The end of a store call counts as a use of the connection (a warm wait uses it without a query)."""
+        if connections[self.using].connection is not None:
+            _calls.last[self.using] = time.monotonic()
+
+    def _never_ran(self, error: DatabaseError) -> bool:
+        """True when ``error`` proves the database never ran the failed call (safe to run it again on a new
+        connection). A portable store cannot tell: False; the PostgreSQL store knows some SQLSTATEs."""
+        return False
+
+    def _atomic(self) -> Any:
+        return transaction.atomic(using=self.using)
+
+    def _actor_locks(self) -> ActorLocks | None:
+        """Per-actor file locks when the database is a file without row locks (SQLite), else None."""
+        if self._locks is False:
+            connection = connections[self.using]
+            name = str(connection.settings_dict.get("NAME") or "")
+            file_backed = bool(name) and ":memory:" not in name and "mode=memory" not in name
+            if not connection.features.has_select_for_update and file_backed:
+                self._locks = ActorLocks(f"{name}.locks")
+            else:
+                self._locks = None
+        return self._locks
+
+    @contextlib.contextmanager
+    def _serialised(self, actor_id: str, timeout: float | None = None) -> Iterator[None]:
+        """Hold the actor's file lock where the database has no row locks (see ``locks``); else nothing."""
+        locks = self._actor_locks()
+        if locks is None or not actor_id.isalnum():  # no such actor can exist: the query says so
+            yield
+            return
+        with locks.hold(actor_id, self.lock_timeout if timeout is None else timeout):
+            yield
+
+    def _retry_on_deadlock(self, fn: Callable[[], Any], attempts: int = 3) -> Any:
+        """Call ``fn`` (one whole transaction); retry when the database aborted it for a deadlock/lock timeout.
+
+        Only outside an enclosing atomic block: inside one, the outer transaction is broken and the
+        error must propagate.
+        """
+        for attempt in range(attempts):
+            if connections[self.using].in_atomic_block:
+                return fn()
+            try:
+                return fn()
+            except OperationalError as exc:
+                text = str(exc).lower()
+                if attempt == attempts - 1 or not ("deadlock" in text or "database is locked" in text):
+                    raise
+                time.sleep(self.poll_interval * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def close_thread_connection(self) -> None:
+        """Close this thread's database connections (called by the executor's heartbeat thread on exit)."""
+        for conn in connections.all(initialized_only=True):
+            conn.close()

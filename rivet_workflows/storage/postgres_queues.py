@@ -1,0 +1,141 @@
+"""The queue part of ``PostgresStore``: one-statement sends with the dispatcher hint, and warm waits on
+LISTEN/NOTIFY (every delivery to an actor whose lease is held NOTIFYs the actor's channel at commit; a run
+in a warm queue wait LISTENs on it).
+
+A mixin placed before ``DjangoStore`` in ``PostgresStore``'s bases: the host provides ``using``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import connections
+
+from .. import models
+from ..engine import errors, ports, serde
+from . import mapper
+
+_ACTOR = models.Actor._meta.db_table
+_MESSAGE = models.QueueMessage._meta.db_table
+_FINISHED_SQL = ", ".join(f"'{s}'" for s in sorted(ports.FINISHED_STATES))
+
+
+def wake_channel(actor_id: str) -> str:
+    """The NOTIFY channel a warm-waiting run of ``actor_id`` listens on (an actor id is 32 hex digits)."""
+    return f"rivet_wake_{actor_id}"
+
+
+class PostgresQueues:
+    """``send``/``send_and_check``/``wait_for_messages`` of ``PostgresStore`` and its delivery notify."""
+
+    using: str
+
+    def _notify_waiter(self, actor_id: str) -> None:
+        """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding
+        transaction commits (so the listener sees the message it announces)."""
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
+
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+        """``DjangoStore.send`` as one statement (see ``send_and_check``)."""
+        return self.send_and_check(actor_id, name, body, completable)[0]
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[ports.MessageRecord, bool | None]:
+        """``send`` as one statement (same contract as ``_deliver``): lock the actor row, insert the message,
+        apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
+        its lease, and it is unfinished and not due yet) and notify a run holding the lease (delivered at
+        commit). Returns ``(message, hint)``: ``hint`` is ``actor_context.wake_if_due``'s answer read in the
+        same statement (the actor is due now and no live lease is held). Raises ActorNotFoundError (missing
+        or destroyed actor) and SerializationError (body)."""
+        encoded = serde.to_json(body, where=f"body of queue message {name!r}")
+        live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
+        sql = (
+            "WITH c AS (SELECT clock_timestamp() AS now), "
+            "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
+            f"FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
+            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status) "
+            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s FROM a, c RETURNING id, created_at), "
+            f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
+            f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
+            "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
+            "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1) "
+            f"SELECT m.id, m.created_at, CASE WHEN a.lease_owner IS NOT NULL AND {live} "
+            "THEN pg_notify(%s, '') END, "
+            "(EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
+            "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) FROM m, a, c"
+        )
+        params = [
+            actor_id,
+            name,
+            mapper.jsonb(encoded),
+            completable,
+            ports.MESSAGE_PENDING,
+            name,
+            wake_channel(actor_id),
+        ]
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        message = ports.MessageRecord(
+            id=str(row[0]),
+            actor_id=actor_id,
+            name=name,
+            body=serde.from_json(encoded),
+            created_at=mapper.utc(row[1]),
+            completable=completable,
+            status=ports.MESSAGE_PENDING,
+        )
+        return message, bool(row[3])
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        """A warm queue wait: LISTEN on the actor's channel, look for a pending message, then wait up to
+        ``timeout`` seconds for a notification (sent by every delivery to an actor whose lease is held) and
+        look again; UNLISTEN before returning.
+
+        Listening starts before the look, so a message committed at any point is either seen by the look
+        or announced by a notification that arrives while waiting. Returns True when the look found a
+        pending message matching ``names`` (``"*"``: any) or a notification arrived (the caller looks at the
+        messages next: a notification may announce a message on another queue), False when the window
+        passed, or at once inside a transaction (a notification is only delivered between transactions), or
+        when the server closed the connection while it listened (the connection is closed; the next call
+        opens a new one).
+        """
+        connection = connections[self.using]
+        if connection.in_atomic_block or not actor_id.isalnum():
+            return False
+        channel = wake_channel(actor_id)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with connection.cursor() as cursor:
+            cursor.execute(f'LISTEN "{channel}"')
+            pg = connection.connection
+            try:
+                for _ in pg.notifies(timeout=0):  # drop notifications left from earlier waits
+                    pass
+                if self._has_pending(cursor, actor_id, list(names)):
+                    return True
+                remaining = deadline - time.monotonic()
+                return remaining > 0 and bool(list(pg.notifies(timeout=remaining, stop_after=1)))
+            except connection.Database.OperationalError:
+                # The server closed the connection while the run listened (an idle timeout, a restart):
+                # the window is over; the run releases as usual, on a new connection.
+                connection.close()
+                return False
+            finally:
+                if connection.connection is not None:
+                    cursor.execute(f'UNLISTEN "{channel}"')
+
+    @staticmethod
+    def _has_pending(cursor: Any, actor_id: str, names: list[str]) -> bool:
+        any_name = "*" in names
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
+            + ("" if any_name else " AND name = ANY(%s)")
+            + ")",
+            [actor_id, ports.MESSAGE_PENDING, *([] if any_name else [list(names)])],
+        )
+        return bool(cursor.fetchone()[0])

@@ -1,0 +1,435 @@
+"""MemoryStore: the in-memory twin of the storage port, implementing every capability of ``ports.Store``.
+
+``MemoryStore`` behaves like the Django stores: values are kept as ``serde.to_json`` output (so an
+unserializable value fails here too, and callers never share mutable objects with the store), every
+executor write is fenced by the lease token (``_holds``), and the wake rules of ``ports`` are applied in
+the same critical section as the write. It implements every member natively (claim-and-load, load for
+run, send with the dispatcher hint, a real blocking warm wait, release), so engine tests run the executor
+path production runs. Importing this module does not import Django.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time as _time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..engine import errors, ports, serde
+from . import memory_rows as rows
+from .clock import utcnow
+from .memory_cron import MemoryCronMixin
+from .memory_queues import MemoryQueueMixin, matches
+
+
+class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
+    """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
+
+    ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
+    ``poll_interval`` (seconds) is how often ``run_action`` re-checks a held step lock.
+
+    Behaves as the Django stores do, member by member (``ports.Store`` states the contract; the port
+    conformance suite, ``tests/port``, runs the same assertions on all of them): one actor per
+    ``(name, key)``; claims that keep ``wake_at``; commits that are all or nothing (values are encoded
+    before anything is written) and fenced; new history entries get an increasing ``seq`` that an upsert
+    of the same key keeps; the wake rules of sends, outbox deliveries and releases; message ids unknown
+    to the store raise ``LookupError``.
+    """
+
+    #: every method is quick and thread-safe: the executor calls it without a thread hop
+    inline_calls = True
+
+    def __init__(self, clock: Callable[[], datetime] | None = None, poll_interval: float = 0.02) -> None:
+        self._clock = clock or utcnow
+        self.poll_interval = poll_interval
+        self._lock = threading.RLock()
+        #: notified on every change (commit, send, action, creation, destroy): waits re-check on it
+        self._changed = threading.Condition(self._lock)
+        self._actors: dict[str, rows.ActorRow] = {}
+        self._by_key: dict[tuple[str, str], str] = {}
+        self._history: dict[str, dict[str, ports.EntryRecord]] = {}
+        self._messages: dict[str, ports.MessageRecord] = {}
+        self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
+        self._seq = itertools.count(1)
+        self._init_schedules()
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore actors={len(self._actors)}>"
+
+    # --- clock ------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The store's clock (aware UTC datetime)."""
+        return self._clock()
+
+    def _row(self, actor_id: str) -> rows.ActorRow:
+        row = self._actors.get(actor_id)
+        if row is None:
+            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        return row
+
+    def _holds(self, actor_id: str, token: int) -> rows.ActorRow | None:
+        """The lease fence (``storage.orm.lease_fence`` in memory): the live row of ``actor_id`` whose lease
+        ``token`` still holds, or None. Caller holds ``self._lock``."""
+        row = self._actors.get(actor_id)
+        if row is None or row.lease_token != token or row.lease_owner is None:
+            return None
+        return row
+
+    # --- actors -------------------------------------------------------------------------------------
+
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
+
+        ``key`` is a list; ``input`` and the created state must serialize (``SerializationError``).
+        ``due=True`` creates it with ``wake_at`` = now (see ``ports.Store.get_or_create_actor``). Atomic:
+        the look-up and the insert happen under the store's lock.
+        """
+        key_text = rows.key_text(key)
+        with self._lock:
+            existing = self._by_key.get((name, key_text))
+            if existing is not None:
+                return rows.actor_record(self._actors[existing]), False
+            return self._insert(name, key, key_text, input, create_state(), due)
+
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
+        exists (nothing written). ``SerializationError`` for an unserializable input or state."""
+        key_text = rows.key_text(key)
+        with self._lock:
+            existing = self._by_key.get((name, key_text))
+            if existing is not None:
+                return rows.actor_record(self._actors[existing]), False
+            return self._insert(name, key, key_text, input, state, due)
+
+    def _insert(
+        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool
+    ) -> tuple[ports.ActorRecord, bool]:
+        """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
+        encoded_input = serde.to_json(input, where="actor input")
+        encoded_state = serde.to_json(state, where="actor state")
+        now = self.now()
+        row = rows.ActorRow(
+            actor_id=uuid.uuid4().hex,
+            name=name,
+            key=serde.to_json(list(key)),
+            state=encoded_state,
+            input=encoded_input,
+            wake_at=now if due else None,
+            created_at=now,
+            updated_at=now,
+        )
+        self._actors[row.actor_id] = row
+        self._by_key[(name, key_text)] = row.actor_id
+        self._history[row.actor_id] = {}
+        self._queue[row.actor_id] = []
+        self._changed.notify_all()
+        return rows.actor_record(row), True
+
+    def get_actor(self, actor_id: str) -> ports.ActorRecord:
+        """The actor's current record (decoded copy); ``ActorNotFoundError`` if unknown or destroyed."""
+        with self._lock:
+            return rows.actor_record(self._row(actor_id))
+
+    def find_actor(self, name: str, key: list) -> ports.ActorRecord | None:
+        """The actor ``(name, key)`` or None."""
+        key_text = rows.key_text(key)
+        with self._lock:
+            actor_id = self._by_key.get((name, key_text))
+            return None if actor_id is None else rows.actor_record(self._actors[actor_id])
+
+    def destroy_actor(self, actor_id: str) -> None:
+        """Remove the actor, its history and its messages (a running executor's writes then fail)."""
+        with self._lock:
+            row = self._row(actor_id)
+            del self._actors[actor_id]
+            self._by_key.pop((row.name, json.dumps(row.key, sort_keys=True, separators=(",", ":"))), None)
+            self._history.pop(actor_id, None)
+            for message_id in self._queue.pop(actor_id, []):
+                self._messages.pop(message_id, None)
+            self._changed.notify_all()
+
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
+        """Every actor (of type ``name``, or all), oldest first (creation order), at most ``limit``."""
+        with self._lock:
+            found = [r for r in self._actors.values() if name is None or r.name == name]
+            return [rows.actor_record(r) for r in found[:limit]]
+
+    # --- leases and the run's reads -------------------------------------------------------------------
+
+    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired; return the new fencing token, or None."""
+        with self._lock:
+            row = self._actors.get(actor_id)
+            if row is None:
+                return None
+            now = self.now()
+            if rows.lease_live(row, now):
+                return None
+            row.lease_token += 1
+            row.lease_owner = owner
+            row.lease_expires_at = now + timedelta(seconds=lease_seconds)
+            row.step_lock_until = None  # a step lock of a dead lease is dead too
+            return row.lease_token
+
+    def claim_and_load(
+        self, actor_id: str, owner: str, lease_seconds: float
+    ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
+        """``claim`` plus the run's initial reads ``(token, actor, history, now)`` in one critical section
+        (nothing can change between the claim and the reads), or None when the lease is held or the actor
+        is gone; ``now`` is the clock reading of the claim."""
+        with self._lock:
+            token = self.claim(actor_id, owner, lease_seconds)
+            if token is None:
+                return None
+            actor, history, now = self.load_for_run(actor_id)
+            return token, actor, history, now
+
+    def load_for_run(self, actor_id: str) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
+        """``(actor, history, now)`` read in one critical section; ``ActorNotFoundError`` if gone."""
+        with self._lock:
+            row = self._row(actor_id)
+            entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
+            return rows.actor_record(row), [rows.entry_out(e) for e in entries], self.now()
+
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest first."""
+        with self._lock:
+            now = self.now()
+            due = sorted(
+                (
+                    r
+                    for r in self._actors.values()
+                    if r.wake_at is not None and r.wake_at <= now and not rows.lease_live(r, now)
+                ),
+                key=lambda r: (r.wake_at, r.created_at, r.actor_id),
+            )
+            claimed = []
+            for row in due[: max(limit, 0)]:
+                token = self.claim(row.actor_id, owner, lease_seconds)
+                if token is not None:
+                    claimed.append((row.actor_id, token))
+            return claimed
+
+    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
+        """Extend the lease held with ``token`` by ``lease_seconds`` from now; False if the fence fails."""
+        with self._lock:
+            row = self._holds(actor_id, token)
+            if row is None:
+                return False
+            row.lease_expires_at = self.now() + timedelta(seconds=lease_seconds)
+            return True
+
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        """Take over the lease held with ``token``; bumps the token (a second hand-over gets None)."""
+        with self._lock:
+            row = self._holds(actor_id, token)
+            if row is None:
+                return None
+            row.lease_token += 1
+            row.lease_owner = owner
+            row.lease_expires_at = self.now() + timedelta(seconds=lease_seconds)
+            return row.lease_token
+
+    def release(self, actor_id: str, token: int) -> ports.CommitResult:
+        """Give the lease back without changing the workflow: free the lease and the step lock, and make the
+        actor due now when a pending message matches its ``waiting_for`` (a send during the run). Fenced:
+        ``ok=False`` and nothing written when ``token`` no longer holds the lease."""
+        row = self._actors.get(actor_id)
+        if row is None:
+            return ports.CommitResult(ok=False)
+        with row.row_lock, self._lock:
+            if self._holds(actor_id, token) is not row:
+                return ports.CommitResult(ok=False)
+            woken: list[str] = []
+            self._settle(row, release=True, now=self.now(), woken=woken)
+            self._changed.notify_all()
+            return ports.CommitResult(ok=True, wake_at=row.wake_at, woken=woken)
+
+    def next_deadline(self) -> datetime | None:
+        """The earliest ``wake_at`` of any unfinished actor, or None."""
+        with self._lock:
+            deadlines = [
+                r.wake_at
+                for r in self._actors.values()
+                if r.wake_at is not None and r.workflow_state not in ports.FINISHED_STATES
+            ]
+            return min(deadlines) if deadlines else None
+
+    # --- history and commits ---------------------------------------------------------------------------
+
+    def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
+        """Every entry of the actor ordered by ``seq`` (decoded copies); ``ActorNotFoundError`` if unknown."""
+        with self._lock:
+            self._row(actor_id)
+            entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
+            return [rows.entry_out(e) for e in entries]
+
+    def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+        """Apply ``commit`` atomically if ``token`` is the actor's current lease token (see class docstring).
+
+        Raises ``SerializationError`` (nothing written) for an unserializable value, and
+        ``MessageAlreadyCompletedError``/``LookupError``/``ActorNotFoundError`` (nothing written) for a
+        completion of a completed message, a message of another actor or an outbox to an unknown actor.
+        """
+        row = self._actors.get(actor_id)
+        if row is None:
+            return ports.CommitResult(ok=False)
+        with row.row_lock, self._lock:  # row lock: serialised with run_action on this actor
+            if self._holds(actor_id, token) is not row:
+                return ports.CommitResult(ok=False)
+            c = commit
+            # Encode and validate everything before the first write: the commit is all or nothing.
+            enc: dict[str, Any] = {}
+            for name in ("state", "input", "output", "error"):
+                value = getattr(c, name)
+                if value is not ports.UNSET:
+                    enc[name] = serde.to_json(value, where=f"actor {name}")
+            upserts = [rows.encode_entry(e) for e in c.upserts]
+            completions = []
+            for message_id, response in c.complete_messages:
+                message = self._own_message(actor_id, message_id)
+                if message.status == ports.MESSAGE_COMPLETED:
+                    raise errors.MessageAlreadyCompletedError(message_id=message_id)
+                completions.append((message, serde.to_json(response, where="message response")))
+            receipts = [self._own_message(actor_id, mid) for mid in c.receive_messages]
+            outbox = []
+            for target, name, body, completable in c.outbox:
+                self._row(target)
+                outbox.append((target, name, serde.to_json(body, where=f"queue {name!r} body"), completable))
+
+            now = self.now()
+            self._write_actor(row, c, enc, now)
+            self._write_history(actor_id, upserts, c.deletes, now)
+            self._write_messages(receipts, completions, now)
+            woken: list[str] = []
+            for target, name, body, completable in outbox:
+                if self._deliver(target, name, body, completable, now)[1] and target not in woken:
+                    woken.append(target)
+            result = ports.CommitResult(ok=True)
+            if isinstance(c.step_lock_until, datetime):
+                result.state = serde.from_json(row.state)
+            self._settle(row, release=c.release, now=now, woken=woken)
+            result.wake_at = row.wake_at
+            result.woken = woken
+            self._changed.notify_all()
+            return result
+
+    @staticmethod
+    def _write_actor(row: rows.ActorRow, c: ports.Commit, encoded: dict[str, Any], now: datetime) -> None:
+        for name, value in encoded.items():
+            setattr(row, name, value)
+        if c.workflow_state is not ports.UNSET:
+            row.workflow_state = c.workflow_state
+        if c.wake_at is not ports.UNSET:
+            row.wake_at = c.wake_at
+        if c.waiting_for is not ports.UNSET:
+            row.waiting_for = list(c.waiting_for)
+        if c.step_lock_until is not ports.UNSET:
+            row.step_lock_until = c.step_lock_until
+        if not c.lease_only:
+            row.updated_at = now
+
+    def _write_history(
+        self, actor_id: str, upserts: list[ports.EntryRecord], deletes: list[str], now: datetime
+    ) -> None:
+        history = self._history[actor_id]
+        for entry in upserts:
+            previous = history.get(entry.key)
+            if previous is None:
+                entry.seq = next(self._seq)
+                entry.created_at = entry.created_at or now
+            else:
+                entry.seq = previous.seq
+                entry.created_at = previous.created_at or entry.created_at or now
+            history[entry.key] = entry
+        for key in deletes:
+            history.pop(key, None)
+
+    def _settle(self, row: rows.ActorRow, *, release: bool, now: datetime, woken: list[str]) -> None:
+        """The end of the wake rule: a finished actor is never due; a release frees the lease and the step
+        lock and makes the actor due now if a pending message matches its ``waiting_for``; this actor joins
+        ``woken`` when the release leaves it due."""
+        if row.workflow_state in ports.FINISHED_STATES:
+            row.wake_at = None
+        if not release:
+            return
+        row.lease_owner = None
+        row.lease_expires_at = None
+        row.step_lock_until = None
+        if row.workflow_state not in ports.FINISHED_STATES and (row.wake_at is None or row.wake_at > now):
+            if any(
+                self._messages[mid].status == ports.MESSAGE_PENDING
+                and matches(row.waiting_for, self._messages[mid].name)
+                for mid in self._queue[row.actor_id]
+            ):
+                row.wake_at = now
+        if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
+            woken.append(row.actor_id)
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def _step_lock_live(self, row: rows.ActorRow, now: datetime) -> bool:
+        return row.step_lock_until is not None and row.step_lock_until > now and rows.lease_live(row, now)
+
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
+        """Run ``fn(state)`` under the actor's row lock once no live step lock is held; save and return
+        ``(result, state)``. ``make_due=True`` also sets ``wake_at`` to now in the same write (unless it is
+        earlier, the workflow is finished or ``fn`` destroyed the actor).
+
+        Waits (re-checking every ``poll_interval`` seconds, or at once when a commit lands) for at most
+        ``timeout`` seconds, then raises ``WorkflowInFlightError``. ``ActorNotFoundError`` for an unknown
+        actor; ``SerializationError`` (state not saved) if ``fn`` leaves an unserializable state. An
+        exception from ``fn`` propagates and the state is not saved; an action that changed neither the
+        state nor the wake-up leaves the row (and ``updated_at``) as it was.
+        """
+        deadline = _time.monotonic() + timeout
+        while True:
+            with self._lock:
+                row = self._row(actor_id)
+            row.row_lock.acquire()
+            try:
+                with self._lock:
+                    if self._actors.get(actor_id) is not row:
+                        raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+                    busy = self._step_lock_live(row, self.now())
+                    state = None if busy else serde.from_json(row.state)
+                if not busy:
+                    result = fn(state)
+                    encoded = serde.to_json(state, where="actor state")
+                    with self._lock:
+                        if self._actors.get(actor_id) is row:  # not destroyed by the action itself
+                            now = self.now()
+                            wakes = (
+                                make_due
+                                and row.workflow_state not in ports.FINISHED_STATES
+                                and (row.wake_at is None or row.wake_at > now)
+                            )
+                            if wakes or not rows.same_json(encoded, row.state):  # else: nothing changed
+                                row.state = encoded
+                                row.updated_at = now
+                            if wakes:
+                                row.wake_at = now
+                        self._changed.notify_all()
+                    return result, serde.from_json(encoded)
+            finally:
+                row.row_lock.release()
+            remaining = deadline - _time.monotonic()
+            if remaining <= 0:
+                raise errors.WorkflowInFlightError(
+                    f"actor {actor_id} is running a step; the action gave up after {timeout} s",
+                    actor_id=actor_id,
+                    timeout=timeout,
+                )
+            with self._changed:
+                self._changed.wait(min(self.poll_interval, remaining))

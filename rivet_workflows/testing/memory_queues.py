@@ -1,0 +1,168 @@
+"""The queue part of ``MemoryStore``: send with the wake rule and the dispatcher hint, receipts, completions,
+and the warm wait (a real blocking wait on the store's condition variable).
+
+A mixin sharing the host's state: ``_lock`` (an RLock), ``_changed`` (a Condition on it, notified on every
+change), ``_actors``, ``_messages``, ``_queue``, ``_row()`` and ``now()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ..engine import errors, ports, serde
+from .memory_rows import lease_live
+
+
+def matches(waiting_for: list[str], name: str) -> bool:
+    """True when a wait on ``waiting_for`` takes a message on queue ``name`` (``"*"``: any queue)."""
+    return "*" in waiting_for or name in waiting_for
+
+
+def _message_out(message: ports.MessageRecord) -> ports.MessageRecord:
+    return dataclasses.replace(
+        message, body=serde.from_json(message.body), response=serde.from_json(message.response)
+    )
+
+
+class MemoryQueueMixin:
+    """In-memory queue members of ``ports.Store`` (the contract is in ``ports.Store``)."""
+
+    _lock: Any
+    _changed: Any
+    _actors: dict
+    _messages: dict[str, ports.MessageRecord]
+    _queue: dict[str, list[str]]
+    _row: Callable[[str], Any]
+    now: Callable[[], datetime]
+
+    def _own_message(self, actor_id: str, message_id: str) -> ports.MessageRecord:
+        message = self._messages.get(message_id)
+        if message is None or message.actor_id != actor_id:
+            raise LookupError(f"actor {actor_id} has no queue message {message_id!r}")
+        return message
+
+    def _deliver(
+        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+    ) -> tuple[ports.MessageRecord, bool]:
+        """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``."""
+        row = self._row(actor_id)
+        message = ports.MessageRecord(
+            id=uuid.uuid4().hex,
+            actor_id=actor_id,
+            name=name,
+            body=body,
+            created_at=now,
+            completable=completable,
+        )
+        self._messages[message.id] = message
+        self._queue[actor_id].append(message.id)
+        woke = False
+        if row.workflow_state not in ports.FINISHED_STATES and (
+            matches(row.waiting_for, name) or row.lease_owner is not None
+        ):
+            woke = True
+            if row.wake_at is None or row.wake_at > now:
+                row.wake_at = now
+                row.updated_at = now
+        return message, woke
+
+    def _write_messages(
+        self,
+        receipts: list[ports.MessageRecord],
+        completions: list[tuple[ports.MessageRecord, Any]],
+        now: datetime,
+    ) -> None:
+        """A commit's receipts (pending -> received) and completions (validated and encoded already)."""
+        for message in receipts:
+            if message.status == ports.MESSAGE_PENDING:
+                message.status = ports.MESSAGE_RECEIVED
+        for message, response in completions:
+            message.status = ports.MESSAGE_COMPLETED
+            message.response = response
+            message.completed_at = now
+
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+        """Store a message for ``actor_id`` on queue ``name`` and apply the wake rule (see ``ports``).
+
+        Raises ``ActorNotFoundError`` and ``SerializationError``. Returns the stored message (a copy).
+        """
+        return self.send_and_check(actor_id, name, body, completable)[0]
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[ports.MessageRecord, bool | None]:
+        """``send`` plus the dispatcher hint read in the same critical section: True when, after the send,
+        the actor is due now and no live lease is held (``actor_context.wake_if_due``'s answer), else False.
+        Raises as ``send``."""
+        encoded = serde.to_json(body, where=f"queue {name!r} body")
+        with self._lock:
+            now = self.now()
+            message, _ = self._deliver(actor_id, name, encoded, completable, now)
+            row = self._actors[actor_id]
+            hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
+            self._changed.notify_all()
+            return _message_out(message), hint
+
+    def pending_messages(
+        self, actor_id: str, names: list[str] | None, limit: int
+    ) -> list[ports.MessageRecord]:
+        """Up to ``limit`` pending messages of the actor, oldest first, on ``names`` (None or ``"*"``: any)."""
+        with self._lock:
+            self._row(actor_id)
+            return self._pending(actor_id, names, limit)
+
+    def _pending(self, actor_id: str, names: list[str] | None, limit: int) -> list[ports.MessageRecord]:
+        out = []
+        for message_id in self._queue.get(actor_id, []):
+            if len(out) >= limit:
+                break
+            message = self._messages[message_id]
+            if message.status != ports.MESSAGE_PENDING:
+                continue
+            if names is not None and not matches(list(names), message.name):
+                continue
+            out.append(_message_out(message))
+        return out
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (real time) until a pending message on ``names`` (``"*"``: any)
+        exists for ``actor_id``: True then, False when the window passed or the actor is gone. A real wait
+        on the store's condition variable, woken by every send, so a warm queue wait works in memory."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:
+            while True:
+                if actor_id not in self._actors:
+                    return False
+                if self._pending(actor_id, list(names), 1):
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+
+    def get_message(self, message_id: str) -> ports.MessageRecord:
+        """The message ``message_id`` (a copy); ``LookupError`` if unknown."""
+        with self._lock:
+            message = self._messages.get(message_id)
+            if message is None:
+                raise LookupError(f"no queue message {message_id!r}")
+            return _message_out(message)
+
+    def complete_message(self, message_id: str, response: Any) -> None:
+        """Mark the message completed with ``response``; ``MessageAlreadyCompletedError`` the second time."""
+        encoded = serde.to_json(response, where="message response")
+        with self._lock:
+            message = self._messages.get(message_id)
+            if message is None:
+                raise LookupError(f"no queue message {message_id!r}")
+            if message.status == ports.MESSAGE_COMPLETED:
+                raise errors.MessageAlreadyCompletedError(message_id=message_id)
+            message.status = ports.MESSAGE_COMPLETED
+            message.response = encoded
+            message.completed_at = self.now()
+            self._changed.notify_all()

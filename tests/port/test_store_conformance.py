@@ -1,0 +1,760 @@
+"""The storage port, member by member, on every store (MemoryStore, DjangoStore, PostgresStore): one
+conformance suite (DESIGN.md section 11; the invariants are those of the ``engine.ports`` docstring)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from rivet_workflows.engine import errors, ports
+from rivet_workflows.storage import DjangoStore, PostgresStore
+from rivet_workflows.testing import MemoryStore
+from tests.conftest import run_in_threads
+
+from .support import HOUR, entry
+
+# --- the port itself -----------------------------------------------------------------------------------
+
+
+def test_base_store_cannot_be_used_without_the_required_capabilities():
+    with pytest.raises(TypeError, match="abstract"):
+        ports.BaseStore()  # type: ignore[abstract]
+    assert {"commit", "claim", "run_action", "cron_due", "list_actors"} <= ports.Store.__abstractmethods__
+
+
+def test_every_store_implements_the_whole_port(h):
+    assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
+    assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
+    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages"]
+    native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
+        type(h.store), []
+    )
+    assert [name for name in native if getattr(type(h.store), name) is getattr(ports.BaseStore, name)] == []
+
+
+def test_the_portable_defaults_and_the_native_members_answer_alike(h):
+    store = h.store
+    record, created = store.get_or_create_actor("a", ["k"], None, lambda: {"n": 1}, due=True)
+    assert created
+    token, actor, history, _now = store.claim_and_load(record.actor_id, "me", 30)
+    assert (actor.state, history) == ({"n": 1}, [])
+    assert store.claim_and_load(record.actor_id, "other", 30) is None  # held
+    message, hint = store.send_and_check(record.actor_id, "q", 1)
+    assert message.body == 1 and hint in (None, False)  # leased: no hint
+    assert store.release(record.actor_id, token).ok
+    assert not store.release(record.actor_id, token).ok  # released already: fenced
+    assert [a.actor_id for a in store.list_actors("a")] == [record.actor_id]
+
+
+# --- actors -------------------------------------------------------------------------------------------
+
+
+def test_get_or_create_creates_once_and_builds_the_state_once(h):
+    calls = []
+
+    def create():
+        calls.append(1)
+        return {"count": 3}
+
+    first, created = h.store.get_or_create_actor("order", ["a"], {"in": 1}, create)
+    again, created_again = h.store.get_or_create_actor("order", ["a"], None, create)
+    assert created and not created_again and calls == [1]
+    assert again.actor_id == first.actor_id and again.state == {"count": 3} and again.input == {"in": 1}
+    assert first.workflow_state == ports.PENDING and first.wake_at is None and first.lease_owner is None
+    assert h.store.claim_due("sweeper", 10, 30) == []  # not due until something makes it due
+    other, _ = h.store.get_or_create_actor("order", ["b"], None, create)
+    assert other.actor_id != first.actor_id
+    assert h.store.find_actor("order", ["a"]).actor_id == first.actor_id
+    assert h.store.find_actor("order", ["zzz"]) is None
+
+
+def test_get_or_create_actor_due_is_due_at_once(h):
+    before = h.store.now()
+    record, created = h.store.get_or_create_actor("order", ["k"], None, dict, due=True)
+    assert created and before <= record.wake_at <= h.store.now()
+    again, created = h.store.get_or_create_actor("order", ["k"], None, lambda: pytest.fail("rebuilt"))
+    assert not created and again == record
+
+
+def test_create_actor_due_is_claimable_at_once(h):
+    before = h.store.now()
+    record, created = h.store.create_actor("order", ["k"], {"in": 1}, {"count": 2}, due=True)
+    assert created and record.workflow_state == ports.PENDING and record.lease_owner is None
+    assert before <= record.wake_at <= h.store.now()
+    assert (record.state, record.input, record.key) == ({"count": 2}, {"in": 1}, ["k"])
+    assert h.store.get_actor(record.actor_id) == record
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [record.actor_id]
+
+
+def test_create_actor_of_a_taken_key_writes_nothing(h):
+    record, created = h.store.create_actor("order", ["k"], None, {"count": 0})
+    assert created and record.wake_at is None
+    again, created = h.store.create_actor("order", ["k"], {"in": 9}, {"count": 9}, due=True)
+    assert not created and again.actor_id == record.actor_id
+    assert h.store.get_actor(record.actor_id) == record  # nothing written: not due, old state
+
+
+def test_unserializable_state_or_input_fails_at_creation_and_creates_nothing(h):
+    with pytest.raises(errors.SerializationError):
+        h.store.get_or_create_actor("order", ["x"], None, lambda: {"bad": object()})
+    with pytest.raises(errors.SerializationError):
+        h.store.create_actor("order", ["y"], {"bad": object()}, {}, due=True)
+    assert h.store.find_actor("order", ["x"]) is None and h.store.find_actor("order", ["y"]) is None
+
+
+def test_concurrent_get_or_create_makes_one_actor(h):
+    results = run_in_threads(lambda i: h.store.get_or_create_actor("order", ["same"], None, dict), 8)
+    assert len({record.actor_id for record, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+
+
+def test_concurrent_create_actor_of_one_key_makes_one_due_actor(h):
+    results = run_in_threads(
+        lambda i: h.store.create_actor("order", ["same"], {"caller": i}, {"count": i}, due=True), 8
+    )
+    assert len({record.actor_id for record, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    winner = next(i for i, (_, created) in enumerate(results) if created)
+    stored = h.store.get_actor(results[0][0].actor_id)
+    assert stored.input == {"caller": winner} and stored.state == {"count": winner}
+    assert len(h.store.list_actors("order")) == 1
+    assert len(h.store.claim_due("sweeper", 10, 30)) == 1
+
+
+def test_values_round_trip_through_the_serializer_and_are_copied_in_and_out(h):
+    value = {"when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "ids": (1, 2), "tags": {"a"}, "items": [1]}
+    actor_id = h.new_actor(state=value)
+    record = h.store.get_actor(actor_id)
+    assert record.state == value
+    record.state["items"].append(2)
+    assert h.store.get_actor(actor_id).state == value
+
+
+def test_list_actors_lists_live_actors_of_a_type_oldest_first(h):
+    first, second = h.new_actor("1"), h.new_actor("2")
+    other = h.new_actor("3", name="invoice")
+    now = h.store.now()
+    for age, actor_id in ((3, first), (2, second), (1, other)):  # distinct instants (a fast clock may tie)
+        h.set_columns(actor_id, created_at=now - timedelta(seconds=age))
+    assert [a.actor_id for a in h.store.list_actors("order")] == [first, second]
+    assert [a.actor_id for a in h.store.list_actors()] == [first, second, other]
+    assert [a.actor_id for a in h.store.list_actors(limit=1)] == [first]
+    h.store.destroy_actor(first)
+    assert [a.actor_id for a in h.store.list_actors("order")] == [second]
+
+
+def test_a_destroyed_actor_is_gone_fences_its_executor_and_frees_its_key(h):
+    first = h.new_actor("d", due=True)
+    token = h.store.claim(first, "w", 30)
+    h.store.send(first, "approval", {})
+    h.store.destroy_actor(first)
+    assert h.store.commit(first, token, ports.Commit(state={"count": 1})).ok is False
+    assert h.store.claim(first, "w", 30) is None
+    assert h.store.claim_and_load(first, "w", 30) is None
+    for call in (h.store.get_actor, h.store.load_history, h.store.load_for_run):
+        with pytest.raises(errors.ActorNotFoundError):
+            call(first)
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.send(first, "approval", {})
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.destroy_actor(first)
+    assert h.store.find_actor("order", ["d"]) is None and h.message_count() == 0
+    assert h.new_actor("d") != first
+
+
+# --- leases ---------------------------------------------------------------------------------------------
+
+
+def test_claim_is_exclusive_until_the_lease_expires_and_keeps_wake_at(h):
+    actor_id = h.new_actor(due=True)
+    wake_at = h.store.get_actor(actor_id).wake_at
+    token = h.store.claim(actor_id, "w1", 30)
+    assert token is not None and h.store.claim(actor_id, "w2", 30) is None
+    record = h.store.get_actor(actor_id)
+    assert record.lease_owner == "w1" and record.lease_token == token and record.wake_at == wake_at
+    assert h.store.claim_due("w2", 10, 30) == []  # leased: not due for others
+    h.expire_lease(actor_id)  # w1 died
+    claimed = h.store.claim_due("w2", 10, 30)
+    assert [a for a, _ in claimed] == [actor_id] and claimed[0][1] > token
+
+
+def test_an_expired_lease_is_reclaimed_and_the_old_token_is_fenced_off(h):
+    actor_id = h.new_actor(due=True)
+    old = h.store.claim(actor_id, "dead-worker", 30)
+    h.expire_lease(actor_id)
+    new = h.store.claim(actor_id, "other", 30)
+    assert new is not None and new > old
+    stale = h.store.commit(actor_id, old, ports.Commit(state={"count": 99}, upserts=[entry("charge")]))
+    assert stale.ok is False
+    assert h.store.get_actor(actor_id).state == {"count": 0} and h.store.load_history(actor_id) == []
+    assert h.store.renew(actor_id, old, 30) is False
+    assert h.store.handoff(actor_id, old, "thief", 30) is None
+    assert h.store.renew(actor_id, new, 30) is True
+    assert h.store.commit(actor_id, new, ports.Commit(state={"count": 1})).ok
+    assert h.store.get_actor(actor_id).state == {"count": 1}
+
+
+def test_a_released_lease_token_is_fenced(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(state={"count": 7})).ok is False
+    assert h.store.renew(actor_id, token, 30) is False
+    assert h.store.get_actor(actor_id).state == {"count": 0}
+
+
+def test_renew_extends_only_the_lease_of_the_current_token(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w1", 30)
+    h.set_columns(actor_id, lease_expires_at=h.store.now() + timedelta(seconds=1))  # about to expire
+    assert h.store.renew(actor_id, token, 30)
+    assert h.store.get_actor(actor_id).lease_expires_at >= h.store.now() + timedelta(seconds=25)
+    assert h.store.claim(actor_id, "w2", 30) is None  # the renewed lease is live
+    assert not h.store.renew(actor_id, token + 1, 30)
+
+
+def test_handoff_moves_the_lease_once(h):
+    actor_id = h.new_actor(due=True)
+    ((claimed, token),) = h.store.claim_due("sweep", 10, 30)
+    assert claimed == actor_id
+    new = h.store.handoff(actor_id, token, "task", 30)
+    assert new == token + 1 and h.store.get_actor(actor_id).lease_owner == "task"
+    assert h.store.handoff(actor_id, token, "duplicate", 30) is None  # a redelivered hand-over
+    assert h.store.commit(actor_id, token, ports.Commit(state={"count": 5})).ok is False
+    assert h.store.commit(actor_id, new, ports.Commit(state={"count": 5})).ok
+
+
+def test_claim_race_has_exactly_one_winner(h):
+    actor_id = h.new_actor(due=True)
+    tokens = run_in_threads(lambda i: h.store.claim(actor_id, f"worker-{i}", 30), 8)
+    winners = [t for t in tokens if t is not None]
+    assert len(winners) == 1 and h.store.get_actor(actor_id).lease_token == winners[0]
+
+
+def test_claim_due_orders_by_wake_at_and_respects_limit_and_leases(h):
+    now = h.store.now()
+    ids = [h.new_actor(str(i)) for i in range(6)]
+    # wake times: ids[5] earliest ... ids[1] latest past; ids[0] in the future
+    for offset, actor_id in enumerate(ids):
+        h.set_columns(actor_id, wake_at=now - timedelta(seconds=100 - offset * 10))
+    h.set_columns(ids[0], wake_at=now + HOUR)
+    assert h.store.claim(ids[1], "busy", 30) is not None  # leased: not due for others
+    first = h.store.claim_due("sweeper", 2, 30)
+    assert [a for a, _ in first] == [ids[2], ids[3]]
+    assert all(h.store.get_actor(a).lease_token == t for a, t in first)
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [ids[4], ids[5]]
+    assert h.store.claim_due("sweeper", 10, 30) == [] and h.store.claim_due("sweeper", 0, 30) == []
+
+
+def test_concurrent_sweeps_claim_each_due_actor_once(h):
+    ids = {h.new_actor(str(i), due=True) for i in range(12)}
+    batches = run_in_threads(lambda i: h.store.claim_due(f"sweeper-{i}", 5, 30), 4)
+    claimed = [actor_id for batch in batches for actor_id, _ in batch]
+    assert sorted(claimed) == sorted(ids)
+
+
+def test_next_deadline_is_the_earliest_wake_at_of_unfinished_actors(h):
+    assert h.store.next_deadline() is None
+    a, b, c = h.new_actor("a"), h.new_actor("b"), h.new_actor("c")
+    now = h.store.now()
+    h.sleep_on(a, h.store.claim(a, "w", 30), until=now + HOUR)
+    h.sleep_on(b, h.store.claim(b, "w", 30), until=now + 2 * HOUR)
+    token = h.store.claim(c, "w", 30)
+    done = ports.Commit(workflow_state=ports.COMPLETED, wake_at=now + timedelta(seconds=5), release=True)
+    assert h.store.commit(c, token, done).ok
+    assert h.store.get_actor(c).wake_at is None  # finished actors are never due
+    assert h.store.next_deadline() == now + HOUR
+    token = h.store.claim(a, "w", 30)
+    h.store.commit(a, token, ports.Commit(workflow_state=ports.COMPLETED, output=1, release=True))
+    assert h.store.get_actor(a).wake_at is None and h.store.next_deadline() == now + 2 * HOUR
+
+
+# --- the run's reads -----------------------------------------------------------------------------------
+
+
+def test_claim_and_load_and_load_for_run_read_the_actor_and_its_history(h):
+    actor_id = h.new_actor(due=True)
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(state={"count": 4}, upserts=[entry("a"), entry("b")]))
+    actor, history, now = h.store.load_for_run(actor_id)
+    assert actor.state == {"count": 4} and [e.key for e in history] == ["a", "b"]
+    assert now <= h.store.now()
+    assert h.store.claim_and_load(actor_id, "other", 30) is None  # lease held
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    token2, actor2, history2, now2 = h.store.claim_and_load(actor_id, "other", 30)
+    assert token2 == token + 1 and actor2.lease_owner == "other" and actor2.lease_token == token2
+    assert actor2.state == {"count": 4} and history2 == history and now <= now2 <= h.store.now()
+
+
+# --- commits --------------------------------------------------------------------------------------------
+
+
+def test_a_commit_writes_history_state_and_status_together(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    commit = ports.Commit(
+        state={"count": 1}, workflow_state=ports.RUNNING, upserts=[entry("a", output=[1, 2])]
+    )
+    assert h.store.commit(actor_id, token, commit).ok
+    actor = h.store.get_actor(actor_id)
+    assert actor.state == {"count": 1} and actor.workflow_state == ports.RUNNING
+    [a] = h.store.load_history(actor_id)
+    assert a.key == "a" and a.location == ["a"] and a.data == {"output": [1, 2]}
+    assert a.status == ports.ENTRY_COMPLETED
+
+
+def test_a_failing_commit_writes_nothing(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    bad_outbox = ports.Commit(
+        state={"count": 5}, upserts=[entry("a")], outbox=[("no-such-actor", "jobs", {}, False)]
+    )
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.commit(actor_id, token, bad_outbox)
+    with pytest.raises(errors.SerializationError):
+        h.store.commit(actor_id, token, ports.Commit(upserts=[entry("b")], state={"x": object()}))
+    with pytest.raises(errors.SerializationError):
+        h.store.commit(
+            actor_id, token, ports.Commit(state={"count": 5}, upserts=[entry("c", output=object())])
+        )
+    assert h.store.load_history(actor_id) == []
+    assert h.store.get_actor(actor_id).state == {"count": 0} and h.message_count() == 0
+    assert h.store.commit(actor_id, token, ports.Commit(state={"count": 1})).ok  # the lease still holds
+
+
+def test_upserts_keep_creation_order_and_deletes_remove_only_the_named_keys(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    before = h.store.now()
+    h.store.commit(
+        actor_id, token, ports.Commit(upserts=[entry("a", status=ports.ENTRY_RUNNING), entry("b")])
+    )
+    after = h.store.now()
+    h.store.commit(actor_id, token, ports.Commit(upserts=[entry("c"), entry("a", output=Decimal("1.5"))]))
+    history = h.store.load_history(actor_id)
+    assert [e.key for e in history] == ["a", "b", "c"]
+    assert history[0].seq < history[1].seq < history[2].seq
+    assert history[0].data == {"output": Decimal("1.5")} and history[0].status == ports.ENTRY_COMPLETED
+    assert before <= history[0].created_at <= after  # the upsert kept the first write's created_at
+    h.store.commit(actor_id, token, ports.Commit(deletes=["b"]))
+    assert [e.key for e in h.store.load_history(actor_id)] == ["a", "c"]
+
+
+def test_a_commit_taking_the_step_lock_returns_the_fresh_state(h):
+    actor_id = h.new_actor(state={"n": 7})
+    token = h.store.claim(actor_id, "w", 30)
+    result = h.store.commit(actor_id, token, ports.Commit(step_lock_until=h.store.now() + HOUR))
+    assert result.ok and result.state == {"n": 7}
+    assert h.column(actor_id, "step_lock_until") is not None
+    written = h.store.commit(
+        actor_id, token, ports.Commit(state={"n": 8}, step_lock_until=h.store.now() + HOUR)
+    )
+    assert written.state == {"n": 8}
+    unlocked = h.store.commit(actor_id, token, ports.Commit(state={"n": 9}, step_lock_until=None))
+    assert unlocked.state is ports.UNSET and h.column(actor_id, "step_lock_until") is None
+
+
+def test_outbox_messages_are_delivered_with_the_commit_and_wake_the_target(h):
+    sender, target = h.new_actor("sender"), h.new_actor("target")
+    h.sleep_on(target, h.store.claim(target, "w", 30), queues=["jobs"])
+    token = h.store.claim(sender, "w", 30)
+    result = h.store.commit(sender, token, ports.Commit(outbox=[(target, "jobs", {"n": 1}, False)] * 2))
+    assert result.woken == [target]
+    assert [m.body for m in h.store.pending_messages(target, ["jobs"], 10)] == [{"n": 1}, {"n": 1}]
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [target]
+    stale = h.store.commit(sender, token - 1, ports.Commit(outbox=[(target, "jobs", 2, False)]))
+    assert not stale.ok and len(h.store.pending_messages(target, None, 10)) == 2
+
+
+# --- queues and wake-ups --------------------------------------------------------------------------------
+
+
+def test_a_send_wakes_a_workflow_waiting_on_that_queue_only(h):
+    actor_id = h.new_actor()
+    result = h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["approval"])
+    assert result.woken == [] and h.store.claim_due("sweeper", 10, 30) == []
+    h.store.send(actor_id, "unrelated", {"x": 1})
+    assert h.store.get_actor(actor_id).wake_at > h.store.now()  # still the sleep's deadline
+    before = h.store.now()
+    h.store.send(actor_id, "approval", {"ok": True})
+    assert before <= h.store.get_actor(actor_id).wake_at <= h.store.now()
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [actor_id]
+
+
+def test_a_wildcard_wait_is_woken_by_any_queue(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["*"])
+    h.store.send(actor_id, "anything", 1)
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [actor_id]
+
+
+def test_a_send_keeps_an_earlier_wake_up(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    earlier = h.store.now() - timedelta(seconds=30)
+    h.set_columns(actor_id, wake_at=earlier)
+    h.store.send(actor_id, "q", 1)
+    assert h.store.get_actor(actor_id).wake_at == earlier
+
+
+def test_a_send_during_a_run_is_not_missed_after_release(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.send(actor_id, "approval", {"ok": True})  # arrives while the executor runs
+    result = h.sleep_on(actor_id, token, queues=["approval"])
+    assert result.ok and result.woken == [actor_id] and result.wake_at <= h.store.now()
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [actor_id]
+
+
+def test_a_release_without_a_matching_message_sleeps_until_the_deadline(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.send(actor_id, "other", {})  # made the leased actor due; the release decides again
+    until = h.store.now() + HOUR
+    result = h.sleep_on(actor_id, token, queues=["approval"], until=until)
+    assert result.woken == [] and result.wake_at == until and h.store.claim_due("sweeper", 10, 30) == []
+    token = h.store.claim(actor_id, "w", 30)
+    result = h.store.commit(actor_id, token, ports.Commit(waiting_for=["jobs"], wake_at=None, release=True))
+    assert result.wake_at is None and result.woken == []
+
+
+def test_a_send_to_a_finished_workflow_does_not_wake_it(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(
+        actor_id, token, ports.Commit(workflow_state=ports.COMPLETED, waiting_for=["*"], release=True)
+    )
+    message, hint = h.store.send_and_check(actor_id, "jobs", 1)
+    assert h.store.get_actor(actor_id).wake_at is None and not hint
+    assert [m.id for m in h.store.pending_messages(actor_id, None, 10)] == [message.id]
+
+
+def test_send_and_check_hints_a_dispatch_only_when_the_actor_is_due_and_not_leased(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    _, hint = h.store.send_and_check(actor_id, "other", 1)
+    assert hint in (None, False)  # not due: nothing to dispatch
+    _, hint = h.store.send_and_check(actor_id, "q", 2)
+    assert hint in (None, True)  # due now, nobody holds it
+    if hint is None:  # a store that cannot tell in the same write: the caller asks
+        assert h.store.get_actor(actor_id).wake_at <= h.store.now()
+    h.store.claim(actor_id, "runner", 30)
+    _, hint = h.store.send_and_check(actor_id, "q", 3)
+    assert hint in (None, False)  # a live lease: its holder takes the message
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.send_and_check("no-such-actor", "q", 1)
+    with pytest.raises(errors.SerializationError):
+        h.store.send_and_check(actor_id, "q", object())
+
+
+def test_messages_are_fifo_received_and_completed_once(h):
+    actor_id = h.new_actor()
+    first = h.store.send(actor_id, "jobs", 1, completable=True)
+    second = h.store.send(actor_id, "jobs", 2)
+    third = h.store.send(actor_id, "other", 3)
+    assert (first.status, first.completable, second.completable) == (ports.MESSAGE_PENDING, True, False)
+    assert [m.body for m in h.store.pending_messages(actor_id, ["jobs"], 10)] == [1, 2]
+    assert [m.body for m in h.store.pending_messages(actor_id, None, 2)] == [1, 2]
+    assert [m.id for m in h.store.pending_messages(actor_id, ["*"], 10)] == [first.id, second.id, third.id]
+    assert h.store.pending_messages(actor_id, None, 0) == []
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(receive_messages=[first.id, second.id]))
+    assert [m.body for m in h.store.pending_messages(actor_id, None, 10)] == [3]
+    assert h.store.get_message(first.id).status == ports.MESSAGE_RECEIVED
+    h.store.commit(actor_id, token, ports.Commit(complete_messages=[(first.id, {"answer": 42})]))
+    done = h.store.get_message(first.id)
+    assert done.status == ports.MESSAGE_COMPLETED and done.response == {"answer": 42}
+    assert done.completed_at is not None
+    with pytest.raises(errors.MessageAlreadyCompletedError):
+        h.store.complete_message(first.id, "again")
+    with pytest.raises(errors.MessageAlreadyCompletedError):
+        h.store.commit(actor_id, token, ports.Commit(state={"count": 1}, complete_messages=[(first.id, 1)]))
+    assert h.store.get_actor(actor_id).state == {"count": 0}
+    h.store.complete_message(second.id, [1, 2])  # directly, outside a commit
+    assert h.store.get_message(second.id).response == [1, 2]
+    for unknown in ("999999", "nope"):
+        with pytest.raises(LookupError):
+            h.store.get_message(unknown)
+        with pytest.raises(LookupError):
+            h.store.complete_message(unknown, 1)
+
+
+def test_a_commit_cannot_complete_another_actors_message(h):
+    mine, theirs = h.new_actor("mine"), h.new_actor("theirs")
+    message = h.store.send(theirs, "q", 1, completable=True)
+    token = h.store.claim(mine, "w", 30)
+    with pytest.raises(LookupError):
+        h.store.commit(mine, token, ports.Commit(state={"count": 1}, complete_messages=[(message.id, 2)]))
+    assert h.store.get_message(message.id).status == ports.MESSAGE_PENDING
+    assert h.store.get_actor(mine).state == {"count": 0}
+
+
+# --- warm waits -----------------------------------------------------------------------------------------
+
+
+def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_timeout(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "runner", 30)  # a run holds the lease, as in a warm wait
+    if not h.warm_waits:  # a store without notifications answers at once: the run releases as usual
+        started = time.monotonic()
+        assert h.store.wait_for_messages(actor_id, ["inbox"], 30.0) is False
+        assert time.monotonic() - started < 30.0
+        return
+    assert h.store.wait_for_messages(actor_id, ["inbox"], 0.05) is False
+
+    def send_later(_i):
+        time.sleep(0.3)
+        h.store.send(actor_id, "inbox", "hello")
+
+    sender = threading.Thread(target=run_in_threads, args=(send_later, 1))
+    sender.start()
+    assert h.store.wait_for_messages(actor_id, ["inbox"], 30.0) is True  # woken by the send
+    sender.join()
+    assert h.store.wait_for_messages(actor_id, ["inbox"], 0.0) is True  # still pending: the look
+    assert h.store.wait_for_messages(actor_id, ["*"], 0.0) is True
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+# --- actions and the step lock ----------------------------------------------------------------------------
+
+
+def increment(state):
+    state["count"] += 1
+    return state["count"]
+
+
+def test_run_action_saves_the_state_and_returns_the_result(h):
+    actor_id = h.new_actor(state={"count": 1})
+    assert h.store.run_action(actor_id, increment, timeout=1) == (2, {"count": 2})
+    assert h.store.get_actor(actor_id).state == {"count": 2}
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.run_action("no-such-actor", increment, timeout=1)
+
+
+def test_a_failing_action_saves_nothing(h):
+    actor_id = h.new_actor(state={"count": 1})
+
+    def broken(state):
+        state["count"] = 100
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        h.store.run_action(actor_id, broken, timeout=1, make_due=True)
+    with pytest.raises(errors.SerializationError):
+        h.store.run_action(actor_id, lambda s: s.update(bad=object()), timeout=1)
+    record = h.store.get_actor(actor_id)
+    assert record.state == {"count": 1} and record.wake_at is None
+
+
+def test_run_action_make_due_saves_the_state_and_the_wake_up_together(h):
+    actor_id = h.new_actor()
+    result, state = h.store.run_action(actor_id, lambda s: s.update(count=1), timeout=1, make_due=True)
+    after = h.store.get_actor(actor_id)
+    assert state == after.state == {"count": 1}
+    assert after.wake_at is not None and after.wake_at <= h.store.now()
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [actor_id]
+
+
+def test_run_action_make_due_keeps_an_earlier_wake_up_and_a_finished_workflow(h):
+    early = h.new_actor("early", due=True)
+    wake_at = h.store.get_actor(early).wake_at
+    h.store.run_action(early, lambda s: None, timeout=1, make_due=True)
+    assert h.store.get_actor(early).wake_at == wake_at
+    done = h.new_actor("done")
+    token = h.store.claim(done, "w", 30)
+    h.store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    h.store.run_action(done, lambda s: None, timeout=1, make_due=True)
+    assert h.store.get_actor(done).wake_at is None
+
+
+def test_an_action_waits_for_a_live_step_lock_and_then_sees_the_step_state(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    taken = h.store.commit(
+        actor_id, token, ports.Commit(step_lock_until=h.store.now() + timedelta(seconds=30))
+    )
+    assert taken.state == {"count": 0}
+    with pytest.raises(errors.WorkflowInFlightError):
+        h.store.run_action(actor_id, increment, timeout=0.1)
+    results = []
+    waiter = threading.Thread(
+        target=run_in_threads,
+        args=(lambda i: results.append(h.store.run_action(actor_id, increment, timeout=30)), 1),
+    )
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and results == []  # blocked behind the step
+    step_state = taken.state
+    step_state["count"] += 10
+    h.store.commit(actor_id, token, ports.Commit(state=step_state, step_lock_until=None))
+    waiter.join(30)
+    assert results == [(11, {"count": 11})]  # neither update lost
+    assert h.store.get_actor(actor_id).state == {"count": 11}
+
+
+def test_the_step_lock_of_an_expired_lease_does_not_block_actions(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(step_lock_until=h.store.now() + HOUR))
+    h.expire_lease(actor_id)  # the executor died; its lease is gone
+    assert h.store.run_action(actor_id, lambda s: "ran", timeout=0.1)[0] == "ran"
+    assert h.store.claim(actor_id, "next", 30) is not None
+    assert h.column(actor_id, "step_lock_until") is None  # a claim clears the dead step lock
+
+
+def test_concurrent_actions_lose_no_update(h):
+    actor_id = h.new_actor()
+
+    def bump(_i):
+        for _ in range(25):
+            h.store.run_action(actor_id, increment, timeout=30)
+
+    run_in_threads(bump, 4)
+    assert h.store.get_actor(actor_id).state == {"count": 100}
+
+
+def test_a_slow_action_on_one_actor_does_not_block_writes_to_another(h):
+    slow, other = h.new_actor("slow"), h.new_actor("other")
+    entered, release = threading.Event(), threading.Event()
+
+    def wait_inside_action(state):
+        entered.set()
+        assert release.wait(30)
+        state["count"] += 1
+
+    worker = threading.Thread(
+        target=run_in_threads, args=(lambda i: h.store.run_action(slow, wait_inside_action, timeout=30), 1)
+    )
+    worker.start()
+    try:
+        assert entered.wait(30)
+        token = h.store.claim(other, "w", 30)
+        assert h.store.commit(other, token, ports.Commit(state={"count": 5}, upserts=[entry("a")])).ok
+        h.store.send(other, "jobs", 1)
+        assert not release.is_set()  # all of that happened while the action was still running
+    finally:
+        release.set()
+        worker.join(30)
+    assert h.store.get_actor(slow).state == {"count": 1} and h.store.get_actor(other).state == {"count": 5}
+
+
+def test_actors_messaging_each_other_concurrently_do_not_deadlock(h):
+    a, b = h.new_actor("a"), h.new_actor("b")
+    tokens = {a: h.store.claim(a, "w", 60), b: h.store.claim(b, "w", 60)}
+    pairs = [(a, b), (b, a)]
+
+    def ping(i):
+        me, other = pairs[i]
+        return [
+            h.store.commit(
+                me, tokens[me], ports.Commit(state={"n": n}, outbox=[(other, "ping", n, False)])
+            ).ok
+            for n in range(30)
+        ]
+
+    results = run_in_threads(ping, 2)
+    assert all(ok for batch in results for ok in batch)
+    assert (
+        len(h.store.pending_messages(a, None, 100)) == 30
+        and len(h.store.pending_messages(b, None, 100)) == 30
+    )
+
+
+def test_the_store_classes_are_the_dialects():
+    """``storage.store_for`` picks the class; the PostgreSQL store is a DjangoStore (same contract)."""
+    assert issubclass(PostgresStore, DjangoStore)
+
+
+# --- updated_at: the last change, not the last touch (field case C50) --------------------------------------
+
+
+def _mark_old(h, actor_id):
+    """Set ``updated_at`` an hour back and return it: whatever writes it next moves it visibly."""
+    old = h.store.now() - HOUR
+    h.set_columns(actor_id, updated_at=old)
+    assert h.store.get_actor(actor_id).updated_at == old
+    return old
+
+
+def test_lease_bookkeeping_and_a_claim_given_back_unchanged_leave_updated_at(h):
+    actor_id = h.new_actor(due=True)
+    old = _mark_old(h, actor_id)
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.renew(actor_id, token, 30)
+    token = h.store.handoff(actor_id, token, "task", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(step_lock_until=h.store.now() + HOUR)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(step_lock_until=None)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok  # handed back unchanged
+    token, *_ = h.store.claim_and_load(actor_id, "w", 30)
+    assert h.store.release(actor_id, token).ok
+    ((_, token),) = h.store.claim_due("sweeper", 10, 30)
+    h.expire_lease(actor_id)
+    token = h.store.claim(actor_id, "next", 30)
+    h.store.load_for_run(actor_id)
+    h.store.load_history(actor_id)
+    assert not h.store.commit(actor_id, token - 1, ports.Commit(state={"count": 9})).ok  # refused: fenced
+    record = h.store.get_actor(actor_id)
+    assert record.updated_at == old and record.state == {"count": 0} and record.lease_owner == "next"
+
+
+def test_a_commit_that_changes_the_actor_or_its_history_moves_updated_at(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    for change in (
+        ports.Commit(state={"count": 1}),
+        ports.Commit(upserts=[entry("a")]),
+        ports.Commit(wake_at=h.store.now() + HOUR, release=True),
+    ):
+        old = _mark_old(h, actor_id)
+        token = h.store.claim(actor_id, "w", 30) if h.store.get_actor(actor_id).lease_owner is None else token
+        assert h.store.commit(actor_id, token, change).ok
+        assert h.store.get_actor(actor_id).updated_at > old
+
+
+def test_an_action_that_changes_nothing_leaves_the_row_and_one_that_does_moves_updated_at(h):
+    actor_id = h.new_actor(state={"count": 1, "tags": ["a"]})
+    old = _mark_old(h, actor_id)
+    assert h.store.run_action(actor_id, lambda s: s["count"], timeout=1) == (1, {"count": 1, "tags": ["a"]})
+    h.store.run_action(actor_id, lambda s: s.update(count=1), timeout=1)  # the same value again
+    assert h.store.get_actor(actor_id).updated_at == old
+    h.store.run_action(actor_id, lambda s: s.update(count=True), timeout=1)  # 1 -> true is a change
+    changed = h.store.get_actor(actor_id)
+    assert changed.state == {"count": True, "tags": ["a"]} and changed.updated_at > old
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: None, timeout=1, make_due=True)  # only the wake-up changes
+    woken = h.store.get_actor(actor_id)
+    assert woken.wake_at is not None and woken.updated_at > old
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: None, timeout=1, make_due=True)  # due already: no change
+    assert h.store.get_actor(actor_id).updated_at == old
+
+
+def test_reads_and_refused_calls_on_a_finished_actor_leave_updated_at(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(workflow_state=ports.COMPLETED, output=1, release=True))
+    old = _mark_old(h, actor_id)
+    h.store.run_action(actor_id, lambda s: dict(s), timeout=1, make_due=True)  # a polled read
+    h.store.send(actor_id, "late", 1)  # stored, but a finished workflow is not woken
+    with pytest.raises(errors.SerializationError):
+        h.store.run_action(actor_id, lambda s: s.update(bad=object()), timeout=1)
+    with pytest.raises(ValueError):
+        h.store.run_action(actor_id, lambda s: int("x"), timeout=1)
+    token = h.store.claim(actor_id, "inspector", 30)  # a repair that is refused gives the lease back
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    record = h.store.get_actor(actor_id)
+    assert record.updated_at == old and record.wake_at is None and record.output == 1
+
+
+def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    old = _mark_old(h, actor_id)
+    h.store.send(actor_id, "other", 1)  # not waited on: no change of the actor
+    assert h.store.get_actor(actor_id).updated_at == old
+    h.store.send(actor_id, "q", 1)
+    assert h.store.get_actor(actor_id).updated_at > old

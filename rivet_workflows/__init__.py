@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.actor_context import ReentrantCallError
 from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import RaceResult, StepContext, StepResult, TryResult, WorkflowContext
 from .engine.definitions import (
@@ -34,6 +33,7 @@ from .engine.errors import (
     QueueNotFoundError,
     QueueWaitTimeoutError,
     RaceError,
+    ReentrantCallError,
     RivetWorkflowsError,
     RollbackCheckpointError,
     RollbackError,
@@ -41,10 +41,10 @@ from .engine.errors import (
     StepExhaustedError,
     StepNestingError,
     StepOnlyError,
+    StoreRejectedError,
     WorkflowInFlightError,
 )
 from .engine.primitives.waits import QueueMessage
-from .engine.runtime import StoreRejectedError
 from .engine.scheduling import ScheduledFireInfo
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
 from .golden import ReplayReport

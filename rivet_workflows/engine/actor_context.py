@@ -22,19 +22,12 @@ _MISSING: Any = object()
 RUNNING_STEP_OF: ContextVar[str | None] = ContextVar("rivet_running_step_of", default=None)
 
 
-class ReentrantCallError(errors.CriticalError):
-    """A step body called its own actor through the client (an action, a waiting send or destroy)."""
-
-    code = "reentrant_call"
-    http_status = 409
-
-
 def check_not_reentrant(actor_id: str, what: str) -> None:
     """Raise ``ReentrantCallError`` when called from a step body of ``actor_id`` itself: the step holds the
     actor's step lock, so ``what`` (an action, a waiting send, destroy) would wait for the step that waits
     for it until its timeout. A critical error: the step fails at once, without retries."""
     if RUNNING_STEP_OF.get() == actor_id:
-        raise ReentrantCallError(
+        raise errors.ReentrantCallError(
             f"a step of actor {actor_id} cannot {what} on its own actor: the step holds the actor's step lock "
             "and would wait for itself; change step.state directly, or use step.queue.send / step.destroy()",
             actor_id=actor_id,

@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from . import errors, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
-from .session import RollbackStop, RunSession, maybe_await
+from .session import RunSession, maybe_await
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -29,10 +29,6 @@ OK = "ok"  # the history matches the code up to new work (or a wait, or the end)
 DIVERGED = "diverged"  # HistoryDivergedError: ``location`` says where
 ERROR = "error"  # the replay raised something else (``message`` says what)
 REFUSED = "refused"  # recover would be refused before any replay (``repairs.refusal``: rolled back, ...)
-
-
-class DryRunStop(errors.WorkflowSignal):
-    """The replay reached work that would write or run a step: stop there (nothing diverged so far)."""
 
 
 class ReadOnlyStore:
@@ -50,7 +46,7 @@ class ReadOnlyStore:
             return getattr(self._store, name)
 
         def refused(*args: Any, **kwargs: Any) -> Any:
-            raise DryRunStop(f"dry run: {name} not allowed")
+            raise errors.DryRunStop(f"dry run: {name} not allowed")
 
         return refused
 
@@ -65,13 +61,13 @@ class _DrySession(RunSession):
     @steps_executed.setter
     def steps_executed(self, value: int) -> None:
         if value:
-            raise DryRunStop("dry run: a step body would run")
+            raise errors.DryRunStop("dry run: a step body would run")
 
     async def fire_error(self, event: dict) -> None:
-        raise DryRunStop("dry run: on_error would fire")
+        raise errors.DryRunStop("dry run: on_error would fire")
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
-        raise DryRunStop("dry run: a commit would be written")
+        raise errors.DryRunStop("dry run: a commit would be written")
 
 
 @dataclass
@@ -138,7 +134,7 @@ def check_actor(
         result.outcome, result.message = DIVERGED, str(exc)
         result.location = getattr(exc, "location", None) or _location_of(exc)
         result.reached = exc.metadata.get("reached")
-    except (DryRunStop, errors.WaitSignal, RollbackStop):
+    except (errors.DryRunStop, errors.WaitSignal, errors.RollbackStop):
         pass
     except errors.WorkflowSignal:
         pass

@@ -15,9 +15,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from . import errors, ports, rollback, scheduling, serde
 from .context import WorkflowContext
+from .errors import StoreUnavailableError
 from .history import ROOT, History
-from .runtime import StoreRejectedError, StoreUnavailable, StoreUnavailableError
-from .session import RollbackStop, RunSession, maybe_await, was_reported
+from .session import RunSession, maybe_await, was_reported
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -160,7 +160,7 @@ class _Run:
             output = await maybe_await(handler.fn(ctx))
             ctx.end_scope()
             output = serde.roundtrip(output, where="workflow output", max_bytes=settings.max_payload_bytes)
-        except (errors.WaitSignal, RollbackStop) as signal:
+        except (errors.WaitSignal, errors.RollbackStop) as signal:
             if session.rolling_back:
                 error = session.actor.error or {"name": "RollbackError", "message": "rolling back"}
                 await rollback.run(session, error)
@@ -257,7 +257,7 @@ class _Heartbeat(threading.Thread):
 
 
 #: errors of a store write that retrying cannot fix (``StoreRejectedError``: a database DataError)
-REFUSED_WRITES = (errors.SerializationError, errors.PayloadTooLargeError, StoreRejectedError)
+REFUSED_WRITES = (errors.SerializationError, errors.PayloadTooLargeError, errors.StoreRejectedError)
 
 #: (actor type name) unknown types already logged by this process (logged once, not every sweep)
 _UNREGISTERED_LOGGED: set[str] = set()
@@ -362,7 +362,7 @@ def run_actor(
         run.warm_wait = warm_wait
         try:
             async_to_sync(run.execute)()
-        except StoreUnavailable as exc:  # the database went away mid-run: nothing more was written
+        except errors.StoreUnavailable as exc:  # the database went away mid-run: nothing more was written
             raise StoreUnavailableError(
                 f"store unavailable while running actor {actor_id}; its lease expires and the sweep "
                 "resumes it"

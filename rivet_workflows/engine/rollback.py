@@ -78,7 +78,7 @@ async def run(session: RunSession, error: dict) -> None:
             except Exception as exc:
                 failure = (
                     serde.error_to_dict(exc)
-                    if exc.__class__.__name__ != "_Timeout"
+                    if not isinstance(exc, errors.StepTimeoutError)
                     else {
                         "name": "TimeoutError",
                         "message": f"rollback of step {name!r} timed out",

@@ -40,39 +40,6 @@ def to_seconds(value: float | int | timedelta | None) -> float | None:
     return seconds
 
 
-class StoreUnavailable(errors.WorkflowSignal):
-    """A store call inside a workflow run failed for a reason outside the engine (the database connection
-    dropped, a server restart...). A signal, so workflow code and the run's failure handling cannot take
-    it for a workflow error: the run stops without further writes, the executor raises
-    ``StoreUnavailableError`` and the lease expires, after which any worker resumes the actor (I5)."""
-
-
-class StoreRejectedError(errors.RivetWorkflowsError):
-    """The store refused a write as invalid data (a database ``DataError``: a value the column cannot hold).
-    Not transient, so not ``StoreUnavailable``: retrying the same write fails the same way. The executor
-    fails the workflow with this error instead of running the step again every lease period."""
-
-    code = "store_rejected"
-    http_status = 422
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
-    matched by class name so the engine needs no driver) or a text-encoding error of the driver."""
-    if isinstance(exc, UnicodeError):
-        return True
-    return any(cls.__name__ == "DataError" for cls in type(exc).__mro__)
-
-
-class StoreUnavailableError(RuntimeError):
-    """Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the
-    store's exception). The workflow is untouched; it resumes once its lease expires."""
-
-
-#: exceptions a store raises on purpose (engine errors, unknown ids, bad values): passed through as is
-_STORE_DOMAIN_ERRORS = (errors.RivetWorkflowsError, LookupError, TypeError, ValueError)
-
-
 @dataclass
 class Settings:
     """Engine settings (DESIGN.md section 10); durations in seconds.
@@ -162,18 +129,20 @@ class Runtime:
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a sync store function from async code on the thread that owns the DB connection.
 
-        A data error of the database (``is_data_error``) is raised as ``StoreRejectedError`` (cause: the
+        A data error of the database (``errors.is_data_error``) is raised as ``StoreRejectedError`` (cause: the
         original); any other exception that is not a domain error of the store (see
-        ``_STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
+        ``errors.STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
         """
         try:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
         except Exception as exc:
-            if is_data_error(exc):
-                raise StoreRejectedError(f"the store refused a write: {type(exc).__name__}: {exc}") from exc
-            if isinstance(exc, _STORE_DOMAIN_ERRORS):
+            if errors.is_data_error(exc):
+                raise errors.StoreRejectedError(
+                    f"the store refused a write: {type(exc).__name__}: {exc}"
+                ) from exc
+            if isinstance(exc, errors.STORE_DOMAIN_ERRORS):
                 raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise errors.StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     def client(self) -> Client:
         """A ``Client`` on this runtime."""

@@ -23,11 +23,6 @@ logger = logging.getLogger("rivet_workflows")
 STEP_LOCK_SECONDS = 24 * 3600.0
 
 
-class RollbackStop(errors.WorkflowSignal):
-    """Replaying a workflow that is rolling back reached work that has not happened: stop forward progress
-    and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
-
-
 def mark_reported(exc: BaseException) -> BaseException:
     """Flag ``exc`` as already reported to ``on_error`` (so no workflow event repeats it)."""
     try:
@@ -291,7 +286,7 @@ class RunSession:
         queue_names)`` when the wait is too long for this run (ENGINE-SEMANTICS.md section 5).
         """
         if self.dry_run:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         now = self.anchored_now() or await self.now()
         if not self.can_wait_live(now, deadline):
             # A warm wait only when nothing else of this run is executing (it holds the store's thread).

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, retry, serde
-from ..session import RollbackStop, maybe_await
+from ..session import maybe_await
 
 if TYPE_CHECKING:
     from ..context import TryResult, WorkflowContext
@@ -135,7 +135,7 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
     if entry is not None:
         return int(entry.data["resolved"])
     if session.rolling_back:  # code past this point never ran (a dry-run check goes on past the gate)
-        raise RollbackStop()
+        raise errors.RollbackStop()
     resolved = 1 if history.has_unvisited(ctx._scope) else latest
     entry = history.new(key, "version_check", {"resolved": resolved, "latest": latest}, now=session.stamp())
     entry.status, entry.completed_at = ports.ENTRY_COMPLETED, entry.created_at
@@ -149,7 +149,7 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     entry = history.visit(key, "rollback_checkpoint", name)
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="rollback_checkpoint")
         checkpoint = history.new(key, "rollback_checkpoint", {"name": name}, now=session.stamp())
         checkpoint.status, checkpoint.completed_at = ports.ENTRY_COMPLETED, checkpoint.created_at

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name, child_key
-from ..session import RollbackStop, maybe_await
+from ..session import maybe_await
 
 if TYPE_CHECKING:
     from ..context import RaceResult, WorkflowContext
@@ -106,7 +106,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     entry = history.visit(key, "join", name)
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="join")
         entry = history.new(
             key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=session.stamp()
@@ -185,7 +185,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     entry = history.visit(key, "race", name)
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="race")
         entry = history.new(
             key,

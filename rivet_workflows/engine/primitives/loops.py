@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, ports, serde
 from ..definitions import LoopBreak, LoopContinue
 from ..history import child_key
-from ..session import RollbackStop, maybe_await
+from ..session import maybe_await
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -57,7 +57,7 @@ async def run_loop(
     entry = history.visit(key, "loop", name)
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="loop")
         initial = (
             serde.roundtrip(state, where=f"loop {name!r} state", max_bytes=max_bytes) if stateful else None
@@ -76,7 +76,7 @@ async def run_loop(
         body_ctx.end_scope()
         if isinstance(result, LoopBreak):
             if session.forward_blocked:
-                raise RollbackStop()
+                raise errors.RollbackStop()
             value = serde.roundtrip(result.value, where=f"loop {name!r} output", max_bytes=max_bytes)
             entry.data = {"state": current, "iteration": iteration, "output": value}
             entry.status = ports.ENTRY_COMPLETED
@@ -103,7 +103,7 @@ async def run_loop(
         if stateful:
             current = serde.roundtrip(next_state, where=f"loop {name!r} state", max_bytes=max_bytes)
         if session.forward_blocked:  # loop progress is never written while rolling back
-            raise RollbackStop()
+            raise errors.RollbackStop()
         iteration += 1
         entry.data = {"state": current, "iteration": iteration}
         history.put(entry)

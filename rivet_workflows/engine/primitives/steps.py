@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from .. import errors, ports, retry, serde
 from ..actor_context import RUNNING_STEP_OF
 from ..runtime import to_seconds
-from ..session import RollbackStop, mark_reported
+from ..session import mark_reported
 
 if TYPE_CHECKING:
     from ..context import StepResult, WorkflowContext
@@ -76,12 +76,8 @@ def _check_state(session: Any, name: str) -> None:
         serde.to_json(session.state, where=STATE_WHERE, max_bytes=session.settings.max_payload_bytes)
 
 
-class _Timeout(Exception):
-    pass
-
-
 async def _run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) -> Any:
-    """Run the body; raises ``_Timeout`` when it exceeds ``timeout`` (the body's task is cancelled)."""
+    """Run the body; raises ``StepTimeoutError`` when it exceeds ``timeout`` (the body's task is cancelled)."""
     task = asyncio.ensure_future(_call_body(fn, arg))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
@@ -90,7 +86,7 @@ async def _run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) 
         raise
     if not done:
         task.cancel()
-        raise _Timeout()
+        raise errors.StepTimeoutError()
     return task.result()
 
 
@@ -176,7 +172,7 @@ async def run_step(
     now = None
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
         entry = history.new(key, "step", now=now)
@@ -192,7 +188,7 @@ async def run_step(
         if (
             session.forward_blocked
         ):  # rolling back: an unfinished step neither retries nor waits out its backoff
-            raise RollbackStop()
+            raise errors.RollbackStop()
         if entry.status == RUNNING and entry.attempts > 0:
             # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
             if await _worker_lost(session, entry, name, options):
@@ -204,7 +200,7 @@ async def run_step(
 
     while True:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         stop_at = getattr(session, "stop_at", None)
         if stop_at is not None and time.monotonic() >= stop_at:
             # drain's timeout passed: start no new attempt; the workflow stays due for the next run
@@ -240,7 +236,7 @@ async def run_step(
             if not ephemeral:
                 session.abandon_lock()
             raise
-        except _Timeout as exc:
+        except errors.StepTimeoutError as exc:
             timed_out = True
             failure: BaseException = exc
         except Exception as exc:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name
-from ..session import RollbackStop
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -47,7 +46,7 @@ async def run_sleep(
     now = await session.now()
     if entry is None:
         if session.forward_blocked:
-            raise RollbackStop()
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="sleep")
         if until is not None:
             deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
@@ -60,7 +59,7 @@ async def run_sleep(
     else:
         deadline = entry.data["deadline"]
     if session.forward_blocked:
-        raise RollbackStop()
+        raise errors.RollbackStop()
     if deadline > now:
         await session.wait(deadline)
     entry.data = {**entry.data, "state": SLEEP_COMPLETED}
@@ -188,7 +187,7 @@ async def run_next_batch(
         return received
 
     if session.forward_blocked:
-        raise RollbackStop()
+        raise errors.RollbackStop()
     history.check_scope(ctx._scope, before=key, before_kind="message")
     # Without a timeout the clock only stamps the entries: the anchored clock (no round trip) will do.
     now = (timeout is None and session.anchored_now()) or await session.now()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import errors, ports, serde
+from . import ports, serde
 
 if TYPE_CHECKING:
     from .client import Client
@@ -17,21 +16,6 @@ if TYPE_CHECKING:
     from .session import RunSession
 
 _MISSING: Any = object()
-
-#: the actor id whose step body runs in this context (set by the step primitive for the body's duration)
-RUNNING_STEP_OF: ContextVar[str | None] = ContextVar("rivet_running_step_of", default=None)
-
-
-def check_not_reentrant(actor_id: str, what: str) -> None:
-    """Raise ``ReentrantCallError`` when called from a step body of ``actor_id`` itself: the step holds the
-    actor's step lock, so ``what`` (an action, a waiting send, destroy) would wait for the step that waits
-    for it until its timeout. A critical error: the step fails at once, without retries."""
-    if RUNNING_STEP_OF.get() == actor_id:
-        raise errors.ReentrantCallError(
-            f"a step of actor {actor_id} cannot {what} on its own actor: the step holds the actor's step lock "
-            "and would wait for itself; change step.state directly, or use step.queue.send / step.destroy()",
-            actor_id=actor_id,
-        )
 
 
 async def _await(awaitable: Any) -> Any:

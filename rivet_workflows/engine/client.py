@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from asgiref.sync import sync_to_async
 
 from . import errors, ports, repairs, serde
-from .actor_context import ActorContext, call_maybe_async, check_not_reentrant, ensure_vars, send_message
+from .actor_context import ActorContext, call_maybe_async, ensure_vars, send_message
+from .reentrancy import check_not_reentrant
+from .settings import to_seconds
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -363,8 +366,6 @@ class ActorHandle:
         ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
-        from .runtime import to_seconds
-
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=wait)
@@ -399,10 +400,6 @@ class ActorHandle:
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
         """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
-        import asyncio
-
-        from .runtime import to_seconds
-
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(

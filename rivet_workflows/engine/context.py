@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import errors, serde
+from . import errors, reentrancy, serde
 from .history import check_name, child_key
 from .primitives.waits import QueueMessage, WorkflowQueue
+from .settings import to_seconds
 
 __all__ = ["QueueMessage", "RaceResult", "StepContext", "StepResult", "TryResult", "WorkflowContext"]
 
@@ -126,9 +127,7 @@ class WorkflowContext(_ActorIdentity):
 
     def _begin(self, name: Any, what: str) -> str:
         """Register the start of a primitive ``name``; returns its location key."""
-        from .actor_context import RUNNING_STEP_OF
-
-        if RUNNING_STEP_OF.get() == self._session.actor_id:
+        if reentrancy.in_step_of(self._session.actor_id):
             raise errors.StepNestingError(
                 f"{what} {name!r} was called inside a step body: steps do not nest. Call workflow primitives "
                 "from the workflow function, and use the body's `step` argument (state, vars, client) inside",
@@ -333,10 +332,9 @@ class WorkflowContext(_ActorIdentity):
 
     def sleep(self, name: Any, duration: float | timedelta) -> Awaitable[None]:
         """Sleep ``duration`` (seconds or timedelta) durably; the deadline is fixed at first execution."""
-        from . import runtime
         from .primitives import waits
 
-        seconds = runtime.to_seconds(duration)
+        seconds = to_seconds(duration)
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, seconds=seconds))
 
     def sleep_until(self, name: Any, when: datetime) -> Awaitable[None]:

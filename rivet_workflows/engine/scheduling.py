@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from . import errors, ports, serde
-from .runtime import to_seconds
+from .settings import to_seconds
 
 if TYPE_CHECKING:
     from .actor_context import ActorContext

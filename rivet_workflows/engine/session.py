@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, ports
 from .history import History
+from .reentrancy import RUNNING_STEP_OF
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -396,8 +397,6 @@ class RunSession:
         take = not self._held
         if take:
             await self.acquire_lock()
-        from .actor_context import RUNNING_STEP_OF
-
         marker = RUNNING_STEP_OF.set(self.actor_id)  # like a step: no client call back into this actor
         try:
             c = self.actor_context()

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from .. import errors, ports, retry, serde
-from ..actor_context import RUNNING_STEP_OF
-from ..runtime import to_seconds
+from ..reentrancy import RUNNING_STEP_OF
 from ..session import mark_reported
+from ..settings import to_seconds
 
 if TYPE_CHECKING:
     from ..context import StepResult, WorkflowContext

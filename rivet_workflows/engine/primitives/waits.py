@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name
+from ..settings import to_seconds
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -272,8 +273,6 @@ class WorkflowQueue:
     ) -> Awaitable[list[QueueMessage]]:
         """Wait for 1..``count`` messages (returns what is available without waiting for ``count``);
         ``timeout`` in seconds or timedelta; returns ``[]`` when it passes first."""
-        from ..runtime import to_seconds
-
         check_name(name, "queue wait")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"count must be an int >= 1, got {count!r}")

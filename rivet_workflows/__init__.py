@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .engine.client import ActorHandle, Client, SendResult
-from .engine.context import RaceResult, StepContext, StepResult, TryResult, WorkflowContext
+from .engine.context import WorkflowContext
 from .engine.definitions import (
     ActorDefinition,
     Loop,
@@ -44,8 +44,9 @@ from .engine.errors import (
     StoreRejectedError,
     WorkflowInFlightError,
 )
-from .engine.primitives.waits import QueueMessage
+from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.scheduling import ScheduledFireInfo
+from .engine.step_context import StepContext
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
 from .golden import ReplayReport
 

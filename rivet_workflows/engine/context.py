@@ -1,18 +1,17 @@
-"""The workflow context ``ctx`` and the step context ``step`` (DESIGN.md section 2, ENGINE-SEMANTICS.md 2-6)."""
+"""The workflow context ``ctx``: every primitive keyed by its location (DESIGN.md section 2, ENGINE-SEMANTICS.md 2-6)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import errors, reentrancy, serde
+from . import errors, reentrancy
 from .history import check_name, child_key
-from .primitives.waits import QueueMessage, WorkflowQueue
+from .primitives.waits import WorkflowQueue
+from .results import RaceResult, StepResult, TryResult
 from .settings import to_seconds
-
-__all__ = ["QueueMessage", "RaceResult", "StepContext", "StepResult", "TryResult", "WorkflowContext"]
+from .step_context import ActorIdentity
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -20,55 +19,7 @@ if TYPE_CHECKING:
 _MISSING: Any = object()
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """What ``ctx.try_step`` returns: ``ok`` and ``value``, or ``ok=False`` and ``failure``
-    ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}`` (ENGINE-SEMANTICS.md 3)."""
-
-    ok: bool
-    value: Any = None
-    failure: dict | None = None
-
-
-@dataclass(frozen=True)
-class TryResult:
-    """What ``ctx.try_`` returns: ``ok``/``value`` or ``failure`` ``{source, name, error, step?}``."""
-
-    ok: bool
-    value: Any = None
-    failure: dict | None = None
-
-
-@dataclass(frozen=True)
-class RaceResult:
-    """What ``ctx.race`` returns: the name of the winning branch and its value (ENGINE-SEMANTICS.md 6)."""
-
-    winner: str
-    value: Any = None
-
-
-class _ActorIdentity:
-    """``actor_id``, ``key`` and ``name`` of the actor a run belongs to (shared by ``ctx`` and ``step``)."""
-
-    _session: RunSession
-
-    @property
-    def actor_id(self) -> str:
-        """The actor's id (uuid hex)."""
-        return self._session.actor_id
-
-    @property
-    def key(self) -> list:
-        """The actor's key (a list of str)."""
-        return list(self._session.actor.key)
-
-    @property
-    def name(self) -> str:
-        """The actor type's registered name."""
-        return self._session.actor.name
-
-
-class WorkflowContext(_ActorIdentity):
+class WorkflowContext(ActorIdentity):
     """``ctx``: the handle a run function (and loop bodies, join/race branches) gets.
 
     Every primitive is keyed by its location: ``scope/name``. A primitive call registers itself at once
@@ -366,72 +317,3 @@ class WorkflowContext(_ActorIdentity):
 
     def __repr__(self) -> str:
         return f"<WorkflowContext actor={self.actor_id} scope={self._scope!r}>"
-
-
-class _StepQueue:
-    """``step.queue``: send messages to this actor's own queues from a step body."""
-
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
-
-    def send(self, name: str, body: Any = None) -> None:
-        """Queue ``body`` on this actor's queue ``name``; delivered with the step's commit (exactly once with
-        the step). Raises ``QueueNotFoundError`` for an undeclared queue, ``SerializationError``."""
-        session = self._step._session
-        session.definition.check_queue(name)
-        body = serde.roundtrip(
-            body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
-        )
-        session.outbox.append((session.actor_id, name, body, False))
-
-
-class StepContext(_ActorIdentity):
-    """``step``: what a step body (and a rollback handler) receives (DESIGN.md section 2, step context).
-
-    ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
-    ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
-    ``"{actor_id}:{location}"`` for external calls.
-    """
-
-    def __init__(self, session: RunSession, location: str, attempt: int) -> None:
-        self._session = session
-        self.location = location
-        self.attempt = attempt
-        self.idempotency_key = f"{session.actor_id}:{location}"
-        self.queue = _StepQueue(self)
-
-    @property
-    def state(self) -> Any:
-        """The actor's state (shared by every step of this run)."""
-        return self._session.state
-
-    @state.setter
-    def state(self, value: Any) -> None:
-        self._session.state = value
-
-    @property
-    def vars(self) -> Any:
-        """The actor's ephemeral vars (rebuilt on every wake)."""
-        return self._session.vars
-
-    @vars.setter
-    def vars(self, value: Any) -> None:
-        self._session.vars = value
-
-    def client(self) -> Any:
-        """A client on the runtime (call other actors)."""
-        return self._session.runtime.client()
-
-    def broadcast(self, event: str, *args: Any) -> None:
-        """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).
-
-        Raises ``SerializationError`` if ``args`` do not serialize."""
-        payload = serde.to_json(list(args), where=f"event {event!r} arguments")
-        self._session.runtime.broadcast(self._session.actor_id, event, payload)
-
-    def destroy(self) -> None:
-        """Destroy the actor once this run has committed."""
-        self._session.destroy_requested = True
-
-    def __repr__(self) -> str:
-        return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"

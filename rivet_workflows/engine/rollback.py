@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from . import errors, ports, retry, serde
+from .step_context import StepContext, run_attempt
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -55,9 +56,6 @@ async def run(session: RunSession, error: dict) -> None:
     ``rollback_completed_at`` or ``rollback_error`` in its own commit, so a crash mid-rollback resumes and
     never re-runs a finished handler. Handlers that fail for good do not stop the others.
     """
-    from .context import StepContext
-    from .primitives.steps import _run_attempt
-
     if not session.rolling_back:
         session.rolling_back = True
         await session.flush(workflow_state=ports.ROLLING_BACK, error=error)
@@ -71,7 +69,7 @@ async def run(session: RunSession, error: dict) -> None:
             await session.acquire_lock()
             step = StepContext(session, key, attempt)
             try:
-                await _run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
+                await run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
             except (asyncio.CancelledError, errors.WorkflowSignal):
                 session.abandon_lock()
                 raise

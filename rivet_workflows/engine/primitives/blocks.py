@@ -6,10 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, retry, serde
+from ..results import TryResult
 from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import TryResult, WorkflowContext
+    from ..context import WorkflowContext
 
 #: entry kinds ``ctx.removed`` accepts ("try" is a block without an entry of its own)
 REMOVABLE = frozenset(
@@ -71,8 +72,6 @@ async def run_try(
     ``catch=("rollback",)`` also rollback failures of steps and ``RollbackError`` raised by the block itself.
     Other exceptions of the block, waits, eviction and divergence propagate.
     """
-    from ..context import TryResult
-
     session = ctx._session
     session.history.enter_scope(key)
     block = ctx.child(key)

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name, child_key
+from ..results import RaceResult
 from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import RaceResult, WorkflowContext
+    from ..context import WorkflowContext
 
 Branches = list[tuple[str, Callable[..., Any]]]
 
@@ -178,8 +179,6 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     """Race at ``key``: the first branch to finish wins (recorded, never re-decided); losers are cancelled
     and their history deleted. Raises ``RaceError`` when every branch failed, a merged ``WaitSignal`` when
     none finished and some wait."""
-    from ..context import RaceResult
-
     session = ctx._session
     history = session.history
     entry = history.visit(key, "race", name)

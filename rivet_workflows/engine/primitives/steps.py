@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
 from .. import errors, ports, retry, serde
-from ..reentrancy import RUNNING_STEP_OF
+from ..results import StepResult
 from ..session import mark_reported
 from ..settings import to_seconds
+from ..step_context import StepContext, run_attempt
 
 if TYPE_CHECKING:
-    from ..context import StepResult, WorkflowContext
+    from ..context import WorkflowContext
 
 RUNNING = ports.ENTRY_RUNNING
 
@@ -47,24 +45,6 @@ def make_options(
     )
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        type(fn).__call__ if not inspect.isfunction(fn) else None
-    )
-
-
-async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
-    # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
-    # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
-    RUNNING_STEP_OF.set(arg.actor_id)
-    if _is_async(fn):
-        return await fn(arg)
-    result = await sync_to_async(fn, thread_sensitive=False)(arg)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
 STATE_WHERE = "actor state"
 STATE_ERRORS = (errors.SerializationError, errors.PayloadTooLargeError)
 
@@ -74,20 +54,6 @@ def _check_state(session: Any, name: str) -> None:
     ``PayloadTooLargeError`` over ``settings.max_payload_bytes``), so it fails the step, not the commit."""
     if session.state is not None:
         serde.to_json(session.state, where=STATE_WHERE, max_bytes=session.settings.max_payload_bytes)
-
-
-async def _run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) -> Any:
-    """Run the body; raises ``StepTimeoutError`` when it exceeds ``timeout`` (the body's task is cancelled)."""
-    task = asyncio.ensure_future(_call_body(fn, arg))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        raise errors.StepTimeoutError()
-    return task.result()
 
 
 def _stored_error(entry: ports.EntryRecord, name: str) -> BaseException:
@@ -158,8 +124,6 @@ async def run_step(
     rollback: Callable[..., Any] | None = None,
 ) -> Any:
     """Replay or execute the step at ``key``; returns its (round-tripped) output or raises its failure."""
-    from ..context import StepContext
-
     session = ctx._session
     history = session.history
     if rollback is not None and not ctx._checkpoint:
@@ -225,7 +189,7 @@ async def run_step(
         try:
             session.body_started()
             try:
-                output = await _run_attempt(fn, step, options.timeout)
+                output = await run_attempt(fn, step, options.timeout)
             finally:
                 session.body_ended()
             output = serde.roundtrip(
@@ -335,8 +299,6 @@ async def try_step(
     catch: tuple[str, ...],
 ) -> StepResult:
     """``ctx.try_step``: run the step and turn caught failure kinds into ``StepResult(ok=False, failure)``."""
-    from ..context import StepResult
-
     caught = retry.DEFAULT_CATCH | set(catch)
     try:
         value = await run_step(ctx, key, name, fn, options, rollback)

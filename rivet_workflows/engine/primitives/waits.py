@@ -1,13 +1,14 @@
-"""Durable sleeps and queue waits, and the workflow-side queue message (ENGINE-SEMANTICS.md section 5)."""
+"""Durable sleeps and queue waits, and ``ctx.queue`` (ENGINE-SEMANTICS.md section 5)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, ports, serde
+from .. import errors, ports
 from ..history import check_name
+from ..results import QueueMessage
 from ..settings import to_seconds
 
 if TYPE_CHECKING:
@@ -19,22 +20,6 @@ SLEEP_COMPLETED = "completed"
 #: a queue wait's deadline that lost: the messages came first (ENGINE-SEMANTICS.md section 1)
 SLEEP_INTERRUPTED = "interrupted"
 ANY_QUEUE = "*"
-
-
-class _Done:
-    """An already-finished awaitable, so ``msg.complete(r)`` works with and without ``await``."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield  # pragma: no cover
-
-    def __repr__(self) -> str:
-        return "<done>"
-
-
-_DONE = _Done()
 
 
 async def run_sleep(
@@ -68,62 +53,6 @@ async def run_sleep(
     entry.completed_at = session.stamp()
     history.put(entry)
     return None
-
-
-class QueueMessage:
-    """A message received by a workflow queue wait: ``.id .name .body .created_at`` and, when received with
-    ``completable=True``, ``.complete(response)`` (answers a sender waiting with ``send(wait=True)``)."""
-
-    __slots__ = ("id", "name", "body", "created_at", "completable", "_entry", "_session", "_done")
-
-    def __init__(self, session: RunSession, entry: ports.EntryRecord) -> None:
-        data = entry.data
-        self.id: str = data["id"]
-        self.name: str = data["name"]
-        self.body: Any = data.get("body")
-        self.created_at: datetime | None = data.get("created_at")
-        self.completable: bool = bool(data.get("completable"))
-        self._entry = entry
-        self._session = session
-        self._done = False
-
-    @property
-    def completed(self) -> bool:
-        """True once the message was completed (in this run or recorded in history)."""
-        return bool(self._entry.data.get("completed"))
-
-    def complete(self, response: Any = None) -> Awaitable[None]:
-        """Record ``response`` for this message (with the next commit); usable with or without ``await``.
-
-        Raises ``RivetWorkflowsError`` if the message was not received with ``completable=True``,
-        ``MessageAlreadyCompletedError`` when called twice in one run, ``SerializationError``. On replay a
-        message whose entry says completed is not completed again.
-        """
-        if not self.completable:
-            raise errors.RivetWorkflowsError(
-                f"message {self.id} was not received with completable=True; it cannot be completed",
-                message_id=self.id,
-            )
-        if self._done:
-            raise errors.MessageAlreadyCompletedError(
-                f"message {self.id} was already completed", message_id=self.id
-            )
-        self._done = True
-        if self._entry.data.get("completed"):
-            return _DONE
-        session = self._session
-        response = serde.roundtrip(
-            response, where=f"response to message {self.id}", max_bytes=session.settings.max_payload_bytes
-        )
-        self._entry.data = {**self._entry.data, "completed": True}
-        self._entry.status = ports.MESSAGE_COMPLETED
-        self._entry.completed_at = session.stamp()
-        session.history.put(self._entry)
-        session.complete.append((self.id, response))
-        return _DONE
-
-    def __repr__(self) -> str:
-        return f"<QueueMessage {self.name!r} id={self.id}>"
 
 
 def _names(names: Any) -> list[str] | None:

@@ -45,7 +45,7 @@ from .engine.errors import (
     WorkflowInFlightError,
 )
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
-from .engine.scheduling import ScheduledFireInfo
+from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
 from .golden import ReplayReport

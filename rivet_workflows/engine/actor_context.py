@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import ports, serde
+from . import schedules, serde
+from .delivery import send_message
 
 if TYPE_CHECKING:
     from .client import Client
@@ -30,57 +31,6 @@ def call_maybe_async(fn: Any, *args: Any) -> Any:
     if inspect.isawaitable(result):
         return async_to_sync(_await)(result)
     return result
-
-
-def wake_if_due(runtime: Runtime, actor_id: str) -> bool:
-    """Hand ``actor_id`` to the dispatcher when its ``wake_at`` has come (after a send); return whether it did.
-
-    No hint while a live lease is held: the holder takes the message itself (a warm queue wait is notified
-    by the store; any other run finds the actor due when it releases and runs again), and a holder that
-    dies leaves the actor due for the sweep once its lease expires. A hint then would only start a run
-    that finds the lease taken, or replays to the same wait after the holder took the message.
-    """
-    try:
-        record = runtime.store.get_actor(actor_id)
-    except Exception:  # destroyed meanwhile: nothing to wake
-        return False
-    if record.wake_at is None:
-        return False
-    now = runtime.store.now()
-    if record.wake_at > now:
-        return False
-    if (
-        record.lease_owner is not None
-        and record.lease_expires_at is not None
-        and record.lease_expires_at > now
-    ):
-        return False
-    runtime.wake(actor_id)
-    return True
-
-
-def send_message(
-    runtime: Runtime,
-    definition: ActorDefinition,
-    actor_id: str,
-    name: str,
-    body: Any,
-    completable: bool = False,
-) -> ports.MessageRecord:
-    """Validate and store a queue message for ``actor_id``, then wake it if the send made it due.
-
-    Raises ``QueueNotFoundError`` (undeclared queue on an actor that declares queues),
-    ``SerializationError``/``PayloadTooLargeError`` (body over ``settings.max_payload_bytes``) and
-    ``ActorNotFoundError``. Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
-    """
-    definition.check_queue(name)
-    serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
-    message, hint = runtime.store.send_and_check(actor_id, name, body, completable)
-    if hint is None:
-        wake_if_due(runtime, actor_id)
-    elif hint:
-        runtime.wake(actor_id)
-    return message
 
 
 class ActorQueue:
@@ -186,17 +136,13 @@ class ActorContext:
 
     @property
     def cron(self) -> Any:
-        """``c.cron``: recurring actions (``every``, ``set``, ``remove``, ``list``); engine.scheduling."""
-        from .scheduling import CronApi
-
-        return CronApi(self)
+        """``c.cron``: recurring actions (``every``, ``set``, ``remove``, ``list``); engine.schedules."""
+        return schedules.CronApi(self)
 
     @property
     def schedule(self) -> Any:
-        """``c.schedule``: one-off scheduled actions (``after``, ``at``); engine.scheduling."""
-        from .scheduling import ScheduleApi
-
-        return ScheduleApi(self)
+        """``c.schedule``: one-off scheduled actions (``after``, ``at``); engine.schedules."""
+        return schedules.ScheduleApi(self)
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Send event ``name`` with ``args`` to the actor's WebSocket subscribers (DESIGN.md section 7).

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, reentrancy
 from .history import check_name, child_key
+from .primitives import blocks, loops, steps, waits
+from .primitives import branches as br
 from .primitives.waits import WorkflowQueue
 from .results import RaceResult, StepResult, TryResult
 from .settings import to_seconds
@@ -161,8 +163,6 @@ class WorkflowContext(ActorIdentity):
         ``step.state``, ``step.queue.send`` and ``step.destroy()``. The state the body leaves is checked
         like the output (``SerializationError``/``PayloadTooLargeError``: the step fails, not retried).
         """
-        from .primitives import steps
-
         fn = run
         if fn is None or not callable(fn):
             raise TypeError(f"ctx.step({name!r}) needs a callable body: ctx.step(name, fn) or run=fn")
@@ -181,8 +181,6 @@ class WorkflowContext(ActorIdentity):
     ) -> Awaitable[StepResult]:
         """Like ``step`` but returns ``StepResult``: failures of kinds critical, timeout and exhausted (plus
         those named in ``catch``, e.g. ``("rollback",)``) become ``ok=False`` with a ``failure`` dict."""
-        from .primitives import steps
-
         fn = run
         if fn is None or not callable(fn):
             raise TypeError(f"ctx.try_step({name!r}) needs a callable body")
@@ -209,8 +207,6 @@ class WorkflowContext(ActorIdentity):
 
         Caught by default: step, join and race failures; ``catch=("rollback",)`` adds rollback failures
         (ENGINE-SEMANTICS.md section 3, Rivet's ``ctx.try``)."""
-        from .primitives import blocks
-
         if not callable(run):
             raise TypeError(f"ctx.try_({name!r}) needs a callable block")
         return self._run(name, "try block", lambda key: blocks.run_try(self, key, name, run, tuple(catch)))
@@ -219,8 +215,6 @@ class WorkflowContext(ActorIdentity):
         """Declare that the entry ``name`` of kind ``original_type`` (step, loop, sleep, message, join, race,
         rollback_checkpoint, version_check, try) was removed from the code, so in-flight histories that
         recorded it still replay (ENGINE-SEMANTICS.md section 2). Another recorded kind diverges."""
-        from .primitives import blocks
-
         if original_type not in blocks.REMOVABLE:
             raise ValueError(
                 f"original_type must be one of {sorted(blocks.REMOVABLE)}, got {original_type!r}"
@@ -230,16 +224,12 @@ class WorkflowContext(ActorIdentity):
     def get_version(self, name: Any, latest: int) -> Awaitable[int]:
         """The version of the gate ``name``: recorded value on replay; 1 when this scope already ran under
         code without the gate; else ``latest`` (an int >= 1). Retire with ``removed(name, "version_check")``."""
-        from .primitives import blocks
-
         if not isinstance(latest, int) or isinstance(latest, bool) or latest < 1:
             raise ValueError(f"latest must be an int >= 1, got {latest!r}")
         return self._run(name, "version gate", lambda key: blocks.run_get_version(self, key, name, latest))
 
     def rollback_checkpoint(self, name: Any) -> Awaitable[None]:
         """Enable ``rollback=`` handlers on later steps of this scope (ENGINE-SEMANTICS.md section 7)."""
-        from .primitives import blocks
-
         return self._run(name, "rollback checkpoint", lambda key: blocks.run_checkpoint(self, key, name))
 
     # --- loops ---------------------------------------------------------------------------------------
@@ -255,8 +245,6 @@ class WorkflowContext(ActorIdentity):
     ) -> Awaitable[Any]:
         """Run ``run(loop_ctx)`` (stateless) or ``run(loop_ctx, state)`` (when ``state=`` is given) until
         it returns ``Loop.break_(value)``; returns ``value`` (ENGINE-SEMANTICS.md section 4)."""
-        from .primitives import loops
-
         if run is None or not callable(run):
             raise TypeError(f"ctx.loop({name!r}) needs a callable body")
         if not isinstance(history_prune_interval, int) or history_prune_interval < 1:
@@ -283,15 +271,11 @@ class WorkflowContext(ActorIdentity):
 
     def sleep(self, name: Any, duration: float | timedelta) -> Awaitable[None]:
         """Sleep ``duration`` (seconds or timedelta) durably; the deadline is fixed at first execution."""
-        from .primitives import waits
-
         seconds = to_seconds(duration)
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, seconds=seconds))
 
     def sleep_until(self, name: Any, when: datetime) -> Awaitable[None]:
         """Sleep until the aware datetime ``when`` (naive means UTC); a past instant completes at once."""
-        from .primitives import waits
-
         if not isinstance(when, datetime):
             raise TypeError(f"sleep_until needs a datetime, got {type(when).__name__}")
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, until=when))
@@ -301,8 +285,6 @@ class WorkflowContext(ActorIdentity):
     def join(self, name: Any, branches: dict[str, Any]) -> Awaitable[dict]:
         """Run every branch ``fn(branch_ctx)`` concurrently at ``name/branch``; returns ``{branch: value}``.
         Failures are collected into ``JoinError(errors={branch: error})`` (ENGINE-SEMANTICS.md section 6)."""
-        from .primitives import branches as br
-
         spec = br.normalize_join(branches)
         return self._run(name, "join", lambda key: br.run_join(self, key, name, spec))
 
@@ -310,8 +292,6 @@ class WorkflowContext(ActorIdentity):
         """Run branches concurrently; the first to finish wins, the others are cancelled and their history
         deleted. ``branches`` is ``[("a", fn), ...]`` or ``[{"name": "a", "run": fn}, ...]``. Returns
         ``RaceResult(winner, value)``; raises ``RaceError`` when every branch fails."""
-        from .primitives import branches as br
-
         spec = br.normalize_race(branches)
         return self._run(name, "race", lambda key: br.run_race(self, key, name, spec))
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import errors, ports, rollback, scheduling, serde
+from . import actions, errors, firing, ports, rollback, serde
 from .context import WorkflowContext
 from .errors import StoreUnavailableError
 from .history import ROOT, History
@@ -137,11 +137,9 @@ class _Run:
             except Exception:
                 logger.exception("on_sleep hook of actor %s raised; ignored", actor.actor_id)
         if session.destroy_requested:
-            from .client import ActorHandle
-
-            await sync_to_async(
-                ActorHandle(runtime, definition, actor.actor_id, actor.key).destroy, thread_sensitive=True
-            )()
+            await sync_to_async(actions.destroy, thread_sensitive=True)(
+                runtime, definition, actor.actor_id, actor.key
+            )
 
     async def _run_workflow(self, session: RunSession) -> dict:
         """Run the workflow function; returns the Commit fields of the run's final commit.
@@ -414,7 +412,7 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
         remaining = end - time.monotonic()
         if remaining <= 0:
             break
-        fired = scheduling.sweep_schedules(runtime, limit)  # due cron/scheduled actions (issue 5)
+        fired = firing.sweep_schedules(runtime, limit)  # due cron and scheduled actions
         claimed = store.claim_due(owner, limit, settings.lease_seconds)
         if claimed:  # the timeout's end as a store-clock instant, read once per batch (not per actor)
             end_on_store_clock = store.now() + timedelta(seconds=end - time.monotonic())
@@ -431,7 +429,7 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
             seen[actor_id] = result.workflow_state
         if claimed or fired:
             continue
-        deadline = scheduling.next_deadline(store)
+        deadline = firing.next_deadline(store)
         if deadline is None:
             break
         wait = (deadline - store.now()).total_seconds()

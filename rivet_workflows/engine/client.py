@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from asgiref.sync import sync_to_async
 
 from . import actions, errors, ports, repairs, serde
+from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .reentrancy import check_not_reentrant
 from .settings import to_seconds
@@ -408,9 +409,7 @@ class ActorHandle:
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
         """
-        from .cancel import cancel
-
-        return cancel(self.runtime, self.actor_id)
+        return cancel_workflow(self.runtime, self.actor_id)
 
     adestroy = _twin(destroy)
     arecover = _twin(recover)

@@ -370,10 +370,7 @@ class Registry:
 
     def client(self) -> Client:
         """A client on the bound runtime (DESIGN.md section 2, "Client")."""
-        runtime = self.runtime
-        from .client import Client
-
-        return Client(runtime)
+        return self.runtime.client()
 
     def __repr__(self) -> str:
         return f"<Registry {self.names()}>"

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from . import errors, ports
+from .client import Client
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .client import Client
     from .definitions import Registry
 
 logger = logging.getLogger("rivet_workflows")
@@ -97,8 +97,6 @@ class Runtime:
 
     def client(self) -> Client:
         """A ``Client`` on this runtime."""
-        from .client import Client
-
         return Client(self)
 
     def __repr__(self) -> str:

@@ -10,7 +10,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+
 from . import errors, ports
+from .actor_context import ActorContext
 from .history import History
 from .reentrancy import RUNNING_STEP_OF
 
@@ -381,8 +384,6 @@ class RunSession:
 
     def actor_context(self) -> Any:
         """An ``ActorContext`` (``c``) on this run's state and vars, for hooks."""
-        from .actor_context import ActorContext
-
         return ActorContext.for_run(self)
 
     async def fire_error(self, event: dict) -> None:
@@ -403,8 +404,6 @@ class RunSession:
             if inspect.iscoroutinefunction(hook):
                 await hook(c, event)
             else:
-                from asgiref.sync import sync_to_async
-
                 await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)

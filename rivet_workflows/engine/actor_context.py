@@ -52,7 +52,7 @@ class ActorQueue:
             value = serde.roundtrip(
                 body, where=f"queue {name!r} body", max_bytes=c.runtime.settings.max_payload_bytes
             )
-            c._session.outbox.append((c.actor_id, name, value, False))
+            c._session.writes.send(c.actor_id, name, value)
             return
         send_message(c.runtime, c.definition, c.actor_id, name, body)
 
@@ -96,7 +96,8 @@ class ActorContext:
     @classmethod
     def for_run(cls, session: RunSession) -> ActorContext:
         """A context on a workflow run: ``state``/``vars`` read and write ``session.state``/``session.vars``,
-        ``queue.send`` appends to ``session.outbox`` and ``destroy()`` sets ``session.destroy_requested``."""
+        ``queue.send`` goes to the run's write buffer (``session.writes.send``) and ``destroy()`` asks the run to
+        destroy the actor after its final commit (``session.request_destroy``)."""
         return cls(session.runtime, session.definition, session.actor_id, session.actor.key, session=session)
 
     @property
@@ -113,7 +114,7 @@ class ActorContext:
     def state(self, value: Any) -> None:
         if self._session is not None:
             self._session.state = value
-            self._session.state_dirty = True
+            self._session.mark_state_changed()
         else:
             self._state = value
 
@@ -162,7 +163,7 @@ class ActorContext:
         Inside a workflow run the destroy happens after the run's current commit.
         """
         if self._session is not None:
-            self._session.destroy_requested = True
+            self._session.request_destroy()
             return
         if self.destroyed:
             return

@@ -2,7 +2,7 @@
 
 The replay runs the workflow function on a ``RunSession`` whose store is read-only: it may read the actor,
 its history and its messages, but the first write (recording a step attempt, a new entry, a receipt, a
-release) stops the replay, and so does any attempt to run a step body (``steps_executed`` is the hook).
+release) stops the replay, and so does any attempt to run a step body (``body_will_run`` is the hook).
 ``on_wake``/``on_error``/rollback handlers never run. What is left to observe is exactly what a deploy
 needs: does the recorded history still match the code up to the point where new work would start?
 """
@@ -54,14 +54,8 @@ class ReadOnlyStore:
 class _DrySession(RunSession):
     """A RunSession that never runs a step body, never fires on_error and never commits."""
 
-    @property
-    def steps_executed(self) -> int:
-        return 0
-
-    @steps_executed.setter
-    def steps_executed(self, value: int) -> None:
-        if value:
-            raise errors.DryRunStop("dry run: a step body would run")
+    def body_will_run(self) -> None:
+        raise errors.DryRunStop("dry run: a step body would run")
 
     async def fire_error(self, event: dict) -> None:
         raise errors.DryRunStop("dry run: on_error would fire")
@@ -126,8 +120,7 @@ def check_actor(
     if as_state is not None:
         actor = dataclasses.replace(actor, workflow_state=as_state, output=None, error=None)
     session = _DrySession(dry, actor, definition, actor.lease_token, history, live_until=None)
-    # Not ``session.dry_run = True``: that makes new work raise RollbackStop before ``check_scope`` runs,
-    # which would hide a renamed step; here the stop comes at the first write, after the scope check.
+    # New work stops at its first write, after the scope check, so a renamed step is reported as diverged.
     try:
         async_to_sync(_replay)(session)
     except errors.HistoryDivergedError as exc:

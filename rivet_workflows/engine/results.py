@@ -104,8 +104,8 @@ class QueueMessage:
         self._entry.data = {**self._entry.data, "completed": True}
         self._entry.status = ports.MESSAGE_COMPLETED
         self._entry.completed_at = session.stamp()
-        session.history.put(self._entry)
-        session.complete.append((self.id, response))
+        session.writes.record(self._entry)
+        session.writes.complete(self.id, response)
         return _DONE
 
     def __repr__(self) -> str:

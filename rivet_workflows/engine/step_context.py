@@ -51,7 +51,7 @@ class _StepQueue:
         body = serde.roundtrip(
             body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
         )
-        session.outbox.append((session.actor_id, name, body, False))
+        session.writes.send(session.actor_id, name, body)
 
 
 class StepContext(ActorIdentity):
@@ -100,7 +100,7 @@ class StepContext(ActorIdentity):
 
     def destroy(self) -> None:
         """Destroy the actor once this run has committed."""
-        self._session.destroy_requested = True
+        self._session.request_destroy()
 
     def __repr__(self) -> str:
         return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"

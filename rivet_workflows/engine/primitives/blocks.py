@@ -147,7 +147,7 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     history = session.history
     entry = history.visit(key, "rollback_checkpoint", name)
     if entry is None:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="rollback_checkpoint")
         checkpoint = history.new(key, "rollback_checkpoint", {"name": name}, now=session.stamp())

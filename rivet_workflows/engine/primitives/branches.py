@@ -106,7 +106,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "join", name)
     if entry is None:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="join")
         entry = history.new(
@@ -162,7 +162,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     if not waits:
         entry.status = ports.ENTRY_FAILED if failures else ports.ENTRY_COMPLETED
         entry.completed_at = session.stamp()
-    history.put(entry)
+    session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
     if failures:
@@ -183,7 +183,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "race", name)
     if entry is None:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="race")
         entry = history.new(
@@ -239,7 +239,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
         }
         entry.status = ports.ENTRY_COMPLETED
         entry.completed_at = session.stamp()
-        history.put(entry)
+        session.writes.record(entry)
         await session.flush()
         return RaceResult(winner, value)
 
@@ -252,7 +252,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             for b, _ in spec
         },
     }
-    history.put(entry)
+    session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
     entry.status = ports.ENTRY_FAILED

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, retry, serde
 from ..results import StepResult
-from ..session import mark_reported
+from ..session import RunSession, mark_reported
 from ..settings import to_seconds
 from ..step_context import StepContext, run_attempt
 
@@ -49,7 +48,7 @@ STATE_WHERE = "actor state"
 STATE_ERRORS = (errors.SerializationError, errors.PayloadTooLargeError)
 
 
-def _check_state(session: Any, name: str) -> None:
+def _check_state(session: RunSession, name: str) -> None:
     """Check the state a step body left like the store will (``SerializationError``/
     ``PayloadTooLargeError`` over ``settings.max_payload_bytes``), so it fails the step, not the commit."""
     if session.state is not None:
@@ -73,7 +72,9 @@ def _backoff_at(entry: ports.EntryRecord, options: retry.StepOptions):
     return entry.last_attempt_at + timedelta(seconds=delay), delay
 
 
-async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, options: retry.StepOptions) -> bool:
+async def _worker_lost(
+    session: RunSession, entry: ports.EntryRecord, name: str, options: retry.StepOptions
+) -> bool:
     """Count an interrupted attempt as failed ("worker lost"); returns True when that exhausted the step.
 
     So a step that kills its worker every time ends exhausted after ``max_retries`` instead of looping;
@@ -86,11 +87,11 @@ async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, option
     }
     if entry.attempts <= options.max_retries:
         entry.status = ports.ENTRY_FAILED
-        session.history.put(entry)
+        session.writes.record(entry)
         return False
     entry.status = ports.ENTRY_EXHAUSTED
     entry.data["failure"] = {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
-    session.history.put(entry)
+    session.writes.record(entry)
     logger.warning(
         "step %r of actor %s (%s) exhausted: %s",
         name,
@@ -135,7 +136,7 @@ async def run_step(
     entry = history.visit(key, "step", name)
     now = None
     if entry is None:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
@@ -144,14 +145,12 @@ async def run_step(
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
         if rollback is not None:
-            session.rollbacks[key] = (name, rollback, options, entry.data.get("output"))
+            session.collect_rollback(key, name, rollback, options, entry.data.get("output"))
         return entry.data.get("output")
     elif entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
     else:
-        if (
-            session.forward_blocked
-        ):  # rolling back: an unfinished step neither retries nor waits out its backoff
+        if session.rolling_back:  # an unfinished step neither retries nor waits out its backoff
             raise errors.RollbackStop()
         if entry.status == RUNNING and entry.attempts > 0:
             # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
@@ -163,10 +162,9 @@ async def run_step(
                 await session.wait(retry_at)
 
     while True:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
-        stop_at = getattr(session, "stop_at", None)
-        if stop_at is not None and time.monotonic() >= stop_at:
+        if session.out_of_time():
             # drain's timeout passed: start no new attempt; the workflow stays due for the next run
             raise errors.WaitSignal(await session.now(), frozenset())
         now = now or session.stamp()
@@ -174,31 +172,28 @@ async def run_step(
         entry.attempts += 1
         entry.last_attempt_at = now
         entry.error = None
-        history.put(entry)
+        session.writes.record(entry)
         step = StepContext(session, key, entry.attempts)
-        ephemeral = options.ephemeral and session.lock_count == 0
+        ephemeral = options.ephemeral and not session.lock.in_use
         if ephemeral:
-            if not session.holds_lock and not session.state_dirty:
+            if not session.lock.held and not session.state_changed:
                 # start from the freshest state (a read; no write of its own)
-                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
+                await session.load_stored_state()
         else:
-            await session.acquire_lock(now)
+            await session.lock.acquire(now)
         now = None
-        session.steps_executed += 1
+        session.body_will_run()
         timed_out = False
         try:
-            session.body_started()
-            try:
+            with session.bodies.track():
                 output = await run_attempt(fn, step, options.timeout)
-            finally:
-                session.body_ended()
             output = serde.roundtrip(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
             _check_state(session, name)
         except (asyncio.CancelledError, errors.WorkflowSignal):
             if not ephemeral:
-                session.abandon_lock()
+                session.lock.abandon()
             raise
         except errors.StepTimeoutError as exc:
             timed_out = True
@@ -207,21 +202,20 @@ async def run_step(
             failure = exc
             if isinstance(exc, STATE_ERRORS) and exc.metadata.get("where") == STATE_WHERE:
                 # the state this body left cannot be stored: go on from the last stored state
-                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
-                session.state_dirty = False
+                await session.load_stored_state()
         else:
             entry.status = ports.ENTRY_COMPLETED
             entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
             entry.data["output"] = output
             entry.completed_at = session.stamp()
-            history.put(entry)
+            session.writes.record(entry)
             if rollback is not None:
-                session.rollbacks[key] = (name, rollback, options, output)
+                session.collect_rollback(key, name, rollback, options, output)
             if ephemeral:
-                if not session.holds_lock:
-                    session.state_dirty = True
+                if not session.lock.held:
+                    session.mark_state_changed()
             else:
-                await session.release_lock()
+                await session.lock.release()
             return output
 
         # --- the attempt failed -------------------------------------------------------------------
@@ -268,7 +262,7 @@ async def run_step(
             else:
                 kind, raised = cls, cls
             entry.data["failure"] = {"kind": kind, "raised": raised}
-        history.put(entry)
+        session.writes.record(entry)
         if not will_retry:
             logger.warning(
                 "step %r of actor %s (%s) failed after %d attempt(s), no retry: %s: %s",
@@ -283,7 +277,7 @@ async def run_step(
         if ephemeral:
             await session.flush(state=session.state)
         else:
-            await session.release_lock()
+            await session.lock.release()
         if not will_retry:
             raise _stored_error(entry, name) from (None if timed_out else failure)
         await session.wait(retry_at)

@@ -31,7 +31,7 @@ async def run_sleep(
     entry = history.visit(key, "sleep", name)
     now = await session.now()
     if entry is None:
-        if session.forward_blocked:
+        if session.rolling_back:
             raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="sleep")
         if until is not None:
@@ -44,14 +44,14 @@ async def run_sleep(
         return None
     else:
         deadline = entry.data["deadline"]
-    if session.forward_blocked:
+    if session.rolling_back:
         raise errors.RollbackStop()
     if deadline > now:
         await session.wait(deadline)
     entry.data = {**entry.data, "state": SLEEP_COMPLETED}
     entry.status = ports.ENTRY_COMPLETED
     entry.completed_at = session.stamp()
-    history.put(entry)
+    session.writes.record(entry)
     return None
 
 
@@ -96,10 +96,9 @@ async def run_next_batch(
     session = ctx._session
     history = session.history
     queue_names = _names(names)
-    definition = getattr(session, "definition", None)
-    if queue_names and definition is not None:
+    if queue_names:
         for queue_name in queue_names:  # a typo would wait forever: QueueNotFoundError fails the workflow
-            definition.check_queue(queue_name)
+            session.definition.check_queue(queue_name)
     count_key, deadline_key = f"{key}:count", f"{key}:deadline"
     deadline_entry = history.visit(deadline_key, "sleep", name) if timeout is not None else None
     count_entry = history.visit(count_key, "message", name)
@@ -116,7 +115,7 @@ async def run_next_batch(
             received.append(QueueMessage(session, entry))
         return received
 
-    if session.forward_blocked:
+    if session.rolling_back:
         raise errors.RollbackStop()
     history.check_scope(ctx._scope, before=key, before_kind="message")
     # Without a timeout the clock only stamps the entries: the anchored clock (no round trip) will do.
@@ -132,10 +131,11 @@ async def run_next_batch(
             deadline = deadline_entry.data["deadline"]
 
     async def fetch() -> list[ports.MessageRecord]:
+        writes = session.writes
         records = await session.call(
-            session.store.pending_messages, session.actor_id, queue_names, count + len(session.taken)
+            session.store.pending_messages, session.actor_id, queue_names, count + writes.taken_count
         )
-        return [r for r in records if r.id not in session.taken][:count]
+        return [r for r in records if not writes.is_taken(r.id)][:count]
 
     async def available() -> bool:
         return bool(await fetch())
@@ -154,12 +154,11 @@ async def run_next_batch(
         deadline_entry.data = {**deadline_entry.data, "state": state}
         deadline_entry.status = ports.ENTRY_COMPLETED
         deadline_entry.completed_at = now
-        history.put(deadline_entry)
+        session.writes.record(deadline_entry)
     count_entry = history.new(count_key, "message", {"count": len(records), "names": queue_names}, now=now)
     count_entry.status, count_entry.completed_at = ports.ENTRY_COMPLETED, now
     received = []
     for i, record in enumerate(records):
-        session.taken.add(record.id)
         entry = history.new(
             f"{key}:{i}",
             "message",
@@ -175,7 +174,7 @@ async def run_next_batch(
         )
         entry.status = ports.MESSAGE_RECEIVED
         received.append(QueueMessage(session, entry))
-        session.receive.append(record.id)
+        session.writes.receive(record.id)
     # Receiving and recording commit together, in the run's next commit: the one that starts the next
     # step (before its body runs), a wait's, or the run's last. Until then the messages stay pending in
     # the store, so a run that dies first leaves them to be received again by the next run.

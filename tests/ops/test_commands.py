@@ -1,4 +1,4 @@
-"""``manage.py rivet check|gates|recover|prune`` on the Django store (issue 5)."""
+"""``manage.py rivet check|gates|recover|prune`` on the Django store."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Cron and one-off schedules on the Django store: registration, compare-and-set firing, fire log cap,
-the spec's cron example through drain(), the sweep task (issue 5)."""
+the spec's cron example through drain(), the sweep task."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Leases on the Django store (issue 5): a claim race of 8 threads over 100 runnable actors, a zombie
+"""Leases on the Django store: a claim race of 8 threads over 100 runnable actors, a zombie
 executor's write after lease loss, the sweep's hand-over taken once even when the task is delivered twice,
 and a step longer than the lease kept alive by the heartbeat with two real workers competing."""
 

@@ -40,6 +40,7 @@ golden: setup
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: setup
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)

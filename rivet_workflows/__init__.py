@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.actor_context import ReentrantCallError
 from .engine.client import ActorHandle, Client, SendResult
-from .engine.context import RaceResult, StepContext, StepResult, TryResult, WorkflowContext
+from .engine.context import WorkflowContext
 from .engine.definitions import (
     ActorDefinition,
     Loop,
@@ -34,6 +33,7 @@ from .engine.errors import (
     QueueNotFoundError,
     QueueWaitTimeoutError,
     RaceError,
+    ReentrantCallError,
     RivetWorkflowsError,
     RollbackCheckpointError,
     RollbackError,
@@ -41,11 +41,12 @@ from .engine.errors import (
     StepExhaustedError,
     StepNestingError,
     StepOnlyError,
+    StoreRejectedError,
     WorkflowInFlightError,
 )
-from .engine.primitives.waits import QueueMessage
-from .engine.runtime import StoreRejectedError
-from .engine.scheduling import ScheduledFireInfo
+from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
+from .engine.slots import ScheduledFireInfo
+from .engine.step_context import StepContext
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
 from .golden import ReplayReport
 

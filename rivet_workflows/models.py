@@ -75,7 +75,7 @@ class HistoryEntry(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     # No index of its own: the unique (actor, key) index serves every look-up by actor as its prefix, and a
-    # second index doubled the index writes of each history insert (issue 6, P3).
+    # second index doubled the index writes of each history insert (benchmark P3).
     actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="history", db_index=False)
     key = models.TextField()
     location = models.JSONField(default=list)

@@ -1,4 +1,4 @@
-"""Operations behind ``manage.py rivet check|gates|recover|prune`` (DESIGN.md section 8, issue 5).
+"""Operations behind ``manage.py rivet check|gates|recover|prune`` (DESIGN.md section 8).
 
 Each function takes the Django runtime (``django_runtime.get_runtime()``) or works on the models directly
 and returns plain data; the management command only formats it.

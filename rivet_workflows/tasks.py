@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from celery import shared_task
+
+from .engine import ports
+from .engine.slots import ScheduledFireInfo
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -51,6 +55,36 @@ def install_quiet_sweep_logs() -> None:
 
 
 install_quiet_sweep_logs()
+
+
+def fire_to_dict(record: ports.CronRecord, fire: ScheduledFireInfo) -> dict:
+    """A JSON-safe description of a fire the sweep claimed, the ``fire_schedule`` task's message;
+    ``fire_from_dict`` reverses it."""
+    return {
+        "cron_id": record.id,
+        "actor_id": record.actor_id,
+        "name": fire.name,
+        "scheduled_at": fire.scheduled_at.isoformat(),
+        "fired_at": fire.fired_at.isoformat(),
+        "kind": fire.kind,
+        "missed": fire.missed,
+    }
+
+
+def fire_from_dict(runtime: Any, data: dict) -> tuple[ports.CronRecord, ScheduledFireInfo] | None:
+    """The entry and fire of ``fire_to_dict`` output on ``runtime`` (an engine ``Runtime``); None when the
+    entry is gone."""
+    record = next((r for r in runtime.store.cron_list(data["actor_id"]) if r.id == data["cron_id"]), None)
+    if record is None:
+        return None
+    fire = ScheduledFireInfo(
+        data["name"],
+        datetime.fromisoformat(data["scheduled_at"]),
+        datetime.fromisoformat(data["fired_at"]),
+        data["kind"],
+        int(data["missed"]),
+    )
+    return record, fire
 
 
 @shared_task(name="rivet_workflows.run_actor", ignore_result=True)
@@ -120,16 +154,16 @@ def sweep() -> int:
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
-    from .engine import scheduling
+    from .engine import firing
 
     runtime = get_runtime()
 
     def queue_fire(record, fire) -> None:
-        fire_schedule.delay(scheduling.fire_to_dict(record, fire))
+        fire_schedule.delay(fire_to_dict(record, fire))
 
     fired = 0
     try:  # due cron / scheduled actions: claimed here, run by fire_schedule tasks
-        fired = scheduling.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
+        fired = firing.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
     claimed = runtime.store.claim_due(
@@ -140,8 +174,6 @@ def sweep() -> int:
             run_actor.delay(actor_id, token)
         except Exception:  # broker unreachable: give the claim back so the next sweep can retry at once
             logger.exception("could not queue actor %s; releasing its claim", actor_id)
-            from .engine import ports
-
             try:
                 runtime.store.commit(actor_id, token, ports.Commit(release=True))
             except Exception:
@@ -163,16 +195,16 @@ def sweep() -> int:
 # twice (the slot policy is at most once; CELERY_TASK_ACKS_LATE stays on for the idempotent tasks above).
 @shared_task(name="rivet_workflows.fire_schedule", ignore_result=True, acks_late=False)
 def fire_schedule(data: dict) -> None:
-    """Run one cron/scheduled action fire claimed by the sweep (``engine.scheduling.fire_to_dict`` data).
+    """Run one cron/scheduled action fire claimed by the sweep (``fire_to_dict`` data).
 
     Runs the action as ``action(c, ScheduledFireInfo, *args)`` (serialised with steps) and logs the fire;
     a vanished entry or actor is ignored. The slot was claimed before this task was queued, so a lost
     task loses that one fire (at most once per slot).
     """
     from .django_runtime import get_runtime
-    from .engine import scheduling
+    from .engine import firing
 
     runtime = get_runtime()
-    found = scheduling.fire_from_dict(runtime, data)
+    found = fire_from_dict(runtime, data)
     if found is not None:
-        scheduling.run_fire(runtime, *found)
+        firing.run_fire(runtime, *found)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from . import errors, ports, serde
+from . import schedules, serde
+from .delivery import send_message
 
 if TYPE_CHECKING:
     from .client import Client
@@ -17,28 +17,6 @@ if TYPE_CHECKING:
     from .session import RunSession
 
 _MISSING: Any = object()
-
-#: the actor id whose step body runs in this context (set by the step primitive for the body's duration)
-RUNNING_STEP_OF: ContextVar[str | None] = ContextVar("rivet_running_step_of", default=None)
-
-
-class ReentrantCallError(errors.CriticalError):
-    """A step body called its own actor through the client (an action, a waiting send or destroy)."""
-
-    code = "reentrant_call"
-    http_status = 409
-
-
-def check_not_reentrant(actor_id: str, what: str) -> None:
-    """Raise ``ReentrantCallError`` when called from a step body of ``actor_id`` itself: the step holds the
-    actor's step lock, so ``what`` (an action, a waiting send, destroy) would wait for the step that waits
-    for it until its timeout. A critical error: the step fails at once, without retries."""
-    if RUNNING_STEP_OF.get() == actor_id:
-        raise ReentrantCallError(
-            f"a step of actor {actor_id} cannot {what} on its own actor: the step holds the actor's step lock "
-            "and would wait for itself; change step.state directly, or use step.queue.send / step.destroy()",
-            actor_id=actor_id,
-        )
 
 
 async def _await(awaitable: Any) -> Any:
@@ -53,57 +31,6 @@ def call_maybe_async(fn: Any, *args: Any) -> Any:
     if inspect.isawaitable(result):
         return async_to_sync(_await)(result)
     return result
-
-
-def wake_if_due(runtime: Runtime, actor_id: str) -> bool:
-    """Hand ``actor_id`` to the dispatcher when its ``wake_at`` has come (after a send); return whether it did.
-
-    No hint while a live lease is held: the holder takes the message itself (a warm queue wait is notified
-    by the store; any other run finds the actor due when it releases and runs again), and a holder that
-    dies leaves the actor due for the sweep once its lease expires. A hint then would only start a run
-    that finds the lease taken, or replays to the same wait after the holder took the message.
-    """
-    try:
-        record = runtime.store.get_actor(actor_id)
-    except Exception:  # destroyed meanwhile: nothing to wake
-        return False
-    if record.wake_at is None:
-        return False
-    now = runtime.store.now()
-    if record.wake_at > now:
-        return False
-    if (
-        record.lease_owner is not None
-        and record.lease_expires_at is not None
-        and record.lease_expires_at > now
-    ):
-        return False
-    runtime.wake(actor_id)
-    return True
-
-
-def send_message(
-    runtime: Runtime,
-    definition: ActorDefinition,
-    actor_id: str,
-    name: str,
-    body: Any,
-    completable: bool = False,
-) -> ports.MessageRecord:
-    """Validate and store a queue message for ``actor_id``, then wake it if the send made it due.
-
-    Raises ``QueueNotFoundError`` (undeclared queue on an actor that declares queues),
-    ``SerializationError``/``PayloadTooLargeError`` (body over ``settings.max_payload_bytes``) and
-    ``ActorNotFoundError``. Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
-    """
-    definition.check_queue(name)
-    serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
-    message, hint = runtime.store.send_and_check(actor_id, name, body, completable)
-    if hint is None:
-        wake_if_due(runtime, actor_id)
-    elif hint:
-        runtime.wake(actor_id)
-    return message
 
 
 class ActorQueue:
@@ -125,7 +52,7 @@ class ActorQueue:
             value = serde.roundtrip(
                 body, where=f"queue {name!r} body", max_bytes=c.runtime.settings.max_payload_bytes
             )
-            c._session.outbox.append((c.actor_id, name, value, False))
+            c._session.writes.send(c.actor_id, name, value)
             return
         send_message(c.runtime, c.definition, c.actor_id, name, body)
 
@@ -169,7 +96,8 @@ class ActorContext:
     @classmethod
     def for_run(cls, session: RunSession) -> ActorContext:
         """A context on a workflow run: ``state``/``vars`` read and write ``session.state``/``session.vars``,
-        ``queue.send`` appends to ``session.outbox`` and ``destroy()`` sets ``session.destroy_requested``."""
+        ``queue.send`` goes to the run's write buffer (``session.writes.send``) and ``destroy()`` asks the run to
+        destroy the actor after its final commit (``session.request_destroy``)."""
         return cls(session.runtime, session.definition, session.actor_id, session.actor.key, session=session)
 
     @property
@@ -186,7 +114,7 @@ class ActorContext:
     def state(self, value: Any) -> None:
         if self._session is not None:
             self._session.state = value
-            self._session.state_dirty = True
+            self._session.mark_state_changed()
         else:
             self._state = value
 
@@ -209,17 +137,13 @@ class ActorContext:
 
     @property
     def cron(self) -> Any:
-        """``c.cron``: recurring actions (``every``, ``set``, ``remove``, ``list``); engine.scheduling."""
-        from .scheduling import CronApi
-
-        return CronApi(self)
+        """``c.cron``: recurring actions (``every``, ``set``, ``remove``, ``list``); engine.schedules."""
+        return schedules.CronApi(self)
 
     @property
     def schedule(self) -> Any:
-        """``c.schedule``: one-off scheduled actions (``after``, ``at``); engine.scheduling."""
-        from .scheduling import ScheduleApi
-
-        return ScheduleApi(self)
+        """``c.schedule``: one-off scheduled actions (``after``, ``at``); engine.schedules."""
+        return schedules.ScheduleApi(self)
 
     def broadcast(self, name: str, *args: Any) -> None:
         """Send event ``name`` with ``args`` to the actor's WebSocket subscribers (DESIGN.md section 7).
@@ -239,7 +163,7 @@ class ActorContext:
         Inside a workflow run the destroy happens after the run's current commit.
         """
         if self._session is not None:
-            self._session.destroy_requested = True
+            self._session.request_destroy()
             return
         if self.destroyed:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -10,8 +11,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from . import errors, ports, repairs, serde
-from .actor_context import ActorContext, call_maybe_async, check_not_reentrant, ensure_vars, send_message
+from . import actions, errors, ports, repairs, serde
+from .cancel import cancel as cancel_workflow
+from .delivery import send_message
+from .reentrancy import check_not_reentrant
+from .settings import to_seconds
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -231,57 +235,10 @@ class ActorTypeClient:
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:
-                hook = definition.on_create
-                takes_input = _positional_count(hook) >= 2
-
-                def run_on_create(state: Any) -> None:
-                    c = ActorContext(runtime, definition, record.actor_id, key, state)
-                    call_maybe_async(hook, *((c, serde.roundtrip(input)) if takes_input else (c,)))
-                    _adopt_state(c, state)
-
-                try:
-                    store.run_action(
-                        record.actor_id, run_on_create, runtime.settings.action_timeout, make_due=workflow
-                    )
-                except BaseException:
-                    # Creation and on_create succeed or fail together: a hook that raised must not leave a
-                    # half-created actor that never runs (its key would stay taken). The hook's error is
-                    # raised; the key is free for the next attempt.
-                    try:
-                        store.destroy_actor(record.actor_id)
-                    except errors.ActorNotFoundError:
-                        pass
-                    raise
+                actions.run_create_hook(runtime, definition, record.actor_id, key, input, make_due=workflow)
             if workflow:
                 runtime.wake(record.actor_id)
         return handle, created
-
-
-def _positional_count(fn: Callable[..., Any]) -> int:
-    from .definitions import _arity
-
-    return _arity(fn)
-
-
-def _adopt_state(c: ActorContext, state: Any) -> None:
-    """Carry a reassigned ``c.state`` into the object ``run_action`` saves, then check it like a step's
-    state: ``SerializationError``/``PayloadTooLargeError`` (over ``settings.max_payload_bytes``) raised
-    inside ``run_action``, so nothing is saved."""
-    if c._state is not state:
-        _replace_state(c, state)
-    serde.to_json(state, where="actor state", max_bytes=c.runtime.settings.max_payload_bytes)
-
-
-def _replace_state(c: ActorContext, state: Any) -> None:
-    if isinstance(state, dict) and isinstance(c._state, dict):
-        state.clear()
-        state.update(c._state)
-    elif isinstance(state, list) and isinstance(c._state, list):
-        state[:] = c._state
-    else:
-        raise TypeError(
-            "c.state was replaced by a value of another type; mutate the state in place (c.state['x'] = ...)"
-        )
 
 
 class ActorHandle:
@@ -333,16 +290,9 @@ class ActorHandle:
         runtime = self.runtime
         limit = runtime.settings.max_payload_bytes
         args = serde.roundtrip(list(args), where=f"action {action!r} arguments", max_bytes=limit)
-
-        def body(state: Any) -> Any:
-            c = ActorContext(runtime, self.definition, self.actor_id, self.key, state)
-            ensure_vars(c)
-            result = call_maybe_async(fn, c, *args)
-            _adopt_state(c, state)
-            return serde.to_json(result, where=f"action {action!r} result", max_bytes=limit)
-
-        encoded, _ = runtime.store.run_action(self.actor_id, body, runtime.settings.action_timeout)
-        return serde.from_json(encoded)
+        return actions.run_action(
+            runtime, self.definition, self.actor_id, self.key, fn, args, label=f"action {action!r}"
+        )
 
     async def acall(self, action: str, *args: Any) -> Any:
         """Async twin of ``call``."""
@@ -363,8 +313,6 @@ class ActorHandle:
         ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
-        from .runtime import to_seconds
-
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=wait)
@@ -399,10 +347,6 @@ class ActorHandle:
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
         """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
-        import asyncio
-
-        from .runtime import to_seconds
-
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(
@@ -439,14 +383,7 @@ class ActorHandle:
         A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone.
         """
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
-        runtime = self.runtime
-
-        def body(state: Any) -> None:
-            c = ActorContext(runtime, self.definition, self.actor_id, self.key, state)
-            c.destroy()
-
-        runtime.store.run_action(self.actor_id, body, runtime.settings.action_timeout)
-        runtime.vars.pop(self.actor_id, None)
+        actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
     def recover(self) -> bool:
         """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover").
@@ -472,9 +409,7 @@ class ActorHandle:
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
         """
-        from .cancel import cancel
-
-        return cancel(self.runtime, self.actor_id)
+        return cancel_workflow(self.runtime, self.actor_id)
 
     adestroy = _twin(destroy)
     arecover = _twin(recover)

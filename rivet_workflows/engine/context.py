@@ -1,17 +1,19 @@
-"""The workflow context ``ctx`` and the step context ``step`` (DESIGN.md section 2, ENGINE-SEMANTICS.md 2-6)."""
+"""The workflow context ``ctx``: every primitive keyed by its location (DESIGN.md section 2, ENGINE-SEMANTICS.md 2-6)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import errors, serde
+from . import errors, reentrancy
 from .history import check_name, child_key
-from .primitives.waits import QueueMessage, WorkflowQueue
-
-__all__ = ["QueueMessage", "RaceResult", "StepContext", "StepResult", "TryResult", "WorkflowContext"]
+from .primitives import blocks, loops, steps, waits
+from .primitives import branches as br
+from .primitives.waits import WorkflowQueue
+from .results import RaceResult, StepResult, TryResult
+from .settings import to_seconds
+from .step_context import ActorIdentity
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -19,55 +21,7 @@ if TYPE_CHECKING:
 _MISSING: Any = object()
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """What ``ctx.try_step`` returns: ``ok`` and ``value``, or ``ok=False`` and ``failure``
-    ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}`` (ENGINE-SEMANTICS.md 3)."""
-
-    ok: bool
-    value: Any = None
-    failure: dict | None = None
-
-
-@dataclass(frozen=True)
-class TryResult:
-    """What ``ctx.try_`` returns: ``ok``/``value`` or ``failure`` ``{source, name, error, step?}``."""
-
-    ok: bool
-    value: Any = None
-    failure: dict | None = None
-
-
-@dataclass(frozen=True)
-class RaceResult:
-    """What ``ctx.race`` returns: the name of the winning branch and its value (ENGINE-SEMANTICS.md 6)."""
-
-    winner: str
-    value: Any = None
-
-
-class _ActorIdentity:
-    """``actor_id``, ``key`` and ``name`` of the actor a run belongs to (shared by ``ctx`` and ``step``)."""
-
-    _session: RunSession
-
-    @property
-    def actor_id(self) -> str:
-        """The actor's id (uuid hex)."""
-        return self._session.actor_id
-
-    @property
-    def key(self) -> list:
-        """The actor's key (a list of str)."""
-        return list(self._session.actor.key)
-
-    @property
-    def name(self) -> str:
-        """The actor type's registered name."""
-        return self._session.actor.name
-
-
-class WorkflowContext(_ActorIdentity):
+class WorkflowContext(ActorIdentity):
     """``ctx``: the handle a run function (and loop bodies, join/race branches) gets.
 
     Every primitive is keyed by its location: ``scope/name``. A primitive call registers itself at once
@@ -126,9 +80,7 @@ class WorkflowContext(_ActorIdentity):
 
     def _begin(self, name: Any, what: str) -> str:
         """Register the start of a primitive ``name``; returns its location key."""
-        from .actor_context import RUNNING_STEP_OF
-
-        if RUNNING_STEP_OF.get() == self._session.actor_id:
+        if reentrancy.in_step_of(self._session.actor_id):
             raise errors.StepNestingError(
                 f"{what} {name!r} was called inside a step body: steps do not nest. Call workflow primitives "
                 "from the workflow function, and use the body's `step` argument (state, vars, client) inside",
@@ -211,8 +163,6 @@ class WorkflowContext(_ActorIdentity):
         ``step.state``, ``step.queue.send`` and ``step.destroy()``. The state the body leaves is checked
         like the output (``SerializationError``/``PayloadTooLargeError``: the step fails, not retried).
         """
-        from .primitives import steps
-
         fn = run
         if fn is None or not callable(fn):
             raise TypeError(f"ctx.step({name!r}) needs a callable body: ctx.step(name, fn) or run=fn")
@@ -231,8 +181,6 @@ class WorkflowContext(_ActorIdentity):
     ) -> Awaitable[StepResult]:
         """Like ``step`` but returns ``StepResult``: failures of kinds critical, timeout and exhausted (plus
         those named in ``catch``, e.g. ``("rollback",)``) become ``ok=False`` with a ``failure`` dict."""
-        from .primitives import steps
-
         fn = run
         if fn is None or not callable(fn):
             raise TypeError(f"ctx.try_step({name!r}) needs a callable body")
@@ -259,8 +207,6 @@ class WorkflowContext(_ActorIdentity):
 
         Caught by default: step, join and race failures; ``catch=("rollback",)`` adds rollback failures
         (ENGINE-SEMANTICS.md section 3, Rivet's ``ctx.try``)."""
-        from .primitives import blocks
-
         if not callable(run):
             raise TypeError(f"ctx.try_({name!r}) needs a callable block")
         return self._run(name, "try block", lambda key: blocks.run_try(self, key, name, run, tuple(catch)))
@@ -269,8 +215,6 @@ class WorkflowContext(_ActorIdentity):
         """Declare that the entry ``name`` of kind ``original_type`` (step, loop, sleep, message, join, race,
         rollback_checkpoint, version_check, try) was removed from the code, so in-flight histories that
         recorded it still replay (ENGINE-SEMANTICS.md section 2). Another recorded kind diverges."""
-        from .primitives import blocks
-
         if original_type not in blocks.REMOVABLE:
             raise ValueError(
                 f"original_type must be one of {sorted(blocks.REMOVABLE)}, got {original_type!r}"
@@ -280,16 +224,12 @@ class WorkflowContext(_ActorIdentity):
     def get_version(self, name: Any, latest: int) -> Awaitable[int]:
         """The version of the gate ``name``: recorded value on replay; 1 when this scope already ran under
         code without the gate; else ``latest`` (an int >= 1). Retire with ``removed(name, "version_check")``."""
-        from .primitives import blocks
-
         if not isinstance(latest, int) or isinstance(latest, bool) or latest < 1:
             raise ValueError(f"latest must be an int >= 1, got {latest!r}")
         return self._run(name, "version gate", lambda key: blocks.run_get_version(self, key, name, latest))
 
     def rollback_checkpoint(self, name: Any) -> Awaitable[None]:
         """Enable ``rollback=`` handlers on later steps of this scope (ENGINE-SEMANTICS.md section 7)."""
-        from .primitives import blocks
-
         return self._run(name, "rollback checkpoint", lambda key: blocks.run_checkpoint(self, key, name))
 
     # --- loops ---------------------------------------------------------------------------------------
@@ -305,8 +245,6 @@ class WorkflowContext(_ActorIdentity):
     ) -> Awaitable[Any]:
         """Run ``run(loop_ctx)`` (stateless) or ``run(loop_ctx, state)`` (when ``state=`` is given) until
         it returns ``Loop.break_(value)``; returns ``value`` (ENGINE-SEMANTICS.md section 4)."""
-        from .primitives import loops
-
         if run is None or not callable(run):
             raise TypeError(f"ctx.loop({name!r}) needs a callable body")
         if not isinstance(history_prune_interval, int) or history_prune_interval < 1:
@@ -333,16 +271,11 @@ class WorkflowContext(_ActorIdentity):
 
     def sleep(self, name: Any, duration: float | timedelta) -> Awaitable[None]:
         """Sleep ``duration`` (seconds or timedelta) durably; the deadline is fixed at first execution."""
-        from . import runtime
-        from .primitives import waits
-
-        seconds = runtime.to_seconds(duration)
+        seconds = to_seconds(duration)
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, seconds=seconds))
 
     def sleep_until(self, name: Any, when: datetime) -> Awaitable[None]:
         """Sleep until the aware datetime ``when`` (naive means UTC); a past instant completes at once."""
-        from .primitives import waits
-
         if not isinstance(when, datetime):
             raise TypeError(f"sleep_until needs a datetime, got {type(when).__name__}")
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, until=when))
@@ -352,8 +285,6 @@ class WorkflowContext(_ActorIdentity):
     def join(self, name: Any, branches: dict[str, Any]) -> Awaitable[dict]:
         """Run every branch ``fn(branch_ctx)`` concurrently at ``name/branch``; returns ``{branch: value}``.
         Failures are collected into ``JoinError(errors={branch: error})`` (ENGINE-SEMANTICS.md section 6)."""
-        from .primitives import branches as br
-
         spec = br.normalize_join(branches)
         return self._run(name, "join", lambda key: br.run_join(self, key, name, spec))
 
@@ -361,79 +292,8 @@ class WorkflowContext(_ActorIdentity):
         """Run branches concurrently; the first to finish wins, the others are cancelled and their history
         deleted. ``branches`` is ``[("a", fn), ...]`` or ``[{"name": "a", "run": fn}, ...]``. Returns
         ``RaceResult(winner, value)``; raises ``RaceError`` when every branch fails."""
-        from .primitives import branches as br
-
         spec = br.normalize_race(branches)
         return self._run(name, "race", lambda key: br.run_race(self, key, name, spec))
 
     def __repr__(self) -> str:
         return f"<WorkflowContext actor={self.actor_id} scope={self._scope!r}>"
-
-
-class _StepQueue:
-    """``step.queue``: send messages to this actor's own queues from a step body."""
-
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
-
-    def send(self, name: str, body: Any = None) -> None:
-        """Queue ``body`` on this actor's queue ``name``; delivered with the step's commit (exactly once with
-        the step). Raises ``QueueNotFoundError`` for an undeclared queue, ``SerializationError``."""
-        session = self._step._session
-        session.definition.check_queue(name)
-        body = serde.roundtrip(
-            body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
-        )
-        session.outbox.append((session.actor_id, name, body, False))
-
-
-class StepContext(_ActorIdentity):
-    """``step``: what a step body (and a rollback handler) receives (DESIGN.md section 2, step context).
-
-    ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
-    ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
-    ``"{actor_id}:{location}"`` for external calls.
-    """
-
-    def __init__(self, session: RunSession, location: str, attempt: int) -> None:
-        self._session = session
-        self.location = location
-        self.attempt = attempt
-        self.idempotency_key = f"{session.actor_id}:{location}"
-        self.queue = _StepQueue(self)
-
-    @property
-    def state(self) -> Any:
-        """The actor's state (shared by every step of this run)."""
-        return self._session.state
-
-    @state.setter
-    def state(self, value: Any) -> None:
-        self._session.state = value
-
-    @property
-    def vars(self) -> Any:
-        """The actor's ephemeral vars (rebuilt on every wake)."""
-        return self._session.vars
-
-    @vars.setter
-    def vars(self, value: Any) -> None:
-        self._session.vars = value
-
-    def client(self) -> Any:
-        """A client on the runtime (call other actors)."""
-        return self._session.runtime.client()
-
-    def broadcast(self, event: str, *args: Any) -> None:
-        """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).
-
-        Raises ``SerializationError`` if ``args`` do not serialize."""
-        payload = serde.to_json(list(args), where=f"event {event!r} arguments")
-        self._session.runtime.broadcast(self._session.actor_id, event, payload)
-
-    def destroy(self) -> None:
-        """Destroy the actor once this run has committed."""
-        self._session.destroy_requested = True
-
-    def __repr__(self) -> str:
-        return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"

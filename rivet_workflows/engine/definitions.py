@@ -101,7 +101,7 @@ class WorkflowHandler:
         return f"WorkflowHandler({getattr(self.fn, '__qualname__', self.fn)!r})"
 
 
-def _arity(fn: Callable[..., Any]) -> int:
+def arity(fn: Callable[..., Any]) -> int:
     """Number of positional parameters ``fn`` accepts (a large number for ``*args``)."""
     try:
         params = inspect.signature(fn).parameters.values()
@@ -167,10 +167,10 @@ class ActorDefinition:
         """A fresh initial state: ``create_state`` called with ``input`` (or ``(info, input)``), else a deep
         copy of ``state`` (None when neither is given)."""
         if self.create_state is not None:
-            if _arity(self.create_state) >= 2:
+            if arity(self.create_state) >= 2:
                 info = SimpleNamespace(name=self.name, key=list(key or []))
                 return self.create_state(info, input)
-            if _arity(self.create_state) == 1:
+            if arity(self.create_state) == 1:
                 return self.create_state(input)
             return self.create_state()
         return copy.deepcopy(self.state)
@@ -178,7 +178,7 @@ class ActorDefinition:
     def initial_vars(self, c: Any = None) -> Any:
         """Fresh ephemeral vars: ``create_vars(c)`` (or ``create_vars()``), else a deep copy of ``vars``."""
         if self.create_vars is not None:
-            return self.create_vars(c) if _arity(self.create_vars) >= 1 else self.create_vars()
+            return self.create_vars(c) if arity(self.create_vars) >= 1 else self.create_vars()
         return copy.deepcopy(self.vars)
 
     def get_action(self, name: str) -> Callable[..., Any]:
@@ -370,10 +370,7 @@ class Registry:
 
     def client(self) -> Client:
         """A client on the bound runtime (DESIGN.md section 2, "Client")."""
-        runtime = self.runtime
-        from .client import Client
-
-        return Client(runtime)
+        return self.runtime.client()
 
     def __repr__(self) -> str:
         return f"<Registry {self.names()}>"

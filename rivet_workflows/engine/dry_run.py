@@ -2,7 +2,7 @@
 
 The replay runs the workflow function on a ``RunSession`` whose store is read-only: it may read the actor,
 its history and its messages, but the first write (recording a step attempt, a new entry, a receipt, a
-release) stops the replay, and so does any attempt to run a step body (``steps_executed`` is the hook).
+release) stops the replay, and so does any attempt to run a step body (``body_will_run`` is the hook).
 ``on_wake``/``on_error``/rollback handlers never run. What is left to observe is exactly what a deploy
 needs: does the recorded history still match the code up to the point where new work would start?
 """
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -19,7 +21,7 @@ from asgiref.sync import async_to_sync
 from . import errors, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
-from .session import RollbackStop, RunSession, maybe_await
+from .session import RunSession, maybe_await
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -31,47 +33,147 @@ ERROR = "error"  # the replay raised something else (``message`` says what)
 REFUSED = "refused"  # recover would be refused before any replay (``repairs.refusal``: rolled back, ...)
 
 
-class DryRunStop(errors.WorkflowSignal):
-    """The replay reached work that would write or run a step: stop there (nothing diverged so far)."""
+class ReadOnlyStore(ports.BaseStore):
+    """A ``ports.Store`` on another store for a dry run: the reads go to ``store``, every write (and the warm
+    wait, which holds a lease) raises ``DryRunStop``, so a replay on it changes nothing."""
 
+    #: as the replay always ran: store calls take the runtime's thread hop and the clock is anchored
+    inline_calls = False
 
-class ReadOnlyStore:
-    """A ``ports.Store`` wrapper that lets reads through and turns every write into ``DryRunStop``."""
-
-    _READS = frozenset(
-        {"now", "get_actor", "find_actor", "load_history", "pending_messages", "get_message", "next_deadline"}
-    )
-
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: ports.Store) -> None:
         self._store = store
 
-    def __getattr__(self, name: str) -> Any:
-        if name in self._READS or name.startswith("cron_list"):
-            return getattr(self._store, name)
+    @staticmethod
+    def _refuse(what: str) -> Any:
+        raise errors.DryRunStop(f"dry run: {what} not allowed")
 
-        def refused(*args: Any, **kwargs: Any) -> Any:
-            raise DryRunStop(f"dry run: {name} not allowed")
+    # --- reads ---------------------------------------------------------------------------------------
 
-        return refused
+    def now(self) -> datetime:
+        return self._store.now()
+
+    def get_actor(self, actor_id: str) -> ports.ActorRecord:
+        return self._store.get_actor(actor_id)
+
+    def find_actor(self, name: str, key: list) -> ports.ActorRecord | None:
+        return self._store.find_actor(name, key)
+
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
+        return self._store.list_actors(name, limit=limit)
+
+    def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
+        return self._store.load_history(actor_id)
+
+    def load_for_run(self, actor_id: str) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
+        return self._store.load_for_run(actor_id)
+
+    def next_deadline(self) -> datetime | None:
+        return self._store.next_deadline()
+
+    def pending_messages(
+        self, actor_id: str, names: list[str] | None, limit: int
+    ) -> list[ports.MessageRecord]:
+        return self._store.pending_messages(actor_id, names, limit)
+
+    def get_message(self, message_id: str) -> ports.MessageRecord:
+        return self._store.get_message(message_id)
+
+    def cron_list(self, actor_id: str | None = None) -> list[ports.CronRecord]:
+        return self._store.cron_list(actor_id)
+
+    def cron_due(self, limit: int) -> list[ports.CronRecord]:
+        return self._store.cron_due(limit)
+
+    def cron_fires(self, cron_id: str) -> list[ports.CronFireRecord]:
+        return self._store.cron_fires(cron_id)
+
+    def cron_next_deadline(self) -> datetime | None:
+        return self._store.cron_next_deadline()
+
+    def close_thread_connection(self) -> None:
+        self._store.close_thread_connection()
+
+    # --- writes: refused -----------------------------------------------------------------------------
+
+    def get_or_create_actor(
+        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        return self._refuse("get_or_create_actor")
+
+    def create_actor(
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+    ) -> tuple[ports.ActorRecord, bool]:
+        return self._refuse("create_actor")
+
+    def destroy_actor(self, actor_id: str) -> None:
+        self._refuse("destroy_actor")
+
+    def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        return self._refuse("claim")
+
+    def claim_and_load(
+        self, actor_id: str, owner: str, lease_seconds: float
+    ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
+        return self._refuse("claim_and_load")
+
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+        return self._refuse("claim_due")
+
+    def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
+        return self._refuse("renew")
+
+    def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
+        return self._refuse("handoff")
+
+    def release(self, actor_id: str, token: int) -> ports.CommitResult:
+        return self._refuse("release")
+
+    def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+        return self._refuse("commit")
+
+    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+        return self._refuse("send")
+
+    def send_and_check(
+        self, actor_id: str, name: str, body: Any, completable: bool = False
+    ) -> tuple[ports.MessageRecord, bool | None]:
+        return self._refuse("send_and_check")
+
+    def complete_message(self, message_id: str, response: Any) -> None:
+        self._refuse("complete_message")
+
+    def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
+        return self._refuse("wait_for_messages")
+
+    def run_action(
+        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
+    ) -> tuple[Any, Any]:
+        return self._refuse("run_action")
+
+    def cron_upsert(self, record: ports.CronRecord) -> ports.CronRecord:
+        return self._refuse("cron_upsert")
+
+    def cron_delete(self, actor_id: str, name: str) -> bool:
+        return self._refuse("cron_delete")
+
+    def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
+        return self._refuse("cron_advance")
+
+    def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
+        self._refuse("cron_record_fire")
 
 
 class _DrySession(RunSession):
     """A RunSession that never runs a step body, never fires on_error and never commits."""
 
-    @property
-    def steps_executed(self) -> int:
-        return 0
-
-    @steps_executed.setter
-    def steps_executed(self, value: int) -> None:
-        if value:
-            raise DryRunStop("dry run: a step body would run")
+    def body_will_run(self) -> None:
+        raise errors.DryRunStop("dry run: a step body would run")
 
     async def fire_error(self, event: dict) -> None:
-        raise DryRunStop("dry run: on_error would fire")
+        raise errors.DryRunStop("dry run: on_error would fire")
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
-        raise DryRunStop("dry run: a commit would be written")
+        raise errors.DryRunStop("dry run: a commit would be written")
 
 
 @dataclass
@@ -130,15 +232,14 @@ def check_actor(
     if as_state is not None:
         actor = dataclasses.replace(actor, workflow_state=as_state, output=None, error=None)
     session = _DrySession(dry, actor, definition, actor.lease_token, history, live_until=None)
-    # Not ``session.dry_run = True``: that makes new work raise RollbackStop before ``check_scope`` runs,
-    # which would hide a renamed step; here the stop comes at the first write, after the scope check.
+    # New work stops at its first write, after the scope check, so a renamed step is reported as diverged.
     try:
         async_to_sync(_replay)(session)
     except errors.HistoryDivergedError as exc:
         result.outcome, result.message = DIVERGED, str(exc)
         result.location = getattr(exc, "location", None) or _location_of(exc)
         result.reached = exc.metadata.get("reached")
-    except (DryRunStop, errors.WaitSignal, RollbackStop):
+    except (errors.DryRunStop, errors.WaitSignal, errors.RollbackStop):
         pass
     except errors.WorkflowSignal:
         pass

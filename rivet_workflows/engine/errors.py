@@ -243,10 +243,56 @@ class WorkflowNotFailedError(RivetWorkflowsError):
     http_status = 409
 
 
-class LeaseLostError(RivetWorkflowsError):
-    """This executor no longer holds the actor's lease; its writes were rejected."""
+class ReentrantCallError(CriticalError):
+    """A step body called its own actor through the client (an action, a waiting send or destroy)."""
 
-    code = "lease_lost"
+    code = "reentrant_call"
+    http_status = 409
+
+
+class StepTimeoutError(RivetWorkflowsError):
+    """A step body (or rollback handler) ran past its ``timeout``; its task was cancelled.
+
+    Raised by the attempt runner to the step primitive, which records the attempt as a ``TimeoutError``
+    failure (retried only with ``retry_on_timeout``); never reaches workflow code as such."""
+
+    code = "step_timeout"
+
+
+# --- store failures (the store's exceptions as the engine sees them) ---------------------------------
+
+
+class StoreRejectedError(RivetWorkflowsError):
+    """The store refused a write as invalid data (a database ``DataError``: a value the column cannot hold).
+
+    Not transient, so not ``StoreUnavailable``: retrying the same write fails the same way. The executor
+    fails the workflow with this error instead of running the step again every lease period."""
+
+    code = "store_rejected"
+    http_status = 422
+
+
+class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
+    """The store was unavailable while the executor ran an actor; its lease expires and the sweep resumes it.
+
+    Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the store's
+    exception). The workflow is untouched. Also a ``RuntimeError``, as it was before it joined the root."""
+
+    code = "store_unavailable"
+    http_status = 503
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
+    matched by class name so the engine needs no driver) or a text-encoding error of the driver: the store
+    call is then reported as ``StoreRejectedError``."""
+    if isinstance(exc, UnicodeError):
+        return True
+    return any(cls.__name__ == "DataError" for cls in type(exc).__mro__)
+
+
+#: exceptions a store raises on purpose (engine errors, unknown ids, bad values): passed through as they are
+STORE_DOMAIN_ERRORS = (RivetWorkflowsError, LookupError, TypeError, ValueError)
 
 
 # --- control-flow signals (never user-visible; BaseException so `except Exception` does not swallow them)
@@ -270,3 +316,20 @@ class WaitSignal(WorkflowSignal):
 
 class EvictedSignal(WorkflowSignal):
     """The executor lost its lease or is shutting down: stop without writing."""
+
+
+class RollbackStop(WorkflowSignal):
+    """Replaying a workflow that is rolling back reached work that has not happened: stop forward progress
+    and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
+
+
+class DryRunStop(WorkflowSignal):
+    """A dry-run replay (``rivet check``) reached work that would write or run a step: stop there (nothing
+    diverged so far)."""
+
+
+class StoreUnavailable(WorkflowSignal):
+    """A store call inside a workflow run failed for a reason outside the engine (the database connection
+    dropped, a server restart...). A signal, so workflow code and the run's failure handling cannot take
+    it for a workflow error: the run stops without further writes, the executor raises
+    ``StoreUnavailableError`` and the lease expires, after which any worker resumes the actor (I5)."""

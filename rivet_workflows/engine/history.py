@@ -38,7 +38,7 @@ def check_name(name: object, what: str = "entry") -> str:
 
     "/" joins location segments, "~" marks loop iterations and ":" the entries of a queue wait
     (``name:count``, ``name:0``, ``name:deadline``), so a name using them could collide with another entry.
-    Returns the name; raises ``ValueError`` otherwise (PLAN.md "Location key").
+    Returns the name; raises ``ValueError`` otherwise (ENGINE-SEMANTICS.md section 1, location keys).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what} name must be a non-empty string, got {name!r}")

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from . import errors, ports, retry, serde
+from .step_context import StepContext, run_attempt
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -55,12 +56,7 @@ async def run(session: RunSession, error: dict) -> None:
     ``rollback_completed_at`` or ``rollback_error`` in its own commit, so a crash mid-rollback resumes and
     never re-runs a finished handler. Handlers that fail for good do not stop the others.
     """
-    from .context import StepContext
-    from .primitives.steps import _run_attempt
-
-    if not session.rolling_back:
-        session.rolling_back = True
-        await session.flush(workflow_state=ports.ROLLING_BACK, error=error)
+    await session.begin_rollback(error)
     history = session.history
     for key in pending_handlers(session):
         name, handler, options, output = session.rollbacks[key]
@@ -68,17 +64,17 @@ async def run(session: RunSession, error: dict) -> None:
         attempt = 0
         while True:
             attempt += 1
-            await session.acquire_lock()
+            await session.lock.acquire()
             step = StepContext(session, key, attempt)
             try:
-                await _run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
+                await run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
             except (asyncio.CancelledError, errors.WorkflowSignal):
-                session.abandon_lock()
+                session.lock.abandon()
                 raise
             except Exception as exc:
                 failure = (
                     serde.error_to_dict(exc)
-                    if exc.__class__.__name__ != "_Timeout"
+                    if not isinstance(exc, errors.StepTimeoutError)
                     else {
                         "name": "TimeoutError",
                         "message": f"rollback of step {name!r} timed out",
@@ -89,7 +85,7 @@ async def run(session: RunSession, error: dict) -> None:
                     {"rollback": {"workflow_id": session.actor_id, "step_name": name, "error": failure}}
                 )
                 if attempt <= options.max_retries:
-                    await session.release_lock()
+                    await session.lock.release()
                     delay = retry.backoff_delay(
                         attempt, options.retry_backoff_base, options.retry_backoff_max
                     )
@@ -101,7 +97,7 @@ async def run(session: RunSession, error: dict) -> None:
                 )
             else:
                 entry.rollback_completed_at = session.stamp()
-            history.put(entry)
-            await session.release_lock()
+            session.writes.record(entry)
+            await session.lock.release()
             await session.flush()
             break

@@ -7,100 +7,18 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from . import errors, ports
+from .client import Client
+from .settings import Settings
 
 if TYPE_CHECKING:
-    from .client import Client
     from .definitions import Registry
 
 logger = logging.getLogger("rivet_workflows")
-
-
-def to_seconds(value: float | int | timedelta | None) -> float | None:
-    """A duration given as seconds (int/float) or ``timedelta``, as float seconds; None stays None.
-
-    Raises ``TypeError`` for another type and ``ValueError`` for a negative or non-finite duration.
-    """
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise TypeError(f"a duration must be seconds or a timedelta, got {type(value).__name__}")
-    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
-        raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
-    return seconds
-
-
-class StoreUnavailable(errors.WorkflowSignal):
-    """A store call inside a workflow run failed for a reason outside the engine (the database connection
-    dropped, a server restart...). A signal, so workflow code and the run's failure handling cannot take
-    it for a workflow error: the run stops without further writes, the executor raises
-    ``StoreUnavailableError`` and the lease expires, after which any worker resumes the actor (I5)."""
-
-
-class StoreRejectedError(errors.RivetWorkflowsError):
-    """The store refused a write as invalid data (a database ``DataError``: a value the column cannot hold).
-    Not transient, so not ``StoreUnavailable``: retrying the same write fails the same way. The executor
-    fails the workflow with this error instead of running the step again every lease period."""
-
-    code = "store_rejected"
-    http_status = 422
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
-    matched by class name so the engine needs no driver) or a text-encoding error of the driver."""
-    if isinstance(exc, UnicodeError):
-        return True
-    return any(cls.__name__ == "DataError" for cls in type(exc).__mro__)
-
-
-class StoreUnavailableError(RuntimeError):
-    """Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the
-    store's exception). The workflow is untouched; it resumes once its lease expires."""
-
-
-#: exceptions a store raises on purpose (engine errors, unknown ids, bad values): passed through as is
-_STORE_DOMAIN_ERRORS = (errors.RivetWorkflowsError, LookupError, TypeError, ValueError)
-
-
-@dataclass
-class Settings:
-    """Engine settings (DESIGN.md section 10); durations in seconds.
-
-    * ``lease_seconds``: how long a claim holds an actor before another executor may take over.
-    * ``sweep_interval``: how often the periodic sweep looks for due actors.
-    * ``max_payload_bytes``: cap on one serialized value (``PayloadTooLargeError`` above it).
-    * ``max_key_bytes``: cap on an actor key's serialized size (``PayloadTooLargeError`` above it): keys
-      are indexed, and PostgreSQL refuses an index row over about 2.7 kB.
-    * ``live_wait_threshold``: waits whose remaining time is below this are done in memory.
-    * ``warm_wait``: how long a run given a warm-wait budget (``executor.run_actor(warm_wait=...)``, the
-      Celery task) listens for a message at a queue wait before it releases the actor (store support:
-      ``Store.wait_for_messages``).
-    * ``action_timeout``: how long an action waits for a running step to release the step lock.
-    * ``poll_interval``: polling period of waits on the store (step lock; ``send(wait=True)`` starts at it
-      and backs off to ``client.MAX_SEND_POLL_SECONDS``).
-    * ``dev_mode``: relaxes inspector authorization.
-    """
-
-    lease_seconds: float = 30.0
-    sweep_interval: float = 1.0
-    max_payload_bytes: int = 1_048_576
-    max_key_bytes: int = 1024
-    live_wait_threshold: float = 1.0
-    warm_wait: float = 0.0
-    action_timeout: float = 60.0
-    poll_interval: float = 0.02
-    dev_mode: bool = True
 
 
 class Runtime:
@@ -162,23 +80,23 @@ class Runtime:
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a sync store function from async code on the thread that owns the DB connection.
 
-        A data error of the database (``is_data_error``) is raised as ``StoreRejectedError`` (cause: the
+        A data error of the database (``errors.is_data_error``) is raised as ``StoreRejectedError`` (cause: the
         original); any other exception that is not a domain error of the store (see
-        ``_STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
+        ``errors.STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
         """
         try:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
         except Exception as exc:
-            if is_data_error(exc):
-                raise StoreRejectedError(f"the store refused a write: {type(exc).__name__}: {exc}") from exc
-            if isinstance(exc, _STORE_DOMAIN_ERRORS):
+            if errors.is_data_error(exc):
+                raise errors.StoreRejectedError(
+                    f"the store refused a write: {type(exc).__name__}: {exc}"
+                ) from exc
+            if isinstance(exc, errors.STORE_DOMAIN_ERRORS):
                 raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise errors.StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     def client(self) -> Client:
         """A ``Client`` on this runtime."""
-        from .client import Client
-
         return Client(self)
 
     def __repr__(self) -> str:

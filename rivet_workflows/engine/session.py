@@ -1,4 +1,4 @@
-"""One run of one actor's workflow: pending writes, the reference-counted step lock, waits and hooks."""
+"""One run of one actor's workflow as the primitives see it: state, clock, the one commit path and hooks."""
 
 from __future__ import annotations
 
@@ -10,22 +10,22 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+
 from . import errors, ports
+from .actor_context import ActorContext
 from .history import History
+from .reentrancy import RUNNING_STEP_OF
+from .step_lock import BodyCounter, StepLock
+from .waiting import Waits
+from .writes import WriteBuffer
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
+    from .retry import StepOptions
     from .runtime import Runtime
 
 logger = logging.getLogger("rivet_workflows")
-
-#: how long the step lock is set for; the lease expiry frees it earlier if the executor dies
-STEP_LOCK_SECONDS = 24 * 3600.0
-
-
-class RollbackStop(errors.WorkflowSignal):
-    """Replaying a workflow that is rolling back reached work that has not happened: stop forward progress
-    and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
 
 
 def mark_reported(exc: BaseException) -> BaseException:
@@ -52,10 +52,15 @@ async def maybe_await(value: Any) -> Any:
 class RunSession:
     """Everything one executor run shares between the workflow context, branch contexts and step contexts.
 
+    Its parts: ``writes`` (the write buffer every write goes through), ``lock`` (the step lock), ``bodies``
+    (step bodies running now) and ``waits`` (how the run waits). ``live_until`` bounds in-memory waits,
+    ``warm_wait`` is a queue wait's listening window (see ``waiting.Waits``), ``stop_at`` a
+    ``time.monotonic()`` instant after which no step attempt starts (drain's timeout; None: no limit).
+
     Invariants:
     * ``state`` is the one in-memory state object of this run; it is written only by commits made while the
-      step lock is held (from the commit that takes it to the one that releases it), or by the first commit after an
-      ephemeral step changed it.
+      step lock is held (from the commit that takes it to the one that releases it), or by the first commit
+      after an ephemeral step or a hook changed it (``state_changed``).
     * Every commit goes through ``flush`` (serialised by an asyncio lock) and is fenced by ``token``; a
       rejected commit raises ``EvictedSignal`` and the run writes nothing more.
     """
@@ -69,6 +74,8 @@ class RunSession:
         history: History,
         *,
         live_until: datetime | None = None,
+        warm_wait: float = 0.0,
+        stop_at: float | None = None,
     ) -> None:
         self.runtime = runtime
         self.store = runtime.store
@@ -78,47 +85,98 @@ class RunSession:
         self.definition = definition
         self.token = token
         self.history = history
-        self.live_until = live_until
-        self.state: Any = actor.state
+        self.writes = WriteBuffer(history)
+        self.lock = StepLock(self)
+        self.bodies = BodyCounter()
+        self.waits = Waits(self, live_until, warm_wait)
         self.vars: Any = None
-        self.lock_count = 0
-        #: step bodies of this run executing now (branches of a join or race run them concurrently)
-        self.bodies_running = 0
-        self._bodies_changed = asyncio.Event()
-        self.state_dirty = False
-        self._release_pending = False
-        self.receive: list[str] = []
-        self.complete: list[tuple[str, Any]] = []
-        self.outbox: list[tuple[str, str, Any, bool]] = []
-        #: message ids taken by a queue wait in this run (so two branches never take the same message)
-        self.taken: set[str] = set()
-        self.started = actor.workflow_state == ports.RUNNING
-        self.evicted = False
-        self.destroy_requested = False
-        #: replaying a workflow whose rollback was interrupted: no forward work may start
-        self.rolling_back = actor.workflow_state == ports.ROLLING_BACK
-        #: a side-effect-free replay (``executor.check_actor``): nothing is written, no body runs
-        self.dry_run = False
         #: completed steps with a rollback handler, by entry key: (name, handler, options, output)
         self.rollbacks: dict[str, tuple[str, Any, Any, Any]] = {}
-        self.steps_executed = 0
-        self.commits = 0
+        self._state: Any = actor.state
+        self._state_changed = False
+        self._stop_at = stop_at
+        self._started = actor.workflow_state == ports.RUNNING
+        self._rolling_back = actor.workflow_state == ports.ROLLING_BACK
+        self._evicted = False
+        self._destroy_requested = False
+        self._steps_executed = 0
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
         self._inline = self.store.inline_calls is True
-        self._lock_mutex = asyncio.Lock()
-        #: True while this run holds the step lock in the store (set by the commit that took it)
-        self._held = False
-        #: seconds a queue wait with no message listens for one before the run unwinds (0: never; the
-        #: Celery task sets it from ``settings.warm_wait``, see ``warm_wait``)
-        self.warm_wait = 0.0
+
+    # --- the run's flags -----------------------------------------------------------------------------
 
     @property
-    def forward_blocked(self) -> bool:
-        """True when no new work may start: rolling back, or a dry-run replay (``RollbackStop`` then)."""
-        return self.rolling_back or self.dry_run
+    def rolling_back(self) -> bool:
+        """True when no new work may start: the workflow is rolling back (``RollbackStop`` then; a replay
+        of an interrupted rollback starts so, ``begin_rollback`` enters it)."""
+        return self._rolling_back
 
-    # --- store access --------------------------------------------------------------------------------
+    @property
+    def evicted(self) -> bool:
+        """True once the run lost its lease (a fenced commit, or the heartbeat's failed renewal)."""
+        return self._evicted
+
+    def evict(self) -> None:
+        """The lease is lost: the run's next write raises ``EvictedSignal`` (called by the heartbeat)."""
+        self._evicted = True
+
+    @property
+    def destroy_requested(self) -> bool:
+        """True when a step or hook asked to destroy the actor once the run has committed."""
+        return self._destroy_requested
+
+    def request_destroy(self) -> None:
+        """Destroy the actor after the run's final commit (``step.destroy()``, ``c.destroy()`` in a hook)."""
+        self._destroy_requested = True
+
+    @property
+    def steps_executed(self) -> int:
+        """Step attempts of this run that ran a body."""
+        return self._steps_executed
+
+    def body_will_run(self) -> None:
+        """A step attempt is about to run its body (counted in ``steps_executed``)."""
+        self._steps_executed += 1
+
+    def out_of_time(self) -> bool:
+        """True once ``stop_at`` passed: start no new step attempt (the workflow stays due)."""
+        return self._stop_at is not None and time.monotonic() >= self._stop_at
+
+    def collect_rollback(self, key: str, name: str, handler: Any, options: StepOptions, output: Any) -> None:
+        """Remember the rollback handler of the completed step at ``key`` (run in reverse on failure)."""
+        self.rollbacks[key] = (name, handler, options, output)
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> Any:
+        """The run's one state object (see the class invariants)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._state = value
+
+    @property
+    def state_changed(self) -> bool:
+        """True when the state changed outside a held step lock and the next commit must write it."""
+        return self._state_changed
+
+    def mark_state_changed(self) -> None:
+        """The state changed outside a held step lock (an ephemeral step, a hook): the next commit writes it."""
+        self._state_changed = True
+
+    def adopt_stored_state(self, state: Any) -> None:
+        """Go on from ``state``, the actor's state as stored (nothing of this run's changes is pending)."""
+        self._state = state
+        self._state_changed = False
+
+    async def load_stored_state(self) -> None:
+        """Read the actor's stored state and go on from it (``adopt_stored_state``)."""
+        self.adopt_stored_state((await self.call(self.store.get_actor, self.actor_id)).state)
+
+    # --- store access and the clock ------------------------------------------------------------------
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a sync store function on the thread owning the DB connection.
@@ -140,6 +198,11 @@ class RunSession:
         """Anchor ``stamp`` to ``now``, a store-clock instant just read (e.g. by the claim)."""
         self._anchor = (now, time.monotonic())
 
+    @property
+    def clock_anchored(self) -> bool:
+        """True once ``stamp`` is anchored to the store clock."""
+        return self._anchor is not None
+
     def anchored_now(self) -> datetime | None:
         """The store clock without a round trip (``stamp``) when that is exact enough: a database store
         whose clock was read at the start of this run; None for an in-memory store (whose clock may be a
@@ -158,125 +221,64 @@ class RunSession:
         value, mono = self._anchor
         return value + timedelta(seconds=time.monotonic() - mono)
 
+    # --- the one commit path -------------------------------------------------------------------------
+
     async def flush(self, **fields: Any) -> ports.CommitResult:
         """Commit every pending write plus ``fields`` (Commit attributes) in one fenced transaction.
 
-        Adds ``state`` when the step lock is held or released by this commit, and ``workflow_state``
-        running on the run's first commit. Raises ``EvictedSignal`` when the fence rejects the write; if the
-        store raises, the pending writes are kept so the next flush retries them.
+        Adds ``state`` when the step lock is held or released by this commit (or the state changed),
+        ``step_lock_until=None`` when the lock is to be released, and ``workflow_state`` running on the
+        run's first commit. Raises ``EvictedSignal`` when the fence rejects the write; if the store raises,
+        the pending writes are kept so the next flush retries them.
         """
-        if self.dry_run:  # a check replay writes nothing
-            self.history.take_changes()
-            self.receive, self.complete, self.outbox = [], [], []
-            return ports.CommitResult(ok=True)
         async with self._write_lock:
-            if self.evicted:
+            if self._evicted:
                 raise errors.EvictedSignal()
-            upserts, deletes = self.history.take_changes()
-            receive, complete, outbox = self.receive, self.complete, self.outbox
-            self.receive, self.complete, self.outbox = [], [], []
-            commit = ports.Commit(
-                upserts=upserts,
-                deletes=deletes,
-                receive_messages=receive,
-                complete_messages=complete,
-                outbox=outbox,
-            )
-            if self._release_pending and self.lock_count == 0 and "step_lock_until" not in fields:
-                fields["step_lock_until"] = None
-            if "state" not in fields and (self._held or self.state_dirty):
-                fields["state"] = self.state
+            commit = self.writes.take()
+            self.lock.add_release(fields)
+            if "state" not in fields and (self.lock.held or self._state_changed):
+                fields["state"] = self._state
             for name, value in fields.items():
                 setattr(commit, name, value)
-            if not self.started and commit.workflow_state is ports.UNSET:
+            if not self._started and commit.workflow_state is ports.UNSET:
                 commit.workflow_state = ports.RUNNING
             try:
                 result = await self.call(self.store.commit, self.actor_id, self.token, commit)
             except BaseException:
-                self.history.restore_changes(upserts, deletes)
-                self.receive[:0], self.complete[:0], self.outbox[:0] = receive, complete, outbox
+                self.writes.restore(commit)
                 raise
             if not result.ok:
-                self.evicted = True
+                self._evicted = True
                 raise errors.EvictedSignal()
-            self.started = True
-            self.commits += 1
+            self._started = True
             if commit.state is not ports.UNSET:
-                self.state_dirty = False
-            if commit.step_lock_until is None:
-                self._release_pending = False
-                self._held = False
+                self._state_changed = False
+            self.lock.committed(commit)
             if result.state is not ports.UNSET and commit.state is ports.UNSET:
-                self.state = result.state
+                self._state = result.state
             for actor_id in result.woken:
                 if actor_id != self.actor_id:
                     self.runtime.wake(actor_id)
             # Open trace pages re-read on this push: the history, and also the header and buttons, which a
             # commit that only moves the workflow state or gives the lease back changes (the release after
             # a warm wait has no entry to write; without a push the page said "running" until its poll).
-            if upserts or deletes or commit.release or commit.workflow_state is not ports.UNSET:
+            if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
                 self.runtime.notify_history(self.actor_id)
             return result
 
-    # --- step lock -----------------------------------------------------------------------------------
+    async def flush_pending(self) -> None:
+        """``flush`` when a write (or the step lock's release) is waiting, so nothing rides on a wait."""
+        if self.writes.pending or self.lock.release_pending:
+            await self.flush()
 
-    @property
-    def holds_lock(self) -> bool:
-        """True while this run holds the step lock in the store."""
-        return self._held
-
-    async def acquire_lock(self, now: datetime | None = None) -> None:
-        """Record a step attempt (pending writes) and take the step lock (reference-counted).
-
-        The commit that takes the lock sets ``step_lock_until`` and adopts the fresh state the store
-        returns; while it is held, later attempts only write (and keep the shared state object).
-        Acquire and release are serialised so a release never clears a lock another step just took.
-        """
-        async with self._lock_mutex:
-            self.lock_count += 1
-            self._release_pending = False
-            if not self._held:
-                # The lock is a day long (the lease frees it earlier), so the anchored clock is precise
-                # enough: no store round trip per step.
-                base = now or (self.stamp() if self._anchor is not None else await self.now())
-                until = base + timedelta(seconds=STEP_LOCK_SECONDS)
-                try:
-                    # Without a state of ours to write, the commit taking the lock returns the fresh state.
-                    await self.flush(
-                        step_lock_until=until, state=self.state if self.state_dirty else ports.UNSET
-                    )
-                except BaseException:
-                    self.abandon_lock()
-                    raise
-                self._held = True
-                return
-        await self.flush(state=self.state)
-
-    async def release_lock(self) -> None:
-        """End one step attempt. While other steps are in flight the outcome is written at once; when this
-        was the last one, the outcome, the state and the lock release ride on the run's next commit (the
-        next step's attempt, a wait or the final commit), so a sequential step costs one commit."""
-        async with self._lock_mutex:
-            self.lock_count -= 1
-            if self.lock_count == 0:
-                self._release_pending = True
-                return
-        await self.flush(state=self.state)
-
-    def abandon_lock(self) -> None:
-        """Drop one lock reference without writing (a cancelled or evicted step); the next flush clears
-        the lock if this was the last reference."""
-        self.lock_count -= 1
-        if self.lock_count == 0:
-            self._release_pending = True
+    async def begin_rollback(self, error: dict) -> None:
+        """Enter ``rolling_back`` recording ``error`` in its own commit (no-op when rolling back already)."""
+        if self._rolling_back:
+            return
+        self._rolling_back = True
+        await self.flush(workflow_state=ports.ROLLING_BACK, error=error)
 
     # --- waiting -------------------------------------------------------------------------------------
-
-    def can_wait_live(self, now: datetime, deadline: datetime | None) -> bool:
-        """True when a wait until ``deadline`` is short enough to do in memory (PLAN: live_wait_threshold)."""
-        if deadline is None or self.live_until is None or deadline > self.live_until:
-            return False
-        return (deadline - now).total_seconds() < self.settings.live_wait_threshold
 
     async def wait(
         self,
@@ -284,137 +286,37 @@ class RunSession:
         queue_names: frozenset[str] = frozenset(),
         check: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
-        """Wait until ``deadline`` (or until ``check()`` is true) in memory when short, else unwind the run.
-
-        Returns when the deadline passed or ``check()`` reported work, or when a warm queue wait
-        (``_warm_wait``) heard of a message (the caller looks again); raises ``WaitSignal(deadline,
-        queue_names)`` when the wait is too long for this run (ENGINE-SEMANTICS.md section 5).
-        """
-        if self.dry_run:
-            raise RollbackStop()
-        now = self.anchored_now() or await self.now()
-        if not self.can_wait_live(now, deadline):
-            # A warm wait only when nothing else of this run is executing (it holds the store's thread).
-            if (
-                self.bodies_running == 0
-                and queue_names
-                and check is not None
-                and await self._warm_wait(now, deadline, queue_names)
-            ):
-                return
-            if deadline is None or self.bodies_running == 0:
-                raise errors.WaitSignal(deadline, queue_names)
-            # Another branch's step body is running, so the run cannot unwind before it ends anyway: wait
-            # alongside it, so that a race's timeout branch whose deadline passes first still wins.
-            await self._wait_beside_bodies(deadline, queue_names, check, now)
-            return
-        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
-            await self.flush()
-        while True:
-            remaining = (deadline - now).total_seconds()
-            if remaining <= 0:
-                return
-            if check is None:
-                await asyncio.sleep(remaining)
-            else:
-                await asyncio.sleep(min(remaining, max(self.settings.poll_interval, 0.001)))
-                if await check():
-                    return
-            now = await self.now()
-
-    async def _wait_beside_bodies(
-        self,
-        deadline: datetime,
-        queue_names: frozenset[str],
-        check: Callable[[], Awaitable[bool]] | None,
-        now: datetime,
-    ) -> None:
-        """Wait until ``deadline`` (or ``check()``) while step bodies of this run are executing; raise
-        ``WaitSignal`` once the last of them has ended with the deadline still ahead."""
-        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
-            await self.flush()
-        while self.bodies_running > 0:
-            remaining = (deadline - now).total_seconds()
-            if remaining <= 0:
-                return
-            if check is not None:
-                remaining = min(remaining, max(self.settings.poll_interval, 0.001))
-            self._bodies_changed.clear()
-            try:
-                await asyncio.wait_for(self._bodies_changed.wait(), timeout=remaining)
-            except TimeoutError:
-                pass
-            if check is not None and await check():
-                return
-            now = await self.now()
-        if deadline <= now:
-            return
-        raise errors.WaitSignal(deadline, queue_names)
-
-    def body_started(self) -> None:
-        """A step body of this run began executing (see ``wait``)."""
-        self.bodies_running += 1
-        self._bodies_changed.set()
-
-    def body_ended(self) -> None:
-        """A step body of this run finished, failed or was cancelled."""
-        self.bodies_running -= 1
-        self._bodies_changed.set()
-
-    async def _warm_wait(self, now: datetime, deadline: datetime | None, queue_names: frozenset[str]) -> bool:
-        """Keep the lease for up to ``warm_wait`` seconds listening for a message (``Store.wait_for_messages``)
-        instead of unwinding at once; True when one arrived (the caller takes it in this run).
-
-        The run's pending writes (the last step's outcome, the step lock release) are committed first, so
-        nothing rides on an idle run. Only while the run's live budget (``live_until``) lasts and never past
-        ``deadline``. False (the run unwinds and releases as usual; a message arriving later is found by the
-        release's re-check or wakes the actor) when the store cannot wait or the window passed.
-        """
-        if self.warm_wait <= 0 or self.live_until is None:
-            return False
-        window = min(self.warm_wait, (self.live_until - now).total_seconds())
-        if deadline is not None:
-            window = min(window, (deadline - now).total_seconds())
-        if window <= 0:
-            return False
-        if self.history.has_changes or self.receive or self.complete or self.outbox or self._release_pending:
-            await self.flush()
-        return bool(await self.call(self.store.wait_for_messages, self.actor_id, sorted(queue_names), window))
+        """``waits.wait``: wait in memory when short, else unwind the run with ``WaitSignal``."""
+        await self.waits.wait(deadline, queue_names, check)
 
     # --- hooks ---------------------------------------------------------------------------------------
 
-    def actor_context(self) -> Any:
+    def actor_context(self) -> ActorContext:
         """An ``ActorContext`` (``c``) on this run's state and vars, for hooks."""
-        from .actor_context import ActorContext
-
         return ActorContext.for_run(self)
 
     async def fire_error(self, event: dict) -> None:
         """Call the workflow's ``on_error(c, event)``; its exceptions are logged and swallowed (section 8)."""
         handler = self.definition.run
         hook = getattr(handler, "on_error", None)
-        if hook is None or self.dry_run:
+        if hook is None:
             return
         # The hook may change state: it runs under the step lock like a step (serialised with actions, on
         # the fresh state), and its changes ride on the next commit. Step and rollback events come with
         # the lock held already; a workflow event takes it here.
-        take = not self._held
+        take = not self.lock.held
         if take:
-            await self.acquire_lock()
-        from .actor_context import RUNNING_STEP_OF
-
+            await self.lock.acquire()
         marker = RUNNING_STEP_OF.set(self.actor_id)  # like a step: no client call back into this actor
         try:
             c = self.actor_context()
             if inspect.iscoroutinefunction(hook):
                 await hook(c, event)
             else:
-                from asgiref.sync import sync_to_async
-
                 await maybe_await(await sync_to_async(hook, thread_sensitive=False)(c, event))
         except Exception:
             logger.exception("on_error hook of actor %s raised; ignored", self.actor_id)
         finally:
             RUNNING_STEP_OF.reset(marker)
             if take:
-                await self.release_lock()
+                await self.lock.release()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypedDict, TypeVar
 
-from .context import StepContext
+from .step_context import StepContext
 
 
 class ErrorInfo(TypedDict, total=False):

@@ -8,7 +8,7 @@ on_history_change=history_changed)``. Both are fire-and-forget and never raise (
   scheduled on that consumer's event loop (``run_coroutine_threadsafe``); otherwise on a background
   sender loop (a daemon thread). The caller never waits for the layer.
 * history pushes are coalesced per actor: a run commits once per step, and a group send to the Redis layer
-  per commit cost about a third of a worker's CPU per run (issue 6, P6). The push only tells the trace page
+  per commit cost about a third of a worker's CPU per run (benchmark P6). The push only tells the trace page
   to re-read the history, so one push at most ``HISTORY_PUSH_DELAY`` seconds after the first change of a
   burst, sent after every change of it, carries the same information.
 """

@@ -47,7 +47,7 @@ class PostgresQueues:
         """``send`` as one statement (same contract as ``_deliver``): lock the actor row, insert the message,
         apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
         its lease, and it is unfinished and not due yet) and notify a run holding the lease (delivered at
-        commit). Returns ``(message, hint)``: ``hint`` is ``actor_context.wake_if_due``'s answer read in the
+        commit). Returns ``(message, hint)``: ``hint`` is ``delivery.wake_if_due``'s answer read in the
         same statement (the actor is due now and no live lease is held). Raises ActorNotFoundError (missing
         or destroyed actor) and SerializationError (body)."""
         encoded = serde.to_json(body, where=f"body of queue message {name!r}")

@@ -97,7 +97,7 @@ class MemoryQueueMixin:
         self, actor_id: str, name: str, body: Any, completable: bool = False
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` plus the dispatcher hint read in the same critical section: True when, after the send,
-        the actor is due now and no live lease is held (``actor_context.wake_if_due``'s answer), else False.
+        the actor is due now and no live lease is held (``delivery.wake_if_due``'s answer), else False.
         Raises as ``send``."""
         encoded = serde.to_json(body, where=f"queue {name!r} body")
         with self._lock:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rivet_workflows import golden
-from rivet_workflows.engine import executor, ports, scheduling
+from rivet_workflows.engine import executor, firing, ports
 from rivet_workflows.engine.client import ActorHandle
 from rivet_workflows.engine.definitions import setup
 from rivet_workflows.engine.runtime import Runtime
@@ -81,7 +81,7 @@ class Driver:
         returns the number of runs. ``RuntimeError`` after ``MAX_RUNS`` runs."""
         runs = 0
         while True:
-            fired = scheduling.sweep_schedules(self.runtime, 32)
+            fired = firing.sweep_schedules(self.runtime, 32)
             claimed = self.store.claim_due(self.runtime.owner, 32, self.runtime.settings.lease_seconds)
             for actor_id, token in claimed:
                 executor.run_actor(self.runtime, actor_id, owner=self.runtime.owner, token=token)
@@ -95,7 +95,7 @@ class Driver:
         """Move the clock ``seconds`` forward, or to the next deadline when None (``RuntimeError`` if there
         is none), then ``settle``."""
         if seconds is None:
-            deadline = scheduling.next_deadline(self.store)
+            deadline = firing.next_deadline(self.store)
             if deadline is None:
                 raise RuntimeError("nothing to wait for: no deadline is set")
             self.clock.set(max(deadline, self.clock()))

@@ -1,4 +1,4 @@
-"""The history table's storage (migration 0002, issue 6 P3): one index serves look-ups by actor, and on
+"""The history table's storage (migration 0002, benchmark P3): one index serves look-ups by actor, and on
 PostgreSQL the table keeps room for HOT updates and is vacuumed after a fixed number of dead rows."""
 
 from __future__ import annotations

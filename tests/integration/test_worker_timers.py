@@ -1,4 +1,4 @@
-"""A worker run that reaches a sleep releases the worker and queues its next run for the wake-up (issue 6, P5).
+"""A worker run that reaches a sleep releases the worker and queues its next run for the wake-up (benchmark P5).
 
 Celery is not eager here: ``run_actor.apply_async`` is recorded instead of sent.
 """

@@ -1,4 +1,4 @@
-"""System checks added for operations (issue 5): W004 in-memory channel layer with worker processes,
+"""System checks added for operations: W004 in-memory channel layer with worker processes,
 W005 a sweep interval not shorter than the lease."""
 
 from __future__ import annotations

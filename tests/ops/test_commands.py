@@ -1,4 +1,4 @@
-"""``manage.py rivet check|gates|recover|prune`` on the Django store (issue 5)."""
+"""``manage.py rivet check|gates|recover|prune`` on the Django store."""
 
 from __future__ import annotations
 
@@ -184,14 +184,14 @@ def test_prune_deletes_only_old_finished_actors(deploy) -> None:
 
 
 def test_prune_drops_one_off_schedules_that_fired_long_ago(deploy) -> None:
-    from rivet_workflows.engine import scheduling
+    from rivet_workflows.engine import firing
 
     runtime = deploy("v1")
     handle = django_runtime.client().flow.get_or_create("sched")
     c = _context(runtime, handle)
     c.schedule.after(0, "get_state")
     c.schedule.after(3600, "get_state")
-    assert scheduling.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 1
     models.CronEntry.objects.filter(next_fire_at__isnull=True).update(
         last_fired_at=runtime.store.now() - timedelta(days=40)
     )

@@ -1,5 +1,5 @@
 """Cron and one-off schedules on the Django store: registration, compare-and-set firing, fire log cap,
-the spec's cron example through drain(), the sweep task (issue 5)."""
+the spec's cron example through drain(), the sweep task."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from project.examples.cron import cron_actor
 from rivet_workflows import models
-from rivet_workflows.engine import executor, scheduling
+from rivet_workflows.engine import executor, firing
 from rivet_workflows.engine.actor_context import ActorContext
 from rivet_workflows.engine.definitions import actor, setup
 
@@ -36,11 +36,11 @@ def test_every_fires_once_per_slot_and_caps_the_log(make_django_runtime) -> None
     runtime = make_django_runtime(setup(use={"ticker": actor(state={"ticks": 0}, actions={"tick": _tick})}))
     c = _context(runtime, "ticker", "a")
     c.cron.every(name="t", interval=10, action="tick", args=("x",), max_history=2)
-    assert scheduling.fire_due(runtime) == 0  # not due yet
+    assert firing.fire_due(runtime) == 0  # not due yet
     for _ in range(4):
         _make_due(c.actor_id)
-        assert scheduling.fire_due(runtime) == 1
-        assert scheduling.fire_due(runtime) == 0  # the slot is claimed: no double fire
+        assert firing.fire_due(runtime) == 1
+        assert firing.fire_due(runtime) == 0  # the slot is claimed: no double fire
     state = runtime.store.get_actor(c.actor_id).state
     assert state == {"ticks": 4, "args": ["x"]}
     entry = models.CronEntry.objects.get(actor_id=c.actor_id)
@@ -56,8 +56,8 @@ def test_one_catch_up_fire_after_downtime(make_django_runtime) -> None:
     models.CronEntry.objects.filter(actor_id=c.actor_id).update(
         next_fire_at=runtime.store.now() - timedelta(days=1)
     )
-    assert scheduling.fire_due(runtime) == 1
-    assert scheduling.fire_due(runtime) == 0
+    assert firing.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 0
     assert runtime.store.get_actor(c.actor_id).state["ticks"] == 1
 
 
@@ -79,7 +79,7 @@ def test_schedule_error_is_logged_not_raised(make_django_runtime) -> None:
     runtime = make_django_runtime(setup(use={"ticker": actor(state={}, actions={"boom": boom})}))
     c = _context(runtime, "ticker", "a")
     c.schedule.after(0, "boom")
-    assert scheduling.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 1
     fire = models.CronFire.objects.get()
     assert fire.status == "error" and "nope" in str(fire.error)
 

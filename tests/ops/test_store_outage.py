@@ -1,4 +1,4 @@
-"""A store outage during a long step: the heartbeat keeps retrying instead of dying (issue 5)."""
+"""A store outage during a long step: the heartbeat keeps retrying instead of dying."""
 
 from __future__ import annotations
 

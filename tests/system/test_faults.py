@@ -1,4 +1,4 @@
-"""Fault matrix with real Celery worker processes (issue 5): SIGKILL of the worker (its whole process
+"""Fault matrix with real Celery worker processes: SIGKILL of the worker (its whole process
 group) in a step body, after the body before its commit, after the commit, mid-rollback and while a
 workflow waits on a queue with a timeout; a step that kills its worker on every attempt.
 

@@ -1,4 +1,4 @@
-"""Leases on the Django store (issue 5): a claim race of 8 threads over 100 runnable actors, a zombie
+"""Leases on the Django store: a claim race of 8 threads over 100 runnable actors, a zombie
 executor's write after lease loss, the sweep's hand-over taken once even when the task is delivered twice,
 and a step longer than the lease kept alive by the heartbeat with two real workers competing."""
 
@@ -117,7 +117,7 @@ def test_a_store_outage_mid_run_stops_the_run_without_failing_the_workflow(
 ) -> None:
     """A database error inside a run (not a workflow error) must not mark the workflow failed: the run
     stops with StoreUnavailableError and the actor resumes after its lease expires."""
-    from rivet_workflows.engine.runtime import StoreUnavailableError
+    from rivet_workflows.engine.errors import StoreUnavailableError
 
     calls = {"n": 0}
 

@@ -1,4 +1,4 @@
-"""Throughput, timers and infrastructure faults with real worker processes (issue 5).
+"""Throughput, timers and infrastructure faults with real worker processes.
 
 * 100 actors processed by 2 workers: every step's side effect exactly once.
 * Timer lateness (printed: p50/p99/max) with every wake-up exactly once.

@@ -13,6 +13,8 @@ from rivet_workflows.engine import definitions as d
 from rivet_workflows.engine import errors, ports
 from rivet_workflows.engine.actor_context import ActorContext
 from rivet_workflows.engine.client import ActorAlreadyExistsError, SendResult
+from rivet_workflows.engine.history import History
+from rivet_workflows.engine.session import RunSession
 from rivet_workflows.testing import ManualClock, make_runtime
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -392,25 +394,18 @@ def test_recover_restarts_a_failed_workflow():
 def test_actor_context_for_run_uses_the_session():
     runtime, client, _ = build(w=d.workflow(run=run_forever, queues=["jobs"]))
     handle = client.w.get_or_create("a")
-    session = SimpleNamespace(
-        runtime=runtime,
-        definition=runtime.registry.get("w"),
-        actor_id=handle.actor_id,
-        actor=handle.record(),
-        state={"x": 1},
-        vars={"v": 1},
-        outbox=[],
-        state_dirty=False,
-        destroy_requested=False,
-    )
+    record = handle.record()
+    record.state = {"x": 1}
+    session = RunSession(runtime, record, runtime.registry.get("w"), 0, History([]))
+    session.vars = {"v": 1}
     c = ActorContext.for_run(session)
     c.state["x"] = 2
     c.state = {"y": 3}
     c.queue.send("jobs", {"n": 1})
     c.destroy()
-    assert session.state == {"y": 3} and session.state_dirty
+    assert session.state == {"y": 3} and session.state_changed
     assert c.vars == {"v": 1} and c.key == ["a"] and c.name == "w"
-    assert session.outbox == [(handle.actor_id, "jobs", {"n": 1}, False)]
+    assert session.writes.take().outbox == [(handle.actor_id, "jobs", {"n": 1}, False)]
     assert session.destroy_requested
     assert runtime.store.pending_messages(handle.actor_id, None, 10) == []  # rides in the next commit
 

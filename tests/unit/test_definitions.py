@@ -8,7 +8,8 @@ import pytest
 
 from rivet_workflows.engine import definitions as d
 from rivet_workflows.engine import errors
-from rivet_workflows.engine.runtime import Runtime, Settings, to_seconds
+from rivet_workflows.engine.runtime import Runtime, Settings
+from rivet_workflows.engine.settings import to_seconds
 
 
 async def run_fn(ctx):

@@ -44,6 +44,30 @@ def test_every_error_is_under_the_root_and_pickles(cls):
     assert again.step_name == "charge" and again.attempts == 2
 
 
+def _signal_classes():
+    return [
+        obj
+        for obj in vars(errors).values()
+        if isinstance(obj, type) and issubclass(obj, errors.WorkflowSignal)
+    ]
+
+
+@pytest.mark.parametrize("cls", _signal_classes(), ids=lambda c: c.__name__)
+def test_every_signal_is_apart_from_the_errors_and_pickles(cls):
+    assert not issubclass(cls, Exception)  # ``except Exception`` in workflow code never swallows one
+    signal = cls() if cls is not errors.WaitSignal else cls(None, {"orders"})
+    again = pickle.loads(pickle.dumps(signal))
+    assert type(again) is cls
+    if cls is errors.WaitSignal:
+        assert again.queue_names == frozenset({"orders"}) and again.wake_at is None
+
+
+def test_store_unavailable_error_is_under_the_root():
+    exc = errors.StoreUnavailableError("store unavailable while running actor a1")
+    assert isinstance(exc, errors.RivetWorkflowsError) and isinstance(exc, RuntimeError)
+    assert exc.code == "store_unavailable"
+
+
 def test_default_message_comes_from_the_docstring():
     assert str(errors.StepOnlyError()).startswith("Actor state, vars, client() and events")
 

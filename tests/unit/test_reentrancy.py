@@ -8,8 +8,8 @@ import time
 import pytest
 
 from rivet_workflows.engine import ports
-from rivet_workflows.engine.actor_context import ReentrantCallError
 from rivet_workflows.engine.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.errors import ReentrantCallError
 from rivet_workflows.testing import drain, make_runtime
 
 

@@ -1,4 +1,4 @@
-"""Cron and one-off schedules on the in-memory store (engine.scheduling, issue 5): slots, DST, catch-up."""
+"""Cron and one-off schedules on the in-memory store (engine.slots, schedules, firing): slots, DST, catch-up."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from project.examples.cron import cron_actor
-from rivet_workflows.engine import errors, ports, scheduling
+from rivet_workflows.engine import errors, firing, ports, slots
 from rivet_workflows.engine.definitions import actor, queue, setup, workflow
 from rivet_workflows.testing import ManualClock, drain, make_runtime
 
@@ -18,7 +18,7 @@ AMS = ZoneInfo("Europe/Amsterdam")
 def _fires_between(expression: str, tz: str, start: datetime, end: datetime) -> list[datetime]:
     out, t = [], start
     while True:
-        t = scheduling.next_cron_slot(expression, tz, t)
+        t = slots.next_cron_slot(expression, tz, t)
         if t > end:
             return out
         out.append(t)
@@ -73,7 +73,7 @@ def test_cron_set_fires_through_dst_with_a_manual_clock() -> None:
     c.cron.set(name="half-past", expression="30 * * * *", timezone="Europe/Amsterdam", action="tick")
     for _ in range(4 * 60):  # four hours, minute by minute
         clock.advance(60)
-        scheduling.fire_due(runtime)
+        firing.fire_due(runtime)
     local = [f.scheduled_at.astimezone(AMS).strftime("%H:%M") for f, _ in log]
     assert local == ["01:30", "03:30", "04:30", "05:30"]
     assert all(f.lateness < 60 for f, _ in log)
@@ -90,10 +90,10 @@ def test_downtime_of_many_intervals_gives_one_catch_up_fire() -> None:
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     c.cron.every(name="t", interval=10, action="tick", args=("x",), max_history=3)
     clock.advance(10)
-    assert scheduling.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 1
     clock.advance(3600 + 5)  # 360 intervals with no sweep
-    assert scheduling.fire_due(runtime) == 1
-    assert scheduling.fire_due(runtime) == 0
+    assert firing.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 0
     fire, args = log[-1]
     assert args == ("x",)
     assert fire.missed == 359
@@ -102,7 +102,7 @@ def test_downtime_of_many_intervals_gives_one_catch_up_fire() -> None:
     assert entry.next_fire_at == datetime(2026, 1, 1, 1, 0, 20, tzinfo=UTC)  # cadence kept
     for _ in range(5):
         clock.advance(10)
-        scheduling.fire_due(runtime)
+        firing.fire_due(runtime)
     assert len(runtime.store.cron_fires(entry.id)) == 3  # capped at max_history
     assert handle.state()["ticks"] == 7
 
@@ -141,14 +141,14 @@ def test_schedule_after_fires_once_and_concurrent_sweeps_do_not_double() -> None
     c.schedule.after(30, "tick", 1, 2)
     c.schedule.at(datetime(2026, 1, 1, 0, 1, tzinfo=UTC), "tick", 3)
     clock.advance(29)
-    assert scheduling.fire_due(runtime) == 0
+    assert firing.fire_due(runtime) == 0
     clock.advance(1)
     (due,) = runtime.store.cron_due(10)
     # a second sweep that read the same row loses the compare-and-set
     assert runtime.store.cron_advance(due.id, due.next_fire_at, None) is True
     assert runtime.store.cron_advance(due.id, due.next_fire_at, None) is False
     clock.advance(60)
-    assert scheduling.fire_due(runtime) == 1
+    assert firing.fire_due(runtime) == 1
     assert [(f.kind, a) for f, a in log] == [(ports.CRON_ONCE, (3,))]
 
 

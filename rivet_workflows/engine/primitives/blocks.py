@@ -6,10 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, retry, serde
-from ..session import RollbackStop, maybe_await
+from ..results import TryResult
+from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import TryResult, WorkflowContext
+    from ..context import WorkflowContext
 
 #: entry kinds ``ctx.removed`` accepts ("try" is a block without an entry of its own)
 REMOVABLE = frozenset(
@@ -71,8 +72,6 @@ async def run_try(
     ``catch=("rollback",)`` also rollback failures of steps and ``RollbackError`` raised by the block itself.
     Other exceptions of the block, waits, eviction and divergence propagate.
     """
-    from ..context import TryResult
-
     session = ctx._session
     session.history.enter_scope(key)
     block = ctx.child(key)
@@ -135,7 +134,7 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
     if entry is not None:
         return int(entry.data["resolved"])
     if session.rolling_back:  # code past this point never ran (a dry-run check goes on past the gate)
-        raise RollbackStop()
+        raise errors.RollbackStop()
     resolved = 1 if history.has_unvisited(ctx._scope) else latest
     entry = history.new(key, "version_check", {"resolved": resolved, "latest": latest}, now=session.stamp())
     entry.status, entry.completed_at = ports.ENTRY_COMPLETED, entry.created_at
@@ -148,8 +147,8 @@ async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
     history = session.history
     entry = history.visit(key, "rollback_checkpoint", name)
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="rollback_checkpoint")
         checkpoint = history.new(key, "rollback_checkpoint", {"name": name}, now=session.stamp())
         checkpoint.status, checkpoint.completed_at = ports.ENTRY_COMPLETED, checkpoint.created_at

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, serde
 from ..history import check_name, child_key
-from ..session import RollbackStop, maybe_await
+from ..results import RaceResult
+from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import RaceResult, WorkflowContext
+    from ..context import WorkflowContext
 
 Branches = list[tuple[str, Callable[..., Any]]]
 
@@ -105,8 +106,8 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     history = session.history
     entry = history.visit(key, "join", name)
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="join")
         entry = history.new(
             key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=session.stamp()
@@ -161,7 +162,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     if not waits:
         entry.status = ports.ENTRY_FAILED if failures else ports.ENTRY_COMPLETED
         entry.completed_at = session.stamp()
-    history.put(entry)
+    session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
     if failures:
@@ -178,14 +179,12 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     """Race at ``key``: the first branch to finish wins (recorded, never re-decided); losers are cancelled
     and their history deleted. Raises ``RaceError`` when every branch failed, a merged ``WaitSignal`` when
     none finished and some wait."""
-    from ..context import RaceResult
-
     session = ctx._session
     history = session.history
     entry = history.visit(key, "race", name)
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="race")
         entry = history.new(
             key,
@@ -240,7 +239,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
         }
         entry.status = ports.ENTRY_COMPLETED
         entry.completed_at = session.stamp()
-        history.put(entry)
+        session.writes.record(entry)
         await session.flush()
         return RaceResult(winner, value)
 
@@ -253,7 +252,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             for b, _ in spec
         },
     }
-    history.put(entry)
+    session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
     entry.status = ports.ENTRY_FAILED

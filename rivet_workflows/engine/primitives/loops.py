@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, ports, serde
 from ..definitions import LoopBreak, LoopContinue
 from ..history import child_key
-from ..session import RollbackStop, maybe_await
+from ..session import maybe_await
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -56,8 +56,8 @@ async def run_loop(
     size = interval if history_size is None else history_size
     entry = history.visit(key, "loop", name)
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="loop")
         initial = (
             serde.roundtrip(state, where=f"loop {name!r} state", max_bytes=max_bytes) if stateful else None
@@ -75,13 +75,13 @@ async def run_loop(
         result = await maybe_await(fn(body_ctx, current) if stateful else fn(body_ctx))
         body_ctx.end_scope()
         if isinstance(result, LoopBreak):
-            if session.forward_blocked:
-                raise RollbackStop()
+            if session.rolling_back:
+                raise errors.RollbackStop()
             value = serde.roundtrip(result.value, where=f"loop {name!r} output", max_bytes=max_bytes)
             entry.data = {"state": current, "iteration": iteration, "output": value}
             entry.status = ports.ENTRY_COMPLETED
             entry.completed_at = session.stamp()
-            history.put(entry)
+            session.writes.record(entry)
             prune(history, key, iteration + 1 - size)
             return value
         if isinstance(result, LoopContinue):
@@ -102,10 +102,10 @@ async def run_loop(
             )
         if stateful:
             current = serde.roundtrip(next_state, where=f"loop {name!r} state", max_bytes=max_bytes)
-        if session.forward_blocked:  # loop progress is never written while rolling back
-            raise RollbackStop()
+        if session.rolling_back:  # loop progress is never written while rolling back
+            raise errors.RollbackStop()
         iteration += 1
         entry.data = {"state": current, "iteration": iteration}
-        history.put(entry)
+        session.writes.record(entry)
         if iteration % interval == 0:
             prune(history, key, iteration - size)

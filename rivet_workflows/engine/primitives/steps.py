@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
 from .. import errors, ports, retry, serde
-from ..actor_context import RUNNING_STEP_OF
-from ..runtime import to_seconds
-from ..session import RollbackStop, mark_reported
+from ..results import StepResult
+from ..session import RunSession, mark_reported
+from ..settings import to_seconds
+from ..step_context import StepContext, run_attempt
 
 if TYPE_CHECKING:
-    from ..context import StepResult, WorkflowContext
+    from ..context import WorkflowContext
 
 RUNNING = ports.ENTRY_RUNNING
 
@@ -47,51 +44,15 @@ def make_options(
     )
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        type(fn).__call__ if not inspect.isfunction(fn) else None
-    )
-
-
-async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
-    # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
-    # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
-    RUNNING_STEP_OF.set(arg.actor_id)
-    if _is_async(fn):
-        return await fn(arg)
-    result = await sync_to_async(fn, thread_sensitive=False)(arg)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
 STATE_WHERE = "actor state"
 STATE_ERRORS = (errors.SerializationError, errors.PayloadTooLargeError)
 
 
-def _check_state(session: Any, name: str) -> None:
+def _check_state(session: RunSession, name: str) -> None:
     """Check the state a step body left like the store will (``SerializationError``/
     ``PayloadTooLargeError`` over ``settings.max_payload_bytes``), so it fails the step, not the commit."""
     if session.state is not None:
         serde.to_json(session.state, where=STATE_WHERE, max_bytes=session.settings.max_payload_bytes)
-
-
-class _Timeout(Exception):
-    pass
-
-
-async def _run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) -> Any:
-    """Run the body; raises ``_Timeout`` when it exceeds ``timeout`` (the body's task is cancelled)."""
-    task = asyncio.ensure_future(_call_body(fn, arg))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        raise _Timeout()
-    return task.result()
 
 
 def _stored_error(entry: ports.EntryRecord, name: str) -> BaseException:
@@ -111,7 +72,9 @@ def _backoff_at(entry: ports.EntryRecord, options: retry.StepOptions):
     return entry.last_attempt_at + timedelta(seconds=delay), delay
 
 
-async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, options: retry.StepOptions) -> bool:
+async def _worker_lost(
+    session: RunSession, entry: ports.EntryRecord, name: str, options: retry.StepOptions
+) -> bool:
     """Count an interrupted attempt as failed ("worker lost"); returns True when that exhausted the step.
 
     So a step that kills its worker every time ends exhausted after ``max_retries`` instead of looping;
@@ -124,11 +87,11 @@ async def _worker_lost(session: Any, entry: ports.EntryRecord, name: str, option
     }
     if entry.attempts <= options.max_retries:
         entry.status = ports.ENTRY_FAILED
-        session.history.put(entry)
+        session.writes.record(entry)
         return False
     entry.status = ports.ENTRY_EXHAUSTED
     entry.data["failure"] = {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
-    session.history.put(entry)
+    session.writes.record(entry)
     logger.warning(
         "step %r of actor %s (%s) exhausted: %s",
         name,
@@ -162,8 +125,6 @@ async def run_step(
     rollback: Callable[..., Any] | None = None,
 ) -> Any:
     """Replay or execute the step at ``key``; returns its (round-tripped) output or raises its failure."""
-    from ..context import StepContext
-
     session = ctx._session
     history = session.history
     if rollback is not None and not ctx._checkpoint:
@@ -175,8 +136,8 @@ async def run_step(
     entry = history.visit(key, "step", name)
     now = None
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
         entry = history.new(key, "step", now=now)
@@ -184,15 +145,13 @@ async def run_step(
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
         if rollback is not None:
-            session.rollbacks[key] = (name, rollback, options, entry.data.get("output"))
+            session.collect_rollback(key, name, rollback, options, entry.data.get("output"))
         return entry.data.get("output")
     elif entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
     else:
-        if (
-            session.forward_blocked
-        ):  # rolling back: an unfinished step neither retries nor waits out its backoff
-            raise RollbackStop()
+        if session.rolling_back:  # an unfinished step neither retries nor waits out its backoff
+            raise errors.RollbackStop()
         if entry.status == RUNNING and entry.attempts > 0:
             # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
             if await _worker_lost(session, entry, name, options):
@@ -203,10 +162,9 @@ async def run_step(
                 await session.wait(retry_at)
 
     while True:
-        if session.forward_blocked:
-            raise RollbackStop()
-        stop_at = getattr(session, "stop_at", None)
-        if stop_at is not None and time.monotonic() >= stop_at:
+        if session.rolling_back:
+            raise errors.RollbackStop()
+        if session.out_of_time():
             # drain's timeout passed: start no new attempt; the workflow stays due for the next run
             raise errors.WaitSignal(await session.now(), frozenset())
         now = now or session.stamp()
@@ -214,54 +172,50 @@ async def run_step(
         entry.attempts += 1
         entry.last_attempt_at = now
         entry.error = None
-        history.put(entry)
+        session.writes.record(entry)
         step = StepContext(session, key, entry.attempts)
-        ephemeral = options.ephemeral and session.lock_count == 0
+        ephemeral = options.ephemeral and not session.lock.in_use
         if ephemeral:
-            if not session.holds_lock and not session.state_dirty:
+            if not session.lock.held and not session.state_changed:
                 # start from the freshest state (a read; no write of its own)
-                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
+                await session.load_stored_state()
         else:
-            await session.acquire_lock(now)
+            await session.lock.acquire(now)
         now = None
-        session.steps_executed += 1
+        session.body_will_run()
         timed_out = False
         try:
-            session.body_started()
-            try:
-                output = await _run_attempt(fn, step, options.timeout)
-            finally:
-                session.body_ended()
+            with session.bodies.track():
+                output = await run_attempt(fn, step, options.timeout)
             output = serde.roundtrip(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
             _check_state(session, name)
         except (asyncio.CancelledError, errors.WorkflowSignal):
             if not ephemeral:
-                session.abandon_lock()
+                session.lock.abandon()
             raise
-        except _Timeout as exc:
+        except errors.StepTimeoutError as exc:
             timed_out = True
             failure: BaseException = exc
         except Exception as exc:
             failure = exc
             if isinstance(exc, STATE_ERRORS) and exc.metadata.get("where") == STATE_WHERE:
                 # the state this body left cannot be stored: go on from the last stored state
-                session.state = (await session.call(session.store.get_actor, session.actor_id)).state
-                session.state_dirty = False
+                await session.load_stored_state()
         else:
             entry.status = ports.ENTRY_COMPLETED
             entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
             entry.data["output"] = output
             entry.completed_at = session.stamp()
-            history.put(entry)
+            session.writes.record(entry)
             if rollback is not None:
-                session.rollbacks[key] = (name, rollback, options, output)
+                session.collect_rollback(key, name, rollback, options, output)
             if ephemeral:
-                if not session.holds_lock:
-                    session.state_dirty = True
+                if not session.lock.held:
+                    session.mark_state_changed()
             else:
-                await session.release_lock()
+                await session.lock.release()
             return output
 
         # --- the attempt failed -------------------------------------------------------------------
@@ -308,7 +262,7 @@ async def run_step(
             else:
                 kind, raised = cls, cls
             entry.data["failure"] = {"kind": kind, "raised": raised}
-        history.put(entry)
+        session.writes.record(entry)
         if not will_retry:
             logger.warning(
                 "step %r of actor %s (%s) failed after %d attempt(s), no retry: %s: %s",
@@ -323,7 +277,7 @@ async def run_step(
         if ephemeral:
             await session.flush(state=session.state)
         else:
-            await session.release_lock()
+            await session.lock.release()
         if not will_retry:
             raise _stored_error(entry, name) from (None if timed_out else failure)
         await session.wait(retry_at)
@@ -339,8 +293,6 @@ async def try_step(
     catch: tuple[str, ...],
 ) -> StepResult:
     """``ctx.try_step``: run the step and turn caught failure kinds into ``StepResult(ok=False, failure)``."""
-    from ..context import StepResult
-
     caught = retry.DEFAULT_CATCH | set(catch)
     try:
         value = await run_step(ctx, key, name, fn, options, rollback)

@@ -1,14 +1,15 @@
-"""Durable sleeps and queue waits, and the workflow-side queue message (ENGINE-SEMANTICS.md section 5)."""
+"""Durable sleeps and queue waits, and ``ctx.queue`` (ENGINE-SEMANTICS.md section 5)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, ports, serde
+from .. import errors, ports
 from ..history import check_name
-from ..session import RollbackStop
+from ..results import QueueMessage
+from ..settings import to_seconds
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -21,22 +22,6 @@ SLEEP_INTERRUPTED = "interrupted"
 ANY_QUEUE = "*"
 
 
-class _Done:
-    """An already-finished awaitable, so ``msg.complete(r)`` works with and without ``await``."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield  # pragma: no cover
-
-    def __repr__(self) -> str:
-        return "<done>"
-
-
-_DONE = _Done()
-
-
 async def run_sleep(
     ctx: WorkflowContext, key: str, name: str, *, seconds: float | None = None, until: datetime | None = None
 ) -> None:
@@ -46,8 +31,8 @@ async def run_sleep(
     entry = history.visit(key, "sleep", name)
     now = await session.now()
     if entry is None:
-        if session.forward_blocked:
-            raise RollbackStop()
+        if session.rolling_back:
+            raise errors.RollbackStop()
         history.check_scope(ctx._scope, before=key, before_kind="sleep")
         if until is not None:
             deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
@@ -59,71 +44,15 @@ async def run_sleep(
         return None
     else:
         deadline = entry.data["deadline"]
-    if session.forward_blocked:
-        raise RollbackStop()
+    if session.rolling_back:
+        raise errors.RollbackStop()
     if deadline > now:
         await session.wait(deadline)
     entry.data = {**entry.data, "state": SLEEP_COMPLETED}
     entry.status = ports.ENTRY_COMPLETED
     entry.completed_at = session.stamp()
-    history.put(entry)
+    session.writes.record(entry)
     return None
-
-
-class QueueMessage:
-    """A message received by a workflow queue wait: ``.id .name .body .created_at`` and, when received with
-    ``completable=True``, ``.complete(response)`` (answers a sender waiting with ``send(wait=True)``)."""
-
-    __slots__ = ("id", "name", "body", "created_at", "completable", "_entry", "_session", "_done")
-
-    def __init__(self, session: RunSession, entry: ports.EntryRecord) -> None:
-        data = entry.data
-        self.id: str = data["id"]
-        self.name: str = data["name"]
-        self.body: Any = data.get("body")
-        self.created_at: datetime | None = data.get("created_at")
-        self.completable: bool = bool(data.get("completable"))
-        self._entry = entry
-        self._session = session
-        self._done = False
-
-    @property
-    def completed(self) -> bool:
-        """True once the message was completed (in this run or recorded in history)."""
-        return bool(self._entry.data.get("completed"))
-
-    def complete(self, response: Any = None) -> Awaitable[None]:
-        """Record ``response`` for this message (with the next commit); usable with or without ``await``.
-
-        Raises ``RivetWorkflowsError`` if the message was not received with ``completable=True``,
-        ``MessageAlreadyCompletedError`` when called twice in one run, ``SerializationError``. On replay a
-        message whose entry says completed is not completed again.
-        """
-        if not self.completable:
-            raise errors.RivetWorkflowsError(
-                f"message {self.id} was not received with completable=True; it cannot be completed",
-                message_id=self.id,
-            )
-        if self._done:
-            raise errors.MessageAlreadyCompletedError(
-                f"message {self.id} was already completed", message_id=self.id
-            )
-        self._done = True
-        if self._entry.data.get("completed"):
-            return _DONE
-        session = self._session
-        response = serde.roundtrip(
-            response, where=f"response to message {self.id}", max_bytes=session.settings.max_payload_bytes
-        )
-        self._entry.data = {**self._entry.data, "completed": True}
-        self._entry.status = ports.MESSAGE_COMPLETED
-        self._entry.completed_at = session.stamp()
-        session.history.put(self._entry)
-        session.complete.append((self.id, response))
-        return _DONE
-
-    def __repr__(self) -> str:
-        return f"<QueueMessage {self.name!r} id={self.id}>"
 
 
 def _names(names: Any) -> list[str] | None:
@@ -167,10 +96,9 @@ async def run_next_batch(
     session = ctx._session
     history = session.history
     queue_names = _names(names)
-    definition = getattr(session, "definition", None)
-    if queue_names and definition is not None:
+    if queue_names:
         for queue_name in queue_names:  # a typo would wait forever: QueueNotFoundError fails the workflow
-            definition.check_queue(queue_name)
+            session.definition.check_queue(queue_name)
     count_key, deadline_key = f"{key}:count", f"{key}:deadline"
     deadline_entry = history.visit(deadline_key, "sleep", name) if timeout is not None else None
     count_entry = history.visit(count_key, "message", name)
@@ -187,8 +115,8 @@ async def run_next_batch(
             received.append(QueueMessage(session, entry))
         return received
 
-    if session.forward_blocked:
-        raise RollbackStop()
+    if session.rolling_back:
+        raise errors.RollbackStop()
     history.check_scope(ctx._scope, before=key, before_kind="message")
     # Without a timeout the clock only stamps the entries: the anchored clock (no round trip) will do.
     now = (timeout is None and session.anchored_now()) or await session.now()
@@ -203,10 +131,11 @@ async def run_next_batch(
             deadline = deadline_entry.data["deadline"]
 
     async def fetch() -> list[ports.MessageRecord]:
+        writes = session.writes
         records = await session.call(
-            session.store.pending_messages, session.actor_id, queue_names, count + len(session.taken)
+            session.store.pending_messages, session.actor_id, queue_names, count + writes.taken_count
         )
-        return [r for r in records if r.id not in session.taken][:count]
+        return [r for r in records if not writes.is_taken(r.id)][:count]
 
     async def available() -> bool:
         return bool(await fetch())
@@ -225,12 +154,11 @@ async def run_next_batch(
         deadline_entry.data = {**deadline_entry.data, "state": state}
         deadline_entry.status = ports.ENTRY_COMPLETED
         deadline_entry.completed_at = now
-        history.put(deadline_entry)
+        session.writes.record(deadline_entry)
     count_entry = history.new(count_key, "message", {"count": len(records), "names": queue_names}, now=now)
     count_entry.status, count_entry.completed_at = ports.ENTRY_COMPLETED, now
     received = []
     for i, record in enumerate(records):
-        session.taken.add(record.id)
         entry = history.new(
             f"{key}:{i}",
             "message",
@@ -246,7 +174,7 @@ async def run_next_batch(
         )
         entry.status = ports.MESSAGE_RECEIVED
         received.append(QueueMessage(session, entry))
-        session.receive.append(record.id)
+        session.writes.receive(record.id)
     # Receiving and recording commit together, in the run's next commit: the one that starts the next
     # step (before its body runs), a wait's, or the run's last. Until then the messages stay pending in
     # the store, so a run that dies first leaves them to be received again by the next run.
@@ -273,8 +201,6 @@ class WorkflowQueue:
     ) -> Awaitable[list[QueueMessage]]:
         """Wait for 1..``count`` messages (returns what is available without waiting for ``count``);
         ``timeout`` in seconds or timedelta; returns ``[]`` when it passes first."""
-        from ..runtime import to_seconds
-
         check_name(name, "queue wait")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"count must be an int >= 1, got {count!r}")

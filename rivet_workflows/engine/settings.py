@@ -1,0 +1,54 @@
+"""The engine's typed settings and the one duration rule (DESIGN.md section 10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+def to_seconds(value: float | int | timedelta | None) -> float | None:
+    """A duration given as seconds (int/float) or ``timedelta``, as float seconds; None stays None.
+
+    Raises ``TypeError`` for another type and ``ValueError`` for a negative or non-finite duration.
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"a duration must be seconds or a timedelta, got {type(value).__name__}")
+    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
+        raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+@dataclass
+class Settings:
+    """Engine settings (DESIGN.md section 10); durations in seconds.
+
+    * ``lease_seconds``: how long a claim holds an actor before another executor may take over.
+    * ``sweep_interval``: how often the periodic sweep looks for due actors.
+    * ``max_payload_bytes``: cap on one serialized value (``PayloadTooLargeError`` above it).
+    * ``max_key_bytes``: cap on an actor key's serialized size (``PayloadTooLargeError`` above it): keys
+      are indexed, and PostgreSQL refuses an index row over about 2.7 kB.
+    * ``live_wait_threshold``: waits whose remaining time is below this are done in memory.
+    * ``warm_wait``: how long a run given a warm-wait budget (``executor.run_actor(warm_wait=...)``, the
+      Celery task) listens for a message at a queue wait before it releases the actor (store support:
+      ``Store.wait_for_messages``).
+    * ``action_timeout``: how long an action waits for a running step to release the step lock.
+    * ``poll_interval``: polling period of waits on the store (step lock; ``send(wait=True)`` starts at it
+      and backs off to ``client.MAX_SEND_POLL_SECONDS``).
+    * ``dev_mode``: relaxes inspector authorization.
+    """
+
+    lease_seconds: float = 30.0
+    sweep_interval: float = 1.0
+    max_payload_bytes: int = 1_048_576
+    max_key_bytes: int = 1024
+    live_wait_threshold: float = 1.0
+    warm_wait: float = 0.0
+    action_timeout: float = 60.0
+    poll_interval: float = 0.02
+    dev_mode: bool = True

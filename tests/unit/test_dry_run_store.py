@@ -1,0 +1,91 @@
+"""The dry run's read-only store: an explicit ``BaseStore`` that reads through and refuses every write."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from rivet_workflows.engine import dry_run, errors, ports
+from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.testing import ManualClock, make_runtime
+
+READS = {
+    "now": (),
+    "get_actor": ("ACTOR",),
+    "find_actor": ("w", ["a"]),
+    "list_actors": (),
+    "load_history": ("ACTOR",),
+    "load_for_run": ("ACTOR",),
+    "next_deadline": (),
+    "pending_messages": ("ACTOR", None, 10),
+    "cron_list": (),
+    "cron_due": (10,),
+    "cron_next_deadline": (),
+}
+WRITES = {
+    "get_or_create_actor": ("w", ["b"], None, dict),
+    "create_actor": ("w", ["b"], None, {}),
+    "destroy_actor": ("ACTOR",),
+    "claim": ("ACTOR", "me", 30.0),
+    "claim_and_load": ("ACTOR", "me", 30.0),
+    "claim_due": ("me", 10, 30.0),
+    "renew": ("ACTOR", 1, 30.0),
+    "handoff": ("ACTOR", 1, "me", 30.0),
+    "release": ("ACTOR", 1),
+    "commit": ("ACTOR", 1, ports.Commit()),
+    "send": ("ACTOR", "jobs", 1),
+    "send_and_check": ("ACTOR", "jobs", 1),
+    "complete_message": ("m1", None),
+    "wait_for_messages": ("ACTOR", ["jobs"], 0.1),
+    "run_action": ("ACTOR", lambda state: None, 1.0),
+    "cron_upsert": (ports.CronRecord(actor_id="ACTOR", name="c", action="tick"),),
+    "cron_delete": ("ACTOR", "c"),
+    "cron_advance": ("c1", None, None),
+    "cron_record_fire": ("c1", None, 1),
+}
+
+
+async def _run(ctx):
+    await ctx.step("one", lambda step: 1)
+
+
+@pytest.fixture
+def stores():
+    runtime = make_runtime(setup(use={"w": workflow(run=_run)}), clock=ManualClock())
+    handle = runtime.client().w.get_or_create("a")
+    return runtime.store, dry_run.ReadOnlyStore(runtime.store), handle.actor_id
+
+
+def _args(args, actor_id):
+    return tuple(actor_id if a == "ACTOR" else a for a in args)
+
+
+def test_read_only_store_is_an_explicit_store():
+    assert issubclass(dry_run.ReadOnlyStore, ports.BaseStore)
+    assert "__getattr__" not in vars(dry_run.ReadOnlyStore)
+    assert not inspect.isabstract(dry_run.ReadOnlyStore)
+
+
+def test_every_member_of_the_port_is_a_read_or_a_refused_write():
+    members = {
+        name for name, value in vars(ports.Store).items() if callable(value) and not name.startswith("_")
+    }
+    assert members - {"get_message", "cron_fires", "close_thread_connection"} == set(READS) | set(WRITES)
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_reads_go_to_the_wrapped_store(stores, name):
+    store, read_only, actor_id = stores
+    args = _args(READS[name], actor_id)
+    assert read_only.__class__.__dict__.get(name) is not None
+    assert getattr(read_only, name)(*args) == getattr(store, name)(*args)
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_every_write_is_refused_and_changes_nothing(stores, name):
+    store, read_only, actor_id = stores
+    before = (store.get_actor(actor_id), store.load_history(actor_id), store.cron_list())
+    with pytest.raises(errors.DryRunStop, match=name):
+        getattr(read_only, name)(*_args(WRITES[name], actor_id))
+    assert (store.get_actor(actor_id), store.load_history(actor_id), store.cron_list()) == before

@@ -147,7 +147,4 @@ rivet_settings = _LazySettings()
 @receiver(setting_changed)
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in ("RIVET_WORKFLOWS", "DEBUG"):
-        rivet_settings.reload()
-        from . import django_runtime
-
-        django_runtime.reset_runtime()
+        rivet_settings.reload()  # django_runtime resets its runtime on the same signal

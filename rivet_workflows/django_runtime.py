@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
 _lock = threading.Lock()
 _runtime: Any = None
 
@@ -14,6 +17,13 @@ def reset_runtime() -> None:
     global _runtime
     with _lock:
         _runtime = None
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    """``override_settings(RIVET_WORKFLOWS=...)`` or ``DEBUG`` takes effect at once (DESIGN.md section 9)."""
+    if setting in ("RIVET_WORKFLOWS", "DEBUG"):
+        reset_runtime()
 
 
 def get_runtime() -> Any:

@@ -1,4 +1,4 @@
-"""History storage for long loops (issue 6, P3): one index less per history row, and on PostgreSQL the
+"""History storage for long loops (benchmark P3): one index less per history row, and on PostgreSQL the
 per-table settings that keep pruned and updated rows from piling up.
 
 * ``historyentry.actor`` loses its own index (and, on PostgreSQL, its ``varchar_pattern_ops`` twin): the

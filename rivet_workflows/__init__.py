@@ -19,6 +19,7 @@ from .engine.definitions import (
     setup,
     workflow,
 )
+from .engine.dry_run import ReplayReport
 from .engine.errors import (
     ActionNotFoundError,
     ActorAlreadyExistsError,
@@ -48,7 +49,6 @@ from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
-from .golden import ReplayReport
 
 
 def client() -> Client:

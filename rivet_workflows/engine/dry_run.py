@@ -199,6 +199,26 @@ class CheckResult:
     replay_from: str | None = None
 
 
+@dataclass(frozen=True)
+class ReplayReport:
+    """The outcome of ``replay_history``: did the current code replay the saved history?
+
+    * ``ok``: True when the code replays every recorded entry up to where new work would start (a wait,
+      the next step, the end), or reproduces the workflow's recorded failure.
+    * ``diverged_at``: the recorded location key where the code went another way (a renamed, dropped
+      or reordered entry), None unless it diverged.
+    * ``reached``: the key of the entry the code reached there instead, when the engine knows it (None
+      otherwise, e.g. when a recorded entry was simply no longer reached by the end of its scope).
+    * ``error``: what went wrong as a message (the divergence with its fix, the exception the replay
+      raised, or a store that did not give the history back as written); None when ``ok``.
+    """
+
+    ok: bool
+    diverged_at: str | None = None
+    reached: str | None = None
+    error: str | None = None
+
+
 async def _replay(session: _DrySession) -> None:
     ctx = WorkflowContext(session, ROOT)
     await maybe_await(session.definition.run.fn(ctx))  # type: ignore[union-attr]

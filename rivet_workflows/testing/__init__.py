@@ -5,7 +5,7 @@
 * ``make_runtime(registry)``: a ``Runtime`` on a fresh ``MemoryStore`` and an ``InlineDispatcher`` (which
   only records wake-ups; ``dispatch.LocalDispatcher``); ``drain(runtime)`` runs due work to quiescence.
 * ``GroupProcess`` (``process.py``): a subprocess in its own process group, killable as a crash.
-* ``export_history``/``replay_history``/``ReplayReport`` (``rivet_workflows.golden``): golden histories.
+* ``export_history``/``replay_history``/``ReplayReport`` (``testing/golden.py``): golden histories.
 
 Importing this package does not import Django.
 """
@@ -20,8 +20,8 @@ from ..dispatch import LocalDispatcher as InlineDispatcher
 from ..engine import executor
 from ..engine.definitions import Registry
 from ..engine.runtime import Runtime, Settings
-from ..golden import ReplayReport, export_history, replay_history
 from .clock import ManualClock
+from .golden import ReplayReport, export_history, replay_history
 from .memory import MemoryStore
 from .process import GroupProcess
 

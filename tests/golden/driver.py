@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rivet_workflows import golden
 from rivet_workflows.engine import executor, firing, ports
 from rivet_workflows.engine.client import ActorHandle
 from rivet_workflows.engine.definitions import setup
 from rivet_workflows.engine.runtime import Runtime
-from rivet_workflows.testing import ManualClock, MemoryStore, make_runtime
+from rivet_workflows.testing import ManualClock, MemoryStore, golden, make_runtime
 
 #: the manual clock's start: every golden history begins at this instant
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

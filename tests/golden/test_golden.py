@@ -264,7 +264,9 @@ def _export_stdout(actor_id: str) -> str:
 
 
 def test_importing_testing_loads_no_django():
-    code = "import sys, rivet_workflows.testing, rivet_workflows.golden; print('django' in sys.modules)"
+    code = (
+        "import sys, rivet_workflows.testing, rivet_workflows.testing.golden; print('django' in sys.modules)"
+    )
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     out = subprocess.run(

@@ -88,7 +88,8 @@ class Command(BaseCommand):
         )
 
     def _export(self, actor_id: str, output: str | None) -> None:
-        from ... import django_runtime, golden
+        from ... import django_runtime
+        from ...testing import golden
 
         exported = golden.export_history(actor_id, runtime=django_runtime.get_runtime())
         text = json.dumps(exported, indent=2, ensure_ascii=False) + "\n"

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .engine import dry_run, errors, inspector, ports, serde
-from .engine.client import ActorHandle
-from .engine.runtime import Runtime
+from ..engine import dry_run, errors, inspector, ports, serde
+from ..engine.client import ActorHandle
+from ..engine.dry_run import ReplayReport
+from ..engine.runtime import Runtime
+from .memory import MemoryStore
 
 if TYPE_CHECKING:
-    from .engine.definitions import Registry
+    from ..engine.definitions import Registry
 
 __all__ = ["REPLAY_OWNER", "ReplayReport", "export_history", "replay_history"]
 
@@ -33,26 +34,6 @@ _REPLAY_LEASE_SECONDS = 3600.0
 _INSTANTS = ("lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt")
 
 
-@dataclass(frozen=True)
-class ReplayReport:
-    """The outcome of ``replay_history``: did the current code replay the saved history?
-
-    * ``ok``: True when the code replays every recorded entry up to where new work would start (a wait,
-      the next step, the end), or reproduces the workflow's recorded failure.
-    * ``diverged_at``: the recorded location key where the code went another way (a renamed, dropped
-      or reordered entry), None unless it diverged.
-    * ``reached``: the key of the entry the code reached there instead, when the engine knows it (None
-      otherwise, e.g. when a recorded entry was simply no longer reached by the end of its scope).
-    * ``error``: what went wrong as a message (the divergence with its fix, the exception the replay
-      raised, or a store that did not give the history back as written); None when ``ok``.
-    """
-
-    ok: bool
-    diverged_at: str | None = None
-    reached: str | None = None
-    error: str | None = None
-
-
 class _NoWake:
     """The dispatcher of a replay runtime: nothing a replay does wakes anything (it writes nothing)."""
 
@@ -61,7 +42,7 @@ class _NoWake:
 
 
 def _default_runtime() -> Runtime:
-    from . import django_runtime  # lazily: this module stays importable without Django
+    from .. import django_runtime  # lazily: this module stays importable without Django
 
     return django_runtime.get_runtime()
 
@@ -270,8 +251,6 @@ def replay_history(registry: Registry, exported: dict, *, store: Any = None) -> 
     """
     actor, entries = _parse(exported)
     if store is None:
-        from .testing import MemoryStore  # lazily: testing re-exports this module
-
         store = MemoryStore()
     if actor["name"] not in registry:
         return ReplayReport(ok=False, error=f"no actor type named {actor['name']!r} in the registry")

@@ -19,6 +19,8 @@ Branches = list[tuple[str, Callable[..., Any]]]
 
 #: errors that mean the code or its use is wrong: never collected into JoinError/RaceError
 _FATAL = (errors.HistoryDivergedError, errors.EntryInProgressError, errors.RollbackCheckpointError)
+#: statuses of a join whose every branch settled
+_FINISHED = frozenset({ports.ENTRY_COMPLETED, ports.ENTRY_FAILED})
 
 
 def _branch_fn(name: str, value: Any) -> Callable[..., Any]:
@@ -113,6 +115,12 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             key, "join", {"branches": {b: {"status": "pending"} for b, _ in spec}}, now=session.stamp()
         )
         entry.status = ports.ENTRY_RUNNING
+    # A finished join (completed, or failed with every branch settled) is decided: its replay returns or
+    # raises what was recorded and writes nothing (case C49). Only a rollback replays its branches, to
+    # collect their steps' rollback handlers, and even then the entry stays as recorded.
+    finished = entry.status in _FINISHED
+    if finished and not session.rolling_back:
+        return _recorded_join(entry, name, spec)
     recorded: dict[str, dict] = {b: dict(v) for b, v in (entry.data.get("branches") or {}).items()}
     results: dict[str, Any] = {}
     tasks: dict[str, asyncio.Future] = {}
@@ -158,21 +166,54 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             error = serde.error_to_dict(value)
             failures[branch] = error
             recorded[branch] = {"status": "failed", "error": error}
-    entry.data = {**entry.data, "branches": recorded}
+    if finished:
+        return _recorded_join(entry, name, spec)
     if not waits:
+        entry.data = {**entry.data, "branches": recorded}
         entry.status = ports.ENTRY_FAILED if failures else ports.ENTRY_COMPLETED
         entry.completed_at = session.stamp()
-    session.writes.record(entry)
+        session.writes.record(entry)
+    elif recorded != entry.data.get("branches"):  # some branch settled: record its progress
+        entry.data = {**entry.data, "branches": recorded}
+        session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
     if failures:
-        raise errors.JoinError(
-            f"join {name!r}: branch(es) {', '.join(sorted(failures))} failed: "
-            + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
-            join=name,
-            errors=failures,
-        )
+        raise _join_error(name, failures)
     return {branch: results[branch] for branch, _ in spec}
+
+
+def _join_error(name: str, failures: dict[str, dict]) -> errors.JoinError:
+    return errors.JoinError(
+        f"join {name!r}: branch(es) {', '.join(sorted(failures))} failed: "
+        + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
+        join=name,
+        errors=failures,
+    )
+
+
+def _recorded_join(entry: ports.EntryRecord, name: str, spec: Branches) -> dict:
+    """The outcome a finished join recorded: ``{branch: output}``, or its ``JoinError`` raised again."""
+    recorded = entry.data.get("branches") or {}
+    failures = {b: v.get("error") or {} for b, v in recorded.items() if v.get("status") == "failed"}
+    if entry.status == ports.ENTRY_FAILED or failures:
+        raise _join_error(name, failures)
+    return {branch: recorded.get(branch, {}).get("output") for branch, _ in spec}
+
+
+def _recorded_race_error(entry: ports.EntryRecord, name: str) -> errors.RaceError:
+    """The ``RaceError`` a race whose every branch failed recorded, raised again on replay."""
+    branches = entry.data.get("branches") or {}
+    return _race_error(name, {b: v.get("error") or {} for b, v in branches.items() if "error" in v})
+
+
+def _race_error(name: str, failures: dict[str, dict]) -> errors.RaceError:
+    return errors.RaceError(
+        f"race {name!r}: every branch failed: "
+        + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
+        race=name,
+        errors=failures,
+    )
 
 
 async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) -> RaceResult:
@@ -202,6 +243,11 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
             if kind in ("evicted", "fatal"):
                 raise value
         return RaceResult(winner, entry.data.get("output"))
+    # Every branch failed: decided, like a winner. The replay raises the recorded errors and writes nothing
+    # (case C49); a rollback replays the branches only to collect their steps' rollback handlers.
+    decided = entry.status == ports.ENTRY_FAILED
+    if decided and not session.rolling_back:
+        raise _recorded_race_error(entry, name)
 
     tasks = {b: asyncio.ensure_future(_run_branch(ctx.child(child_key(key, b)), fn)) for b, fn in spec}
     outcomes: dict[str, tuple[str, Any]] = {}
@@ -222,6 +268,8 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
         await _cancel(list(pending))
         raise
     await _cancel(list(pending))
+    if decided:
+        raise _recorded_race_error(entry, name)
 
     if winner is not None:
         value = serde.roundtrip(
@@ -245,20 +293,15 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
 
     waits = [v for k, v in outcomes.values() if k == "wait"]
     failures = {b: serde.error_to_dict(v) for b, (k, v) in outcomes.items() if k == "err"}
-    entry.data = {
-        **entry.data,
-        "branches": {
-            b: ({"status": "failed", "error": failures[b]} if b in failures else {"status": "running"})
-            for b, _ in spec
-        },
+    branches = {
+        b: ({"status": "failed", "error": failures[b]} if b in failures else {"status": "running"})
+        for b, _ in spec
     }
-    session.writes.record(entry)
+    if not waits or branches != entry.data.get("branches"):  # no write for a replay that changed nothing
+        entry.data = {**entry.data, "branches": branches}
+        if not waits:
+            entry.status = ports.ENTRY_FAILED
+        session.writes.record(entry)
     if waits:
         raise _merge_waits(waits)
-    entry.status = ports.ENTRY_FAILED
-    raise errors.RaceError(
-        f"race {name!r}: every branch failed: "
-        + "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in sorted(failures.items())),
-        race=name,
-        errors=failures,
-    )
+    raise _race_error(name, failures)

@@ -37,6 +37,19 @@ def short_key(key: Any, limit: int = KEY_CHARS) -> str:
     return shorten(key_json(key), limit)
 
 
+def duration(seconds: float | None) -> str:
+    """A short human duration: ``"12 ms"``, ``"3.4 s"``, ``"2 min 5 s"``; "" for None (the admin trace and
+    ``manage.py rivet show``)."""
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
 def _local(value: datetime) -> datetime:
     if timezone.is_naive(value):  # the stores keep UTC
         value = value.replace(tzinfo=UTC)

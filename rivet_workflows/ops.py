@@ -7,6 +7,7 @@ and returns plain data; the management command only formats it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,71 @@ from django.db.models import Q
 
 from . import models
 from .engine import dry_run, errors, inspector, ports, repairs, serde
+
+#: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
+#: progress bar on a terminal); the default shows nothing
+Track = Callable[[Iterable[Any], int, str], Iterable[Any]]
+
+
+def _no_progress(items: Iterable[Any], total: int, description: str) -> Iterable[Any]:
+    return items
+
+
+#: actor states ``list_actors`` filters on: the stored workflow states plus ``no_workflow``
+LIST_STATES = (
+    ports.PENDING,
+    ports.RUNNING,
+    ports.SLEEPING,
+    ports.ROLLING_BACK,
+    ports.COMPLETED,
+    ports.FAILED,
+    ports.CANCELLED,
+    inspector.NO_WORKFLOW,
+)
+
+
+@dataclass
+class ActorRow:
+    """One line of ``rivet list``: the actor's id, type, key, shown workflow state (``no_workflow`` for a
+    type without a run function), next wake-up, the queues it waits on, and when it last changed."""
+
+    actor_id: str
+    name: str
+    key: list
+    workflow_state: str
+    wake_at: Any
+    waiting_for: list
+    updated_at: Any
+
+
+def list_actors(
+    runtime: Any, name: str | None = None, state: str | None = None, *, limit: int = 100
+) -> tuple[list[ActorRow], int]:
+    """Live actors (of type ``name``; in workflow state ``state``, one of ``LIST_STATES``), the most
+    recently changed first, at most ``limit``: ``(rows, total matching)``. ``ValueError`` for an unknown
+    state or a limit < 1."""
+    if state is not None and state not in LIST_STATES:
+        raise ValueError(f"unknown state {state!r}; one of: {', '.join(LIST_STATES)}")
+    if limit < 1:
+        raise ValueError("--limit must be >= 1")
+    rows = models.Actor.objects.filter(destroyed=False)
+    if name:
+        rows = rows.filter(name=name)
+    run_less = inspector.run_less_types(runtime.registry)
+    if state == inspector.NO_WORKFLOW:
+        rows = rows.filter(name__in=run_less)
+    elif state is not None:
+        rows = rows.filter(workflow_state=state).exclude(name__in=run_less)
+    total = rows.count()
+    fields = ("actor_id", "name", "key", "workflow_state", "wake_at", "waiting_for", "updated_at")
+    found = []
+    for values in rows.order_by("-updated_at", "actor_id").values_list(*fields)[:limit]:
+        row = ActorRow(*values)
+        if row.name in run_less:
+            row.workflow_state = inspector.NO_WORKFLOW
+        row.key = list(row.key or [])
+        found.append(row)
+    return found, total
 
 
 def _workflow_rows(runtime: Any, names: list[str] | None = None) -> Any:
@@ -34,7 +100,11 @@ def _in_flight_rows(runtime: Any, names: list[str] | None = None, *, include_fai
 
 
 def check(
-    runtime: Any, names: list[str] | None = None, *, include_failed: bool = False
+    runtime: Any,
+    names: list[str] | None = None,
+    *,
+    include_failed: bool = False,
+    track: Track = _no_progress,
 ) -> list[dry_run.CheckResult]:
     """Dry-run replay of every in-flight actor (of the types ``names``, or all) against the current code.
 
@@ -42,11 +112,13 @@ def check(
     (``repairs.check_recover``: refused when the run was rolled back, else a dry replay with the failed
     steps reset). Nothing is written and no step, hook or rollback runs (engine.dry_run). Actors without a
     workflow (no run function) are not checked. Returns one CheckResult per workflow actor checked;
-    ``outcome`` is ok, diverged (with ``location``), error or refused (with ``replay_from``).
+    ``outcome`` is ok, diverged (with ``location``), error or refused (with ``replay_from``). ``track``
+    shows the progress over the workflows.
     """
     rows = _in_flight_rows(runtime, names, include_failed=include_failed)
     results: list[dry_run.CheckResult] = []
-    for pk in rows.values_list("pk", flat=True):
+    pks = list(rows.values_list("pk", flat=True))
+    for pk in track(pks, len(pks), "checking"):
         actor = runtime.store.get_actor(pk)
         if actor.workflow_state == ports.FAILED:
             result = repairs.check_recover(runtime, actor)
@@ -134,6 +206,7 @@ def recover(
     failed: bool = True,
     dry: bool = False,
     replay_check: bool = True,
+    track: Track = _no_progress,
 ) -> RecoverReport:
     """Wake actors whose lease expired (their executor died; any worker takes them over) and restart failed
     workflows (``repairs.recover``: failed/exhausted steps back to pending). ``dry`` lists without acting:
@@ -141,7 +214,7 @@ def recover(
     (the refusal predicate of the HTTP API and the admin, then the dry replay), else as refused; with
     ``replay_check`` False only the predicate is asked (no replay: cheap for a summary of many failed
     workflows). Actors without a workflow are never counted. Filters: actor type ``names``,
-    ``actor_ids``. Returns a RecoverReport.
+    ``actor_ids``; ``track`` shows the progress. Returns a RecoverReport.
     """
     report = RecoverReport()
     now = runtime.store.now()
@@ -152,7 +225,8 @@ def recover(
         expired = rows.filter(lease_owner__isnull=False, lease_expires_at__lt=now).exclude(
             workflow_state__in=list(ports.FINISHED_STATES)
         )
-        for actor_id in expired.values_list("pk", flat=True):
+        expired_ids = list(expired.values_list("pk", flat=True))
+        for actor_id in track(expired_ids, len(expired_ids), "expired leases"):
             report.expired_leases.append(actor_id)
             if not dry:
                 # due now (it keeps its place if already due); the sweep or this hint runs it
@@ -161,7 +235,8 @@ def recover(
                 ).update(wake_at=now)
                 runtime.wake(actor_id)
     if failed:
-        for actor_id in rows.filter(workflow_state=ports.FAILED).values_list("pk", flat=True):
+        failed_ids = list(rows.filter(workflow_state=ports.FAILED).values_list("pk", flat=True))
+        for actor_id in track(failed_ids, len(failed_ids), "failed workflows"):
             if dry and not replay_check:
                 record = runtime.store.get_actor(actor_id)
                 entries = runtime.store.load_history(actor_id)
@@ -197,10 +272,15 @@ def recover(
     return report
 
 
-def prune(runtime: Any, older_than_days: float, *, dry: bool = False) -> int:
+#: actors deleted per transaction by ``prune`` (a progress step)
+PRUNE_BATCH = 500
+
+
+def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Track = _no_progress) -> int:
     """Delete finished actors (completed, failed, cancelled) not updated for ``older_than_days`` days, with
-    their history, messages and schedules, and one-off scheduled actions that fired before then. Returns how many actors were (or, with ``dry``, would be) deleted.
-    Raises ValueError for a negative age.
+    their history, messages and schedules (``PRUNE_BATCH`` actors at a time, ``track`` showing the
+    progress), and one-off scheduled actions that fired before then. Returns how many actors were (or,
+    with ``dry``, would be) deleted. Raises ValueError for a negative age.
     """
     if older_than_days < 0:
         raise ValueError("--older-than must be >= 0 days")
@@ -208,8 +288,10 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False) -> int:
     rows = models.Actor.objects.filter(workflow_state__in=list(ports.FINISHED_STATES), updated_at__lt=cutoff)
     count = rows.count()
     if not dry:
-        if count:
-            rows.delete()
+        pks = list(rows.values_list("pk", flat=True))
+        batches = [pks[i : i + PRUNE_BATCH] for i in range(0, len(pks), PRUNE_BATCH)]
+        for batch in track(batches, len(batches), f"pruning {len(pks)} actors"):
+            rows.filter(pk__in=batch).delete()
         # one-off scheduled actions that fired long ago (their fire log goes with them)
         models.CronEntry.objects.filter(
             interval_seconds__isnull=True,

@@ -30,16 +30,8 @@ def pretty(value: Any) -> str:
     return text
 
 
-def duration(seconds: float | None) -> str:
-    """A short human duration: ``"12 ms"``, ``"3.4 s"``, ``"2 min 5 s"``; "" for None."""
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest} s"
+#: a short human duration (``display.duration``), also used by ``manage.py rivet show``
+duration = display.duration
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from .. import display
+from . import console
 
 
 def _count(n: int, singular: str, plural: str) -> str:
@@ -61,7 +62,10 @@ def handle(command: Any, sub: str, options: dict) -> None:
     out = command.stdout
     if sub == "check":
         include_failed = bool(options.get("include_failed"))
-        results = ops.check(django_runtime.get_runtime(), options.get("name"), include_failed=include_failed)
+        with console.progress(command.stderr) as track:
+            results = ops.check(
+                django_runtime.get_runtime(), options.get("name"), include_failed=include_failed, track=track
+            )
         bad = [r for r in results if r.outcome != "ok"]
         for r in results:
             # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
@@ -104,9 +108,13 @@ def handle(command: Any, sub: str, options: dict) -> None:
         _recover(command, options)
     elif sub == "prune":
         try:
-            count = ops.prune(
-                django_runtime.get_runtime(), options["older_than"], dry=options.get("dry_run", False)
-            )
+            with console.progress(command.stderr) as track:
+                count = ops.prune(
+                    django_runtime.get_runtime(),
+                    options["older_than"],
+                    dry=options.get("dry_run", False),
+                    track=track,
+                )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         verb = "would delete" if options.get("dry_run") else "deleted"
@@ -128,14 +136,16 @@ def _recover(command: Any, options: dict) -> None:
     if options.get("failed_only") and not chosen:
         raise CommandError("--failed-only restarts failed workflows: say which with --all, --name or --actor")
     restart = chosen and not options.get("leases_only")
-    report = ops.recover(
-        runtime,
-        names=names,
-        actor_ids=actor_ids,
-        leases=not options.get("failed_only"),
-        failed=restart,
-        dry=dry,
-    )
+    with console.progress(command.stderr) as track:
+        report = ops.recover(
+            runtime,
+            names=names,
+            actor_ids=actor_ids,
+            leases=not options.get("failed_only"),
+            failed=restart,
+            dry=dry,
+            track=track,
+        )
     leases, failed = ("to wake", "to recover") if dry else ("woken", "recovered")
     if not options.get("failed_only"):
         out.write(f"expired leases {leases}: {len(report.expired_leases)} {' '.join(report.expired_leases)}")
@@ -150,7 +160,10 @@ def _recover(command: Any, options: dict) -> None:
             )
     elif not options.get("leases_only"):
         # a summary: the refusal predicate only (the dry replay is --dry-run's)
-        listed = ops.recover(runtime, leases=False, failed=True, dry=True, replay_check=False)
+        with console.progress(command.stderr) as track:
+            listed = ops.recover(
+                runtime, leases=False, failed=True, dry=True, replay_check=False, track=track
+            )
         ids = [*listed.recovered, *(r.actor_id for r in listed.refused)]
         out.write(f"failed workflows not restarted: {len(ids)} {' '.join(ids)}".rstrip())
         _write_refused(out, listed.refused)

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...engine import errors
-from .. import ops_commands
+from .. import console, inspect_commands, ops_commands
 
 
 class _SubParser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ class _SubParser(argparse.ArgumentParser):
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: drain, check, gates, recover, prune, export, demo."
+    help = "rivet_workflows operations: list, show, start, send, drain, check, gates, recover, prune, export, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
@@ -59,6 +59,7 @@ class Command(BaseCommand):
             pass_through="demo_args",
         )
         ops_commands.add_parsers(subs)  # check, gates, recover, prune (I5)
+        inspect_commands.add_parsers(subs)  # list, show, start, send
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Dispatch to the chosen subcommand."""
@@ -72,6 +73,8 @@ class Command(BaseCommand):
                 self._demo(options.get("demo_args") or [])
             elif sub in ops_commands.HANDLED:
                 ops_commands.handle(self, sub, options)
+            elif sub in inspect_commands.HANDLED:
+                inspect_commands.handle(self, sub, options)
         except errors.RivetWorkflowsError as exc:
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -91,7 +94,8 @@ class Command(BaseCommand):
         from ... import django_runtime
         from ...testing import golden
 
-        exported = golden.export_history(actor_id, runtime=django_runtime.get_runtime())
+        with console.status(self.stderr, f"exporting the history of {actor_id}"):
+            exported = golden.export_history(actor_id, runtime=django_runtime.get_runtime())
         text = json.dumps(exported, indent=2, ensure_ascii=False) + "\n"
         if output is None:
             self.stdout.write(text, ending="")

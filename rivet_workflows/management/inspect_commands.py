@@ -1,0 +1,226 @@
+"""The ``list``, ``show``, ``start`` and ``send`` subcommands of ``manage.py rivet`` (DESIGN.md section 14):
+look at actors and drive them from a terminal. Thin: parse, call the engine or ``ops``, print."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import CommandError
+
+from .. import display
+from ..engine import errors, inspector, ports
+from . import console
+
+HANDLED = frozenset({"list", "show", "start", "send"})
+
+#: characters of an error message shown in a table cell of ``rivet show``
+ERROR_CHARS = 70
+
+
+def add_parsers(subs: Any) -> None:
+    """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
+    from .. import ops
+
+    listing = subs.add_parser("list", help="Actors, the most recently changed first (a table).")
+    listing.add_argument("--name", metavar="TYPE", help="only actors of this type")
+    listing.add_argument(
+        "--state", metavar="S", help=f"only this workflow state ({', '.join(ops.LIST_STATES)})"
+    )
+    listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
+    show = subs.add_parser(
+        "show", help="An actor and its run trace: each history entry with status, attempts and duration."
+    )
+    show.add_argument("actor_id", metavar="ACTOR_ID")
+    start = subs.add_parser("start", help="Create an actor of TYPE with KEY and start its workflow.")
+    start.add_argument("type", metavar="TYPE", help="a registered actor type")
+    start.add_argument("key", metavar="KEY", help="the key: a string, or a JSON list such as '[\"eu\", 42]'")
+    start.add_argument("--input", metavar="JSON", help="the workflow input as JSON")
+    send = subs.add_parser("send", help="Send BODY (JSON) to queue QUEUE of actor ACTOR_ID.")
+    send.add_argument("actor_id", metavar="ACTOR_ID")
+    send.add_argument("queue", metavar="QUEUE")
+    send.add_argument(
+        "body", metavar="BODY", help="the message body as JSON: 42, '{\"ok\": true}', '\"text\"'"
+    )
+    send.add_argument("--wait", action="store_true", help="wait for the workflow's response and print it")
+    send.add_argument(
+        "--timeout", type=float, metavar="S", help="seconds to wait with --wait (default ACTION_TIMEOUT)"
+    )
+
+
+def handle(command: Any, sub: str, options: dict) -> None:
+    """Run subcommand ``sub`` for the management ``command`` (its stdout/stderr are used)."""
+    if sub == "list":
+        _list(command, options)
+    elif sub == "show":
+        _show(command, options["actor_id"])
+    elif sub == "start":
+        _start(command, options)
+    elif sub == "send":
+        _send(command, options)
+
+
+def _json_argument(text: str, what: str, hint: str = "") -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(
+            f"{what} is not valid JSON ({exc.msg} at character {exc.pos}): {text!r}{hint}"
+        ) from exc
+
+
+def _time(value: Any) -> str:
+    return display.format_time(value) if value is not None else ""
+
+
+def _list(command: Any, options: dict) -> None:
+    from .. import django_runtime, ops
+
+    try:
+        rows, total = ops.list_actors(
+            django_runtime.get_runtime(), options.get("name"), options.get("state"), limit=options["limit"]
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    cells = [
+        (
+            row.actor_id,
+            row.name,
+            display.short_key(row.key, 40),
+            row.workflow_state,
+            ",".join(row.waiting_for or []),
+            _time(row.wake_at),
+            _time(row.updated_at),
+        )
+        for row in rows
+    ]
+    headers = ("actor id", "type", "key", "state", "waits on", "wakes at", "updated")
+    shown = f"{len(rows)} of {total}" if total > len(rows) else str(total)
+    console.table(command.stdout, headers, cells, title=f"{shown} actor{'' if total == 1 else 's'}")
+
+
+def _duration(entry: ports.EntryRecord, by_key: dict, now: Any) -> str:
+    end = inspector.entry_completed_at(entry, by_key)
+    if end is None and entry.status == ports.ENTRY_RUNNING:
+        end = now
+    if end is None or entry.created_at is None:
+        return ""
+    return display.duration(max((end - entry.created_at).total_seconds(), 0.0))
+
+
+def _error_text(error: Any) -> str:
+    if not error:
+        return ""
+    text = (
+        f"{error.get('name', 'Error')}: {error.get('message', '')}" if isinstance(error, dict) else str(error)
+    )
+    return display.shorten(" ".join(text.split()), ERROR_CHARS)
+
+
+def trace_cells(entries: list[ports.EntryRecord], now: Any) -> list[tuple[str, ...]]:
+    """The rows of ``rivet show``'s trace: one per history entry in creation order, the entry's name
+    indented by its depth (``  ~1``, ``    charge``), then kind, status (``inspector.entry_status``),
+    attempts, start time, duration and the error (type: message, cut short)."""
+    by_key = {e.key: e for e in entries}
+    cells = []
+    for entry in sorted(entries, key=lambda e: e.seq):
+        depth = max(len(entry.location) - 1, 0)
+        label = entry.key.rsplit("/", 1)[-1]
+        cells.append(
+            (
+                "  " * depth + label,
+                entry.kind,
+                inspector.entry_status(entry, by_key),
+                str(entry.attempts) if entry.kind == "step" else "",
+                display.format_time(entry.created_at, precise=True, date=False) if entry.created_at else "",
+                _duration(entry, by_key, now),
+                _error_text(entry.error),
+            )
+        )
+    return cells
+
+
+def _show(command: Any, actor_id: str) -> None:
+    from .. import django_runtime
+
+    runtime = django_runtime.get_runtime()
+    store = runtime.store
+    try:
+        record = store.get_actor(actor_id)
+    except errors.ActorNotFoundError as exc:
+        raise CommandError(f"no actor with id {actor_id!r} (rivet list shows the actors)") from exc
+    entries = store.load_history(actor_id)
+    now = store.now()
+    out = console.raw(command.stdout)
+    state = inspector.shown_workflow_state(runtime.registry, record)
+    lines = [
+        f"actor     {record.actor_id}",
+        f"type      {record.name}",
+        f"key       {display.key_json(record.key)}",
+        f"state     {state}",
+        f"created   {_time(record.created_at)}",
+        f"updated   {_time(record.updated_at)}",
+    ]
+    if record.wake_at is not None:
+        lines.append(f"wakes at  {_time(record.wake_at)}")
+    if record.waiting_for:
+        lines.append(f"waits on  {', '.join(record.waiting_for)}")
+    if inspector.in_flight(record, now):
+        lines.append(f"leased by {record.lease_owner} until {_time(record.lease_expires_at)}")
+    if record.error:
+        lines.append(f"error     {_error_text(record.error)}")
+    out.write("\n".join(lines) + "\n")
+    if not entries:
+        out.write("no history yet\n")
+        return
+    headers = ("entry", "kind", "status", "attempts", "started", "took", "error")
+    console.table(command.stdout, headers, trace_cells(entries, now), title=f"trace ({len(entries)} entries)")
+
+
+def _key_argument(text: str) -> Any:
+    if text.startswith("["):
+        key = _json_argument(text, "KEY", " (a key starting with '[' is read as a JSON list)")
+        if not isinstance(key, list):  # pragma: no cover - a JSON text starting with [ is a list
+            raise CommandError("KEY must be a string or a JSON list")
+        return key
+    return text
+
+
+def _start(command: Any, options: dict) -> None:
+    from .. import django_runtime
+
+    runtime = django_runtime.get_runtime()
+    name = options["type"]
+    if name not in runtime.registry:
+        raise CommandError(f"no actor type {name!r}; registered: {', '.join(runtime.registry.names())}")
+    if runtime.registry.get(name).run is None:
+        raise CommandError(f"actor type {name!r} has no workflow (no run function) to start")
+    key = _key_argument(options["key"])
+    data = _json_argument(options["input"], "--input") if options.get("input") is not None else None
+    handle = runtime.registry.client()[name].create(key, data)
+    command.stdout.write(f"started {name} {display.key_json(handle.key)}: {handle.actor_id}")
+
+
+def _send(command: Any, options: dict) -> None:
+    from .. import django_runtime
+
+    runtime = django_runtime.get_runtime()
+    actor_id = options["actor_id"]
+    body = _json_argument(options["body"], "BODY", " (quote a text as JSON: '\"text\"')")
+    try:
+        record = runtime.store.get_actor(actor_id)
+    except errors.ActorNotFoundError as exc:
+        raise CommandError(f"no actor with id {actor_id!r} (rivet list shows the actors)") from exc
+    if record.name not in runtime.registry:
+        raise CommandError(f"actor {actor_id} is a {record.name!r}, a type not registered in this process")
+    timeout = options.get("timeout")
+    if timeout is not None and timeout < 0:
+        raise CommandError("--timeout must be >= 0 seconds")
+    handle = runtime.registry.client()[record.name].get_for_id(actor_id)
+    result = handle.send(options["queue"], body, wait=bool(options.get("wait")), timeout=timeout)
+    if result is None:
+        command.stdout.write(f"sent to {record.name} {actor_id} queue {options['queue']!r}")
+        return
+    if result.status != "completed":
+        raise CommandError(f"no response: {result.detail or 'timed out'}")
+    command.stdout.write(json.dumps(inspector.plain(result.response)[0], ensure_ascii=False))

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "WARM_WAIT": 0.25,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
+    "STEP_ABANDON_SECONDS": 30.0,
     "CONNECTION_IDLE_CHECK": 1.0,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
     "API_AUTH": None,
@@ -58,6 +59,9 @@ class RivetSettings:
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
+    STEP_ABANDON_SECONDS: after a step's ``timeout`` its body is cancelled (async: the task; sync:
+        ``step.cancelled`` set); its retry waits until the body returned, at most this long, then the
+        attempt is logged as abandoned and the retry may run beside it.
     CONNECTION_IDLE_CHECK: a store call that finds its thread's database connection idle for longer than
         this checks it first (one round trip) and reconnects when the server closed it (an idle timeout,
         PgBouncer, a failover), so a long step does not lose its commit; 0 checks before every call.
@@ -86,6 +90,7 @@ class RivetSettings:
     WARM_WAIT: float
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
+    STEP_ABANDON_SECONDS: float
     CONNECTION_IDLE_CHECK: float
     DISPATCHER: str
     API_AUTH: str | None = None
@@ -112,6 +117,7 @@ class RivetSettings:
             "WARM_WAIT",
             "ACTION_TIMEOUT",
             "POLL_INTERVAL",
+            "STEP_ABANDON_SECONDS",
             "CONNECTION_IDLE_CHECK",
         ):
             values[name] = float(values[name])

@@ -16,7 +16,9 @@ logger = logging.getLogger("rivet_workflows")
 class Heartbeat(threading.Thread):
     """Renews a run's lease every lease_seconds/3 from its own thread, so a workflow that blocks its event
     loop (an async step body calling ``time.sleep``) still keeps its lease. A failed renew means the lease
-    is lost: the run is marked evicted and its workflow task cancelled. A store error is logged and retried
+    is lost: the run is marked evicted, the step bodies it guards are cancelled (a sync body finds
+    ``step.cancelled`` set at once, from this thread) and its workflow task is cancelled (an async body's
+    task with it), so a body does not go on beside the new holder's attempt (case C62). A store error is logged and retried
     at the next beat (the database may come back while the step runs)."""
 
     def __init__(self, session: RunSession, loop: asyncio.AbstractEventLoop, main: asyncio.Future) -> None:
@@ -47,6 +49,7 @@ class Heartbeat(threading.Thread):
                     continue
                 if not ok and not self._stopped.is_set():
                     session.evict()
+                    session.bodies.cancel_all()
                     try:
                         self.loop.call_soon_threadsafe(self.main.cancel)
                     except RuntimeError:  # the loop already closed: the run is over anyway

@@ -40,6 +40,8 @@ class Settings:
     * ``action_timeout``: how long an action waits for a running step to release the step lock.
     * ``poll_interval``: polling period of waits on the store (step lock; ``send(wait=True)`` starts at it
       and backs off to ``client.MAX_SEND_POLL_SECONDS``).
+    * ``step_abandon_seconds``: how long after a step's timeout its cancelled body may take to return
+      before the attempt is abandoned (logged) and a retry may run beside it.
     * ``dev_mode``: relaxes inspector authorization.
     """
 
@@ -51,4 +53,5 @@ class Settings:
     warm_wait: float = 0.0
     action_timeout: float = 60.0
     poll_interval: float = 0.02
+    step_abandon_seconds: float = 30.0
     dev_mode: bool = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,8 @@ from .reentrancy import RUNNING_STEP_OF
 
 if TYPE_CHECKING:
     from .session import RunSession
+
+logger = logging.getLogger("rivet_workflows")
 
 
 class ActorIdentity:
@@ -59,7 +63,11 @@ class StepContext(ActorIdentity):
 
     ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
     ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
-    ``"{actor_id}:{location}"`` for external calls.
+    ``"{actor_id}:{location}"`` for external calls (the same on every attempt and every executor: bodies
+    run at least once, so an external call keyed by it is applied once). ``cancelled`` is a
+    ``threading.Event`` set when the attempt is cancelled (its ``timeout`` passed, the run lost its lease,
+    a race it ran in was decided); a sync body should check it (``step.cancelled.is_set()`` or
+    ``step.cancelled.wait(seconds)`` instead of ``time.sleep``) and return (DESIGN.md section 12).
     """
 
     def __init__(self, session: RunSession, location: str, attempt: int) -> None:
@@ -68,6 +76,7 @@ class StepContext(ActorIdentity):
         self.attempt = attempt
         self.idempotency_key = f"{session.actor_id}:{location}"
         self.queue = _StepQueue(self)
+        self.cancelled = threading.Event()
 
     @property
     def state(self) -> Any:
@@ -112,27 +121,93 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     )
 
 
-async def _call_body(fn: Callable[..., Any], arg: Any) -> Any:
+class _Body:
+    """One body's progress as seen from the loop and from its thread: whether it began and returned."""
+
+    def __init__(self) -> None:
+        self.began = False
+        self.returned = threading.Event()
+
+    def over(self, task: asyncio.Future) -> bool:
+        """True when the body returned, or its task ended before the body began."""
+        return self.returned.is_set() or (task.done() and not self.began)
+
+
+async def _call_body(fn: Callable[..., Any], arg: StepContext, body: _Body) -> Any:
     # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
     # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
+    body.began = True
     RUNNING_STEP_OF.set(arg.actor_id)
     if _is_async(fn):
-        return await fn(arg)
-    result = await sync_to_async(fn, thread_sensitive=False)(arg)
+        try:
+            return await fn(arg)
+        finally:
+            body.returned.set()
+
+    def call(step: StepContext) -> Any:
+        try:
+            return fn(step)
+        finally:
+            body.returned.set()  # the thread is done: a retry may start
+
+    try:
+        result = await sync_to_async(call, thread_sensitive=False)(arg)
+    except BaseException:
+        if not body.returned.is_set() and not arg.cancelled.is_set():
+            body.returned.set()  # failed before its thread ran (nothing left running)
+        raise
     if inspect.isawaitable(result):
         result = await result
     return result
 
 
-async def run_attempt(fn: Callable[..., Any], arg: Any, timeout: float | None) -> Any:
-    """Run the body; raises ``StepTimeoutError`` when it exceeds ``timeout`` (the body's task is cancelled)."""
-    task = asyncio.ensure_future(_call_body(fn, arg))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
+async def _await_return(task: asyncio.Future, body: _Body, seconds: float) -> bool:
+    """Wait up to ``seconds`` for a cancelled body to return (a sync body's thread outlives its cancelled
+    task); True when it did."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    await asyncio.wait({task}, timeout=seconds)
+    while not body.over(task):
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(0.01, remaining))
+    return True
+
+
+async def run_attempt(fn: Callable[..., Any], arg: StepContext, timeout: float | None) -> Any:
+    """Run one attempt of a body (a step or a rollback handler) with ``arg``, its step context.
+
+    When it exceeds ``timeout`` (seconds) the attempt is cancelled: an async body's task is cancelled, a
+    sync body finds ``arg.cancelled`` set. This returns (raising ``StepTimeoutError``) only once the body
+    returned, or ``settings.step_abandon_seconds`` after the timeout (logged as abandoned), so a retry never
+    overlaps the attempt it replaces (DESIGN.md section 12). When the run itself is cancelled (its lease is
+    lost, a race is decided) the body is cancelled the same way and ``CancelledError`` propagates at once.
+    """
+    session = arg._session
+    body = _Body()
+    task = asyncio.ensure_future(_call_body(fn, arg, body))
+    with session.bodies.guard(arg):
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+        except asyncio.CancelledError:
+            arg.cancelled.set()
+            task.cancel()
+            raise
+        if done:
+            return task.result()
+        arg.cancelled.set()
         task.cancel()
-        raise
-    if not done:
-        task.cancel()
+        abandon = session.settings.step_abandon_seconds
+        if not await _await_return(task, body, abandon):
+            logger.warning(
+                "step %r of actor %s (%s) attempt %d did not return %gs after its %gs timeout; abandoned "
+                "(a retry may now run beside it)",
+                arg.location,
+                session.actor_id,
+                session.actor.name,
+                arg.attempt,
+                abandon,
+                timeout,
+            )
         raise errors.StepTimeoutError()
-    return task.result()

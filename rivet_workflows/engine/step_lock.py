@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -12,6 +13,7 @@ from . import ports
 
 if TYPE_CHECKING:
     from .session import RunSession
+    from .step_context import StepContext
 
 #: how long the step lock is set for; the lease expiry frees it earlier if the executor dies
 STEP_LOCK_SECONDS = 24 * 3600.0
@@ -118,11 +120,38 @@ class StepLock:
 
 class BodyCounter:
     """How many step bodies of this run execute now (branches of a join or race run them concurrently);
-    a wait whose run cannot unwind while one runs waits beside it (``waiting.Waits``)."""
+    a wait whose run cannot unwind while one runs waits beside it (``waiting.Waits``). It also knows the
+    step contexts of the attempts in flight, so the heartbeat can cancel them from its thread."""
 
     def __init__(self) -> None:
         self._running = 0
         self._changed = asyncio.Event()
+        self._guarded: set[StepContext] = set()
+        self._guard_lock = threading.Lock()
+        self._cancelled = False
+
+    @contextmanager
+    def guard(self, step: StepContext) -> Iterator[None]:
+        """Know ``step`` as an attempt in flight for the ``with`` block; an attempt that starts after
+        ``cancel_all`` finds ``step.cancelled`` set at once."""
+        with self._guard_lock:
+            self._guarded.add(step)
+            if self._cancelled:
+                step.cancelled.set()
+        try:
+            yield
+        finally:
+            with self._guard_lock:
+                self._guarded.discard(step)
+
+    def cancel_all(self) -> None:
+        """Set ``cancelled`` on every attempt in flight and on every later one (the run lost its lease).
+        Thread-safe: called from the heartbeat thread."""
+        with self._guard_lock:
+            self._cancelled = True
+            steps = list(self._guarded)
+        for step in steps:
+            step.cancelled.set()
 
     @property
     def running(self) -> int:

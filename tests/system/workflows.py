@@ -208,8 +208,40 @@ async def run_slow(ctx: Any) -> str:
 slow_actor = workflow(run=run_slow, create_state=lambda input: {"sleep": (input or {}).get("sleep", 4)})
 
 
+# --- a step body that watches step.cancelled (a paused worker's body after its lease was lost) ----------
+
+
+def _watchful(step: Any) -> str:
+    """Tick every 0.1 s for ``state["sleep"]`` seconds unless ``step.cancelled`` is set; effects carry
+    the attempt and the worker's pid (``start-watch``, then ``cancelled-watch`` or ``done-watch``)."""
+    me = f"{step.attempt}:{os.getpid()}"
+    effect(step.actor_id, "start-watch", me)
+    deadline = time.monotonic() + float(step.state["sleep"])
+    while time.monotonic() < deadline:
+        if step.cancelled.wait(0.1):
+            effect(step.actor_id, "cancelled-watch", me)
+            step.state["writer"] = f"cancelled {me}"  # must never land: this run lost its lease
+            return "cancelled"
+    effect(step.actor_id, "done-watch", me)
+    step.state["writer"] = me
+    return me
+
+
+async def run_watchful(ctx: Any) -> str:
+    """One step that watches ``step.cancelled`` (input ``{"sleep": s}``), then a short one."""
+    out = await ctx.step(name="watch", run=_watchful, timeout=120, max_retries=3)
+    await ctx.step("after", lambda step: effect(step.actor_id, "after"))
+    return out
+
+
+watchful_actor = workflow(
+    run=run_watchful, create_state=lambda input: {"sleep": (input or {}).get("sleep", 8), "writer": None}
+)
+
+
 registry = setup(
     use={
+        "watchful": watchful_actor,
         "slow": slow_actor,
         "steps": steps_actor,
         "saga": saga_actor,

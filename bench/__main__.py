@@ -37,6 +37,14 @@ FULL: dict[str, dict[str, Any]] = {
         "dbos": {"sleepers": 1000, "seconds": 1.0},
     },
     "P6": {"ours": {"actors": 1000, "workers": 2, "window": 30.0}},
+    "P2G": {
+        "ours": {"messages": 20, "gap": 1.0},
+        "dbos": {"messages": 20, "gap": 1.0},
+    },
+    "P7": {
+        "ours": {"workflows": 2000, "processes": 2, "concurrency": 8, "single_process_workflows": 1000},
+        "dbos": {"workflows": 2000, "processes": 2, "concurrency": 8},
+    },
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
@@ -52,8 +60,16 @@ SMOKE: dict[str, dict[str, Any]] = {
         "dbos": {"sleepers": 4, "seconds": 1.0},
     },
     "P6": {"ours": {"actors": 6, "workers": 2, "window": 15.0}},
+    "P2G": {
+        "ours": {"messages": 2, "gap": 1.0, "idle_window": 0},
+        "dbos": {"messages": 2, "gap": 1.0, "idle_window": 0},
+    },
+    "P7": {
+        "ours": {"workflows": 20, "processes": 2, "concurrency": 2, "single_process_workflows": 10},
+        "dbos": {"workflows": 20, "processes": 2, "concurrency": 2},
+    },
 }
-ORDER = ["P1", "P2", "P3", "P4", "P5", "P6"]
+ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7"]
 
 
 def ours_env() -> dict[str, str]:
@@ -128,9 +144,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated benchmark ids, e.g. P1,P2")
     parser.add_argument("--skip-ours", action="store_true")
     parser.add_argument("--skip-dbos", action="store_true")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help="override a size of both sides, e.g. --param P7.concurrency=1 (repeatable; JSON values)",
+    )
     parser.add_argument("--out", default=str(proc.ROOT / "bench" / "results"), help="JSON output folder")
     args = parser.parse_args(argv)
-    sizes = SMOKE if args.smoke else FULL
+    sizes = json.loads(json.dumps(SMOKE if args.smoke else FULL))
+    for item in args.param:
+        target, _, value = item.partition("=")
+        bench_id, _, key = target.partition(".")
+        for side in sizes[bench_id.upper()].values():
+            side[key] = json.loads(value)
     selected = [b.strip().upper() for b in args.only.split(",") if b.strip()] or ORDER
     timeout = 120.0 if args.smoke else 600.0
     os.makedirs(args.out, exist_ok=True)
@@ -141,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         fresh_ours_db()  # migrate once up front, not inside a timed side
         pg.drop_database(OURS_DB)
-    if "P1" in selected:
+    if "P1" in selected or "P7" in selected:
+        p7 = sizes["P7"]["ours"] if "P7" in selected else {}
+        clients = p7.get("processes", 0) * p7.get("concurrency", 0)
         try:
-            results["limit"] = pg.pgbench_commit_rate(sizes["pgbench"]["seconds"], dbname=f"{PREFIX}_pgbench")
+            results["limit"] = pg.pgbench_commit_rate(
+                sizes["pgbench"]["seconds"], dbname=f"{PREFIX}_pgbench", clients=clients
+            )
         except Exception as exc:
             results["limit"] = {"status": "error", "detail": str(exc)}
     for bench in selected:

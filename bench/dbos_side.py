@@ -7,9 +7,12 @@ against the system database given in ``BENCH_DBOS_URL`` (the parent creates and 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -66,7 +69,7 @@ def sleeper(seconds: float) -> float:
     return note_timer(due_at)
 
 
-def _launch() -> None:
+def _launch(executor_id: str | None = None) -> None:
     logging.getLogger("dbos").setLevel(logging.WARNING)
     config: DBOSConfig = {
         "name": "rivet-bench",
@@ -74,6 +77,8 @@ def _launch() -> None:
         "log_level": "WARNING",
         "run_admin_server": False,
     }
+    if executor_id:
+        config["executor_id"] = executor_id
     DBOS(config=config)
     DBOS.launch()
 
@@ -153,7 +158,97 @@ def p5_timers(sleepers: int = 1000, seconds: float = 1.0) -> dict[str, Any]:
     return stats.latency_summary(samples)
 
 
-BENCHES = {"P1": p1_sequential, "P2": p2_wake_latency, "P5": p5_timers}
+def p7_worker(workflows: int, concurrency: int, steps: int = 10, index: int = 0) -> dict[str, Any]:
+    """One DBOS process of P7: ``concurrency`` threads run ``workflows`` ten-step workflows between them.
+
+    Prints ``READY`` once launched and starts when a line arrives on stdin, so every process starts
+    together; returns the wall-clock instants of its start and its last finished workflow.
+    """
+    _launch(executor_id=f"p7-{index}")
+    counter = iter(range(workflows))
+    lock = threading.Lock()
+
+    def runner() -> int:
+        done = 0
+        while True:
+            with lock:
+                n = next(counter, None)
+            if n is None:
+                return done
+            ten_steps(steps)
+            done += 1
+
+    print("READY", flush=True)
+    sys.stdin.readline()
+    started = time.time()
+    threads: list[int] = []
+    pool = [threading.Thread(target=lambda: threads.append(runner())) for _ in range(concurrency)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    ended = time.time()
+    DBOS.destroy()
+    return {"started": started, "ended": ended, "finished": sum(threads)}
+
+
+def p7_throughput(
+    workflows: int = 2000, processes: int = 2, concurrency: int = 8, steps: int = 10, **_: Any
+) -> dict[str, Any]:
+    """``workflows`` ten-step workflows at once on ``processes`` DBOS processes of ``concurrency`` threads
+    each (DBOS at its best: no queue polling; each thread calls the workflow function in turn).
+
+    Steps/s from the common start to the last process's last workflow.
+    """
+    children = []
+    share = [workflows // processes + (1 if i < workflows % processes else 0) for i in range(processes)]
+    for i in range(processes):
+        params = {"workflows": share[i], "concurrency": concurrency, "steps": steps, "index": i}
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.dbos_side", "P7W", json.dumps(params)],
+                cwd=proc.ROOT,
+                env={**os.environ, "PYTHONPATH": str(proc.ROOT)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for child in children:
+        line = child.stdout.readline()
+        if line.strip() != "READY":
+            raise RuntimeError(f"DBOS P7 process did not start: {line!r}")
+    for child in children:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    results = []
+    for child in children:
+        out, _ = child.communicate(timeout=600)
+        marked = [ln for ln in out.splitlines() if ln.startswith(proc.MARK)]
+        if child.returncode != 0 or not marked:
+            raise RuntimeError(f"DBOS P7 process exited {child.returncode}")
+        results.append(json.loads(marked[-1][len(proc.MARK) :]))
+    seconds = max(r["ended"] for r in results) - min(r["started"] for r in results)
+    finished = sum(r["finished"] for r in results)
+    return {
+        "workflows": workflows,
+        "processes": processes,
+        "concurrency": concurrency,
+        "steps_per_workflow": steps,
+        "finished": finished,
+        "seconds": seconds,
+        "steps_per_s": finished * steps / seconds,
+    }
+
+
+BENCHES = {
+    "P1": p1_sequential,
+    "P2": p2_wake_latency,
+    "P2G": p2_wake_latency,
+    "P5": p5_timers,
+    "P7": p7_throughput,
+    "P7W": p7_worker,
+}
 
 if __name__ == "__main__":
     threading.current_thread().name = "bench-dbos"

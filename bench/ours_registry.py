@@ -48,6 +48,13 @@ async def sequential_run(ctx: Any) -> None:
         await ctx.step("done", lambda step: report({"done": ctx.actor_id, "at": time.time()}))
 
 
+# P7: STEPS trivial steps; the last one reports (no extra step), so a workflow is exactly STEPS steps.
+async def parallel_run(ctx: Any) -> None:
+    for i in range(STEPS - 1):
+        await ctx.step(f"s{i}", _trivial)
+    await ctx.step(f"s{STEPS - 1}", lambda step: report({"done": ctx.actor_id, "at": time.time()}))
+
+
 # P1's marginal cost: the same workflow with twice the steps (the difference is STEPS more steps).
 async def sequential_long_run(ctx: Any) -> None:
     for i in range(2 * STEPS):
@@ -102,6 +109,7 @@ async def timer_run(ctx: Any) -> None:
 registry = setup(
     use={
         "bench_sequential": workflow(run=sequential_run),
+        "bench_parallel": workflow(run=parallel_run),
         "bench_sequential_long": workflow(run=sequential_long_run),
         "bench_waiter": workflow(run=waiter_run, queues={"wake": queue()}),
         "bench_looper": workflow(run=looper_run),

@@ -77,9 +77,12 @@ def _flush_redis() -> None:
 
 
 @contextmanager
-def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None = None) -> Iterator[float]:
-    """Start ``count`` Celery worker processes (solo pool: one process, one task at a time, each; the
-    first also runs beat, which sends the sweep every SWEEP_INTERVAL).
+def celery_workers(
+    count: int, *, beat: bool = True, env: dict[str, str] | None = None, concurrency: int = 1
+) -> Iterator[float]:
+    """Start ``count`` Celery worker processes (the first also runs beat, which sends the sweep every
+    SWEEP_INTERVAL). ``concurrency`` 1: the solo pool (one process, one task at a time, each); above 1,
+    each worker runs that many actors at once (the ``WORKER_CONCURRENCY`` setting).
 
     Yields the monotonic time at which every worker reported ready; stops them on exit.
     Raises ``RuntimeError`` when a worker is not ready within 60 s.
@@ -100,7 +103,9 @@ def celery_workers(count: int, *, beat: bool = True, env: dict[str, str] | None 
                 "project",
                 "worker",
                 "--pool",
-                "solo",
+                "solo" if concurrency <= 1 else "threads",
+                "--concurrency",
+                str(max(1, concurrency)),
                 "-l",
                 "info",
                 "-n",
@@ -596,13 +601,76 @@ def p6_scale_out(actors: int = 1000, workers: int = 2, window: float = 30.0) -> 
     return out
 
 
+def p7_throughput(
+    workflows: int = 2000,
+    processes: int = 2,
+    concurrency: int = 8,
+    cap_seconds: float = 120.0,
+    single_process_workflows: int = 0,
+) -> dict[str, Any]:
+    """``workflows`` independent ten-step actors started at once: ``processes`` Celery workers, each
+    running ``concurrency`` actors at once, are ready first; then this process creates every actor (one
+    create each, as fast as it can) and waits for the last step of each. Steps/s from the first create
+    to the last step (creation included). With ``single_process_workflows`` > 0 the same is measured
+    first with one worker process (the scale-out ratio). Actors not finished within ``cap_seconds``
+    count as missing (``finished`` < ``workflows``).
+    """
+    sock = _listener()
+    os.environ["BENCH_REPORT_PORT"] = str(sock.getsockname()[1])
+    rw = _django()
+    from django.db import connection
+
+    client = rw.client()
+    steps = int(os.environ.get("BENCH_STEPS", "10"))
+    out: dict[str, Any] = {
+        "workflows": workflows,
+        "processes": processes,
+        "concurrency": concurrency,
+        "steps_per_workflow": steps,
+    }
+    rounds = [(processes, workflows, "")]
+    if single_process_workflows:
+        rounds.insert(0, (1, single_process_workflows, "_1"))
+    for n, count, suffix in rounds:
+        _flush_redis()
+        meter = pg.CommitMeter(DBNAME)
+        with celery_workers(n, concurrency=concurrency):
+            meter.start()
+            t0, w0 = time.monotonic(), time.time()
+            for i in range(count):
+                client.bench_parallel.create(f"p7{suffix}-{i}")
+            created = time.monotonic() - t0
+            connection.close()
+            got = _receive(sock, count, cap_seconds)
+            seconds = max((g["at"] for g in got), default=time.time()) - w0
+            commits = meter.stop()
+        out[f"create_seconds{suffix}"] = created
+        out[f"seconds{suffix}"] = seconds
+        out[f"finished{suffix}"] = len(got)
+        out[f"expected{suffix}"] = count
+        out[f"steps_per_s{suffix}"] = len(got) * steps / max(seconds, 1e-9)
+        out[f"commits_per_step{suffix}"] = commits / max(1, len(got) * steps)
+        time.sleep(0.3)
+        while True:  # drop reports that raced the kill
+            sock.settimeout(0.05)
+            try:
+                sock.recvfrom(65536)
+            except TimeoutError:
+                break
+    if single_process_workflows:
+        out["scale_out"] = out["steps_per_s"] / out["steps_per_s_1"]
+    return out
+
+
 BENCHES = {
     "P1": p1_sequential,
     "P2": p2_wake_latency,
+    "P2G": p2_wake_latency,
     "P3": p3_replay,
     "P4": p4_idle,
     "P5": p5_timers,
     "P6": p6_scale_out,
+    "P7": p7_throughput,
 }
 
 if __name__ == "__main__":

@@ -126,13 +126,18 @@ class CommitMeter:
         return max(0.0, (c1 - c0) - self.idle_rate * (t1 - t0))
 
 
-def pgbench_commit_rate(seconds: float, *, dbname: str = "rivet_bench_pgbench") -> dict[str, float]:
+def pgbench_commit_rate(
+    seconds: float, *, dbname: str = "rivet_bench_pgbench", clients: int = 0
+) -> dict[str, float]:
     """Single-client commit rate of this server: the physical limit for one-commit-per-step engines.
 
     Runs two pgbench scripts on a scratch database, each for ``seconds``: ``insert`` (one-row INSERT
     per transaction, the shape of a step commit) and ``tpcb_n`` (the built-in ``-N`` simple-update
-    transaction). Returns ``{"insert_tps": float, "tpcb_n_tps": float}`` (transactions per second,
-    excluding connection setup). Raises ``RuntimeError`` when pgbench is missing or fails.
+    transaction). With ``clients`` > 1 the insert script also runs with that many clients (the aggregate
+    commit limit of that many concurrent committers: PostgreSQL's group commit shares their flushes).
+    Returns ``{"insert_tps": float, "tpcb_n_tps": float}`` (transactions per second, excluding
+    connection setup) plus ``"insert_tps_multi"`` and ``"multi_clients"`` with ``clients``. Raises
+    ``RuntimeError`` when pgbench is missing or fails.
     """
     exe = shutil.which("pgbench")
     if exe is None:
@@ -149,12 +154,14 @@ def pgbench_commit_rate(seconds: float, *, dbname: str = "rivet_bench_pgbench") 
         with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
             script.write("\\set v random(1, 1000000)\nINSERT INTO bench_steps (v) VALUES (:v);\n")
         try:
-            for label, args in (
-                ("insert_tps", ["-f", script.name]),
-                ("tpcb_n_tps", ["-N"]),
-            ):
+            runs = [("insert_tps", 1, ["-f", script.name]), ("tpcb_n_tps", 1, ["-N"])]
+            if clients > 1:
+                runs.append(("insert_tps_multi", clients, ["-f", script.name]))
+                out["multi_clients"] = clients
+            for label, count, args in runs:
+                threads = str(min(count, os.cpu_count() or 1))
                 proc = subprocess.run(
-                    [exe, "-n", "-c", "1", "-j", "1", "-T", str(secs), *args, dbname],
+                    [exe, "-n", "-c", str(count), "-j", threads, "-T", str(secs), *args, dbname],
                     env=env,
                     check=True,
                     capture_output=True,

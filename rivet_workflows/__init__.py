@@ -45,6 +45,7 @@ from .engine.errors import (
     StoreRejectedError,
     WorkflowInFlightError,
 )
+from .engine.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
@@ -81,6 +82,7 @@ __all__ = [
     "Client",
     "CriticalError",
     "EntryInProgressError",
+    "ErrorInfo",
     "HistoryDivergedError",
     "JoinError",
     "Loop",
@@ -102,10 +104,12 @@ __all__ = [
     "SerializationError",
     "StepContext",
     "StepExhaustedError",
+    "StepFailure",
     "StepNestingError",
     "StepOnlyError",
     "StepResult",
     "StoreRejectedError",
+    "TryFailure",
     "TryResult",
     "WorkflowContext",
     "WorkflowErrorEvent",

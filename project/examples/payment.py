@@ -40,7 +40,9 @@ async def run_payment(ctx: Any) -> None:
     async def store_result(step: Any) -> None:
         if not charge_result.ok:
             step.state["status"] = "manual-review"
-            step.state["reason"] = charge_result.failure["error"]["message"]
+            step.state["reason"] = (
+                charge_result.failure.error.message
+            )  # the spec's charge.failure.error.message
             return
         step.state["status"] = "paid"
         step.state["reason"] = None

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import errors, ports, serde
+from .failures import StepFailure, TryFailure
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -15,21 +16,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What ``ctx.try_step`` returns: ``ok`` and ``value``, or ``ok=False`` and ``failure``
-    ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}`` (ENGINE-SEMANTICS.md 3)."""
+    """What ``ctx.try_step`` returns: ``ok`` and ``value``, or ``ok=False`` and ``failure``, a ``StepFailure``
+    ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}`` read as attributes
+    (``charge.failure.error.message``) or keys (ENGINE-SEMANTICS.md 3, DESIGN.md 13)."""
 
     ok: bool
     value: Any = None
-    failure: dict | None = None
+    failure: StepFailure | None = None
 
 
 @dataclass(frozen=True)
 class TryResult:
-    """What ``ctx.try_`` returns: ``ok``/``value`` or ``failure`` ``{source, name, error, step?}``."""
+    """What ``ctx.try_`` returns: ``ok``/``value`` or ``failure``, a ``TryFailure`` ``{source, name, error,
+    step?}`` (attributes or keys)."""
 
     ok: bool
     value: Any = None
-    failure: dict | None = None
+    failure: TryFailure | None = None
 
 
 @dataclass(frozen=True)

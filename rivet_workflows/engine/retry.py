@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import errors
+from .failures import StepFailure
 
 # failure kinds (ENGINE-SEMANTICS.md section 3, try_step)
 CRITICAL = "critical"
@@ -80,6 +81,7 @@ def exhausted_error(kind: str, raised: str, step_name: str, error: dict, attempt
     return errors.StepExhaustedError(None, **meta)
 
 
-def failure_dict(kind: str, step_name: str, attempts: int, error: dict) -> dict:
-    """The ``try_step`` failure shape: ``{kind, step_name, attempts, error: {name, message, stack?, metadata?}}``."""
-    return {"kind": kind, "step_name": step_name, "attempts": attempts, "error": dict(error)}
+def failure_dict(kind: str, step_name: str, attempts: int, error: dict) -> StepFailure:
+    """The ``try_step`` failure: a ``StepFailure`` ``{kind, step_name, attempts, error: {name, message, stack?,
+    metadata?}}`` (attribute and mapping access)."""
+    return StepFailure(kind, step_name, attempts, dict(error))

@@ -20,6 +20,9 @@ frozenset    ``frozenset``: as ``set``                          ``[1, 2]``
 float        ``float``: ``"nan"``, ``"inf"``, ``"-inf"`` only     ``"nan"``
 dict         ``dict``: ``[[key, value], ...]`` used when a key is not a ``str`` or a user dict has the
              key ``"__rw__"`` (so user data can never be mistaken for a tag)
+StepFailure  ``step_failure``, ``try_failure``, ``error_info``:  ``{"kind": ..., "error": {...}}``
+TryFailure   the plain dict (nested failures plain too)
+ErrorInfo
 ===========  ===============================================  ==========================
 
 Subclasses of ``str``/``int``/``float`` (e.g. ``StrEnum``/``IntEnum`` members) are stored as the base value,
@@ -41,7 +44,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from . import errors
+from . import errors, failures
 
 #: key marking a tagged value
 TAG = "__rw__"
@@ -114,6 +117,8 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
             )
         seen.add(marker)
         try:
+            if cls in failures.TAGS:
+                return _tagged(failures.TAGS[cls], _encode(value.to_dict(), path, where, seen))
             if isinstance(value, dict):
                 if all(type(k) is str for k in value) and TAG not in value:
                     for k in value:
@@ -224,6 +229,8 @@ def _decode_tagged(tag: str, payload: Any) -> Any:
         return float(payload)
     if tag == "dict":
         return {_from_json(k): _from_json(v) for k, v in payload}
+    if tag in failures.BY_TAG:
+        return failures.BY_TAG[tag].from_dict(_from_json(payload))
     raise errors.SerializationError(f"unknown serialized tag {tag!r}", tag=tag)
 
 
@@ -312,6 +319,8 @@ def _plain(data: Any, path: str, types: dict[str, str]) -> Any:
     if TAG not in data:
         return {k: _plain(v, _pointer(path, k), types) for k, v in data.items()}
     tag, payload = data[TAG], data.get("v")
+    if tag in failures.BY_TAG:  # shown as the plain dict it compares equal to (no type to record)
+        return _plain(payload, path, types)
     types[path] = tag
     if tag in ("datetime", "date", "time", "decimal"):
         return payload

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypedDict, TypeVar
 
+from .failures import ErrorInfo
 from .step_context import StepContext
-
-
-class ErrorInfo(TypedDict, total=False):
-    """A stored exception: ``name`` (type name), ``message``, optional ``stack`` and ``metadata``."""
-
-    name: str
-    message: str
-    stack: str
-    metadata: dict[str, Any]
 
 
 class StepErrorEvent(TypedDict, total=False):

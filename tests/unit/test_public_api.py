@@ -18,6 +18,7 @@ DESIGN_NAMES = [
     "StepOnlyError", "SerializationError", "PayloadTooLargeError", "ActorNotFoundError",
     "ActionNotFoundError", "QueueNotFoundError", "WorkflowInFlightError", "WorkflowErrorEvent",
     "ScheduledFireInfo", "StepResult", "TryResult", "RaceResult", "QueueMessage", "WorkflowStepContextOf",
+    "StepFailure", "TryFailure", "ErrorInfo",
 ]  # fmt: skip
 
 

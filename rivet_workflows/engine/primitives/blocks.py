@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, ports, retry, serde
+from ..failures import TryFailure
 from ..results import TryResult
 from ..session import maybe_await
 
@@ -30,9 +31,9 @@ def _clean(error: dict) -> dict:
     return {k: v for k, v in error.items() if v is not None}
 
 
-def classify_failure(exc: BaseException) -> dict | None:
-    """The ``try_`` failure of ``exc``: ``{source, name, error, step?}`` plus an internal ``rollback`` flag,
-    or None for an exception no try block may catch."""
+def classify_failure(exc: BaseException) -> tuple[TryFailure, bool] | None:
+    """The ``try_`` failure of ``exc`` (a ``TryFailure`` ``{source, name, error, step?}``) and whether it is
+    a rollback failure, or None for an exception no try block may catch."""
     if isinstance(exc, _NEVER) or not isinstance(exc, Exception):
         return None
     if (
@@ -42,25 +43,13 @@ def classify_failure(exc: BaseException) -> dict | None:
     ):
         kind = exc.metadata["kind"]
         error = _clean(exc.metadata.get("error") or serde.error_to_dict(exc))
-        return {
-            "source": "step",
-            "name": exc.metadata["step_name"],
-            "error": error,
-            "step": retry.failure_dict(
-                kind, exc.metadata["step_name"], exc.metadata.get("attempts", 0), error
-            ),
-            "rollback": kind == retry.ROLLBACK,
-        }
+        step = retry.failure_dict(kind, exc.metadata["step_name"], exc.metadata.get("attempts", 0), error)
+        return TryFailure("step", exc.metadata["step_name"], error, step), kind == retry.ROLLBACK
     if isinstance(exc, errors.JoinError):
-        return {"source": "join", "name": exc.metadata.get("join"), "error": _clean(serde.error_to_dict(exc))}
+        return TryFailure("join", exc.metadata.get("join"), _clean(serde.error_to_dict(exc))), False
     if isinstance(exc, errors.RaceError):
-        return {"source": "race", "name": exc.metadata.get("race"), "error": _clean(serde.error_to_dict(exc))}
-    return {
-        "source": "block",
-        "name": None,
-        "error": _clean(serde.error_to_dict(exc)),
-        "rollback": isinstance(exc, errors.RollbackError),
-    }
+        return TryFailure("race", exc.metadata.get("race"), _clean(serde.error_to_dict(exc))), False
+    return TryFailure("block", None, _clean(serde.error_to_dict(exc))), isinstance(exc, errors.RollbackError)
 
 
 async def run_try(
@@ -79,11 +68,11 @@ async def run_try(
     try:
         value = await maybe_await(fn(block))
     except Exception as exc:
-        failure = classify_failure(exc)
-        if failure is None:
+        classified = classify_failure(exc)
+        if classified is None:
             raise
+        failure, is_rollback = classified
         wanted = DEFAULT_TRY_CATCH | set(catch)
-        is_rollback = failure.pop("rollback", False)
         if is_rollback:
             caught = "rollback" in wanted
         else:

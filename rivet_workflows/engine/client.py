@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -54,8 +53,9 @@ class _Backoff:
 
     A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
     two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).
-    PostgreSQL's LISTEN/NOTIFY wake on the message's completion will replace the pause itself
-    (``ActorHandle._pause``), not this schedule.
+    Each pause is ``Store.wait_for_message_completed``, which ends early on the completion where the store
+    is told of it (PostgreSQL LISTEN/NOTIFY): the schedule bounds how often the sender looks, not how late
+    it sees the reply.
     """
 
     def __init__(self, first: float, deadline: float) -> None:
@@ -83,6 +83,13 @@ def _gave_up(
     except errors.ActorNotFoundError:
         return SendResult("timed_out", None, _DESTROYED)
     if state in ports.FINISHED_STATES:
+        # ``message`` was read before the state: the commit that finished the workflow may have completed it
+        try:
+            message = runtime.store.get_message(message.id)
+        except LookupError:
+            return SendResult("timed_out", None, _DESTROYED)
+        if message.status == ports.MESSAGE_COMPLETED:
+            return SendResult("completed", message.response)
         return SendResult("timed_out", None, f"the workflow {state} without completing the message")
     if not timed_out:
         return None
@@ -309,8 +316,10 @@ class ActorHandle:
         until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
         ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
         ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
-        It polls the store: first after ``settings.poll_interval`` s, then backing off to every
-        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
+        It checks the message first after ``settings.poll_interval`` s, then backing off to every
+        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline; each pause is the store's
+        ``wait_for_message_completed``, which returns at once on the completion where the store is told
+        of it (MemoryStore, PostgresStore: LISTEN/NOTIFY), so the reply is seen without the poll delay. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
         if wait:
@@ -335,18 +344,14 @@ class ActorHandle:
                 result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            self._pause(backoff.next_pause())
-
-    def _pause(self, seconds: float) -> None:
-        """The pause between two checks of a waiting send. The hook of a store that can wake the sender
-        when the message is completed (PostgreSQL LISTEN/NOTIFY, like ``wait_for_messages``): it would
-        block here up to ``seconds`` and return early on the notification."""
-        time.sleep(seconds)
+            # the pause: returns early when the store is told of the completion (Memory, PostgreSQL)
+            self.runtime.store.wait_for_message_completed(message.id, backoff.next_pause())
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
-        """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
+        """Async twin of ``send`` (the same backoff; each pause is the store's ``wait_for_message_completed``
+        in a worker thread, so the loop is not blocked)."""
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(
@@ -358,6 +363,7 @@ class ActorHandle:
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
+        pause = sync_to_async(self.runtime.store.wait_for_message_completed, thread_sensitive=True)
         gave_up = sync_to_async(_gave_up, thread_sensitive=True)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
@@ -373,7 +379,7 @@ class ActorHandle:
                 result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            await asyncio.sleep(backoff.next_pause())
+            await pause(message.id, backoff.next_pause())
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

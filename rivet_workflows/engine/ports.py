@@ -28,12 +28,19 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 from __future__ import annotations
 
 import dataclasses
+import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+# the schedule records (cron entries, one-off actions, their fire log) live in cron_records; re-exported
+from .cron_records import CRON_EXPRESSION as CRON_EXPRESSION
+from .cron_records import CRON_INTERVAL as CRON_INTERVAL
+from .cron_records import CRON_ONCE as CRON_ONCE
+from .cron_records import CronFireRecord as CronFireRecord
+from .cron_records import CronRecord as CronRecord
 from .errors import ActorNotFoundError
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
@@ -177,63 +184,6 @@ class CommitResult:
     #: Dispatcher.wake once the transaction has committed
     woken: list[str] = field(default_factory=list)
     state: Any = UNSET  # fresh state when the commit took the step lock
-
-
-# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
-
-#: kinds of a schedule entry
-CRON_INTERVAL = "interval"  # every interval_seconds
-CRON_EXPRESSION = "cron"  # a cron expression in a timezone
-CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
-
-
-@dataclass
-class CronRecord:
-    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
-
-    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
-    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
-    """
-
-    actor_id: str
-    name: str
-    action: str
-    args: list = field(default_factory=list)
-    interval_seconds: float | None = None
-    expression: str | None = None
-    timezone: str = "UTC"
-    next_fire_at: datetime | None = None
-    last_fired_at: datetime | None = None
-    max_history: int = 100
-    created_at: datetime | None = None
-    id: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.interval_seconds is not None:
-            return CRON_INTERVAL
-        if self.expression:
-            return CRON_EXPRESSION
-        return CRON_ONCE
-
-    def same_schedule(self, other: CronRecord) -> bool:
-        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
-        return (self.interval_seconds, self.expression, self.timezone) == (
-            other.interval_seconds,
-            other.expression,
-            other.timezone,
-        )
-
-
-@dataclass
-class CronFireRecord:
-    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
-
-    scheduled_at: datetime
-    fired_at: datetime
-    status: str = "ok"
-    result: Any = None
-    error: dict | None = None
 
 
 @runtime_checkable
@@ -386,6 +336,18 @@ class Store(Protocol):
         store without notifications: the run releases the actor as usual)."""
         ...
 
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until the queue message ``message_id`` is completed (or gone: its
+        actor was destroyed); True then, False when the window passed with the message still open.
+
+        A waiting send (``ActorHandle.send(wait=True)``, HTTP ``wait``) pauses here between two checks of
+        the message (case C55), so a store that can be told of a completion wakes the sender at once.
+        Default (``BaseStore``): sleep out the window, then look once (polling: the caller's backoff sets
+        the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY sent in the
+        commit that completes the message.
+        """
+        ...
+
     # --- actions -----------------------------------------------------------------------------------
 
     @abstractmethod
@@ -489,6 +451,13 @@ class BaseStore(Store):
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        time.sleep(max(timeout, 0.0))
+        try:
+            return self.get_message(message_id).status == MESSAGE_COMPLETED
+        except LookupError:
+            return True
 
     def close_thread_connection(self) -> None:
         return None

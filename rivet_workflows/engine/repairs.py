@@ -28,6 +28,7 @@ __all__ = [
     "history_after_recover",
     "plan_recover",
     "plan_replay",
+    "plan_replay_resets",
     "reason",
     "recover",
     "refusal",
@@ -71,6 +72,36 @@ def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[
             boundary = ancestor
             break
     return [e.key for e in ordered if e.seq >= boundary.seq]
+
+
+def plan_replay_resets(entries: list[ports.EntryRecord], deletes: list[str]) -> list[ports.EntryRecord]:
+    """Upserts that reopen every kept join or race holding a deleted entry (a replay from a step inside a
+    branch): the join marks that branch running again, the race forgets its outcome; both go back to
+    running with no ``completed_at``. A finished join or race replays its recorded outcome without running
+    its branches (case C49), so without this the replayed branch would never run again.
+    """
+    by_key = {e.key: e for e in entries}
+    gone = set(deletes)
+    reopened: dict[str, ports.EntryRecord] = {}
+    for key in deletes:
+        child = key
+        parent = parent_key(key)
+        while parent:
+            holder = by_key.get(parent)
+            if holder is not None and holder.kind in ("join", "race") and parent not in gone:
+                reset = reopened.get(parent) or holder.copy()
+                branch = child[len(parent) + 1 :].split("/", 1)[0]
+                branches = {b: dict(v) for b, v in (reset.data.get("branches") or {}).items()}
+                if reset.kind == "join":
+                    branches[branch] = {"status": "running"}
+                    reset.data = {**reset.data, "branches": branches}
+                else:
+                    reset.data = {"winner": None, "branches": {b: {"status": "pending"} for b in branches}}
+                reset.status = ports.ENTRY_RUNNING
+                reset.completed_at = None
+                reopened[parent] = reset
+            child, parent = parent, parent_key(parent)
+    return list(reopened.values())
 
 
 def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
@@ -344,10 +375,12 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
         if refused is not None:
             raise refused
         deletes = plan_replay(entries, entry_id)
+        resets = plan_replay_resets(entries, deletes)
         gone = set(deletes)
-        kept = [e for e in entries if e.key not in gone]
+        reset = {e.key: e for e in resets}
+        kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
         _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
-        return deletes, []
+        return deletes, resets
 
     return _repair(runtime, actor_id, plan)
 

@@ -29,7 +29,13 @@ def test_base_store_cannot_be_used_without_the_required_capabilities():
 def test_every_store_implements_the_whole_port(h):
     assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
     assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
-    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages"]
+    fast = [
+        "claim_and_load",
+        "load_for_run",
+        "send_and_check",
+        "wait_for_messages",
+        "wait_for_message_completed",
+    ]
     native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
         type(h.store), []
     )
@@ -517,6 +523,45 @@ def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_tim
     assert h.store.wait_for_messages(actor_id, ["inbox"], 0.0) is True  # still pending: the look
     assert h.store.wait_for_messages(actor_id, ["*"], 0.0) is True
     assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+def test_wait_for_message_completed_wakes_on_the_completion_and_times_out_on_an_open_message(h):
+    """Case C55: a waiting send's pause. A store told of completions (memory, PostgreSQL LISTEN/NOTIFY)
+    returns as soon as the commit that completes the message lands; the portable default polls (it
+    answers at the end of the window)."""
+    notified = h.kind in ("memory", "postgres")
+    actor_id = h.new_actor()
+    open_message = h.store.send(actor_id, "inbox", "open", completable=True)
+    started = time.monotonic()
+    assert h.store.wait_for_message_completed(open_message.id, 0.2) is False
+    assert time.monotonic() - started >= 0.18  # the whole window
+    token = h.store.claim(actor_id, "runner", 30)
+    for via_commit in (True, False):
+        message = h.store.send(actor_id, "inbox", "ask", completable=True)
+
+        def complete_later(_i, message_id=message.id, via_commit=via_commit):
+            time.sleep(0.2)
+            if via_commit:  # the workflow's path: the run's commit completes it
+                assert h.store.commit(
+                    actor_id, token, ports.Commit(complete_messages=[(message_id, "yes")])
+                ).ok
+            else:
+                h.store.complete_message(message_id, "yes")
+
+        completer = threading.Thread(target=run_in_threads, args=(complete_later, 1))
+        started = time.monotonic()
+        completer.start()
+        woke = h.store.wait_for_message_completed(message.id, 3.0)
+        waited = time.monotonic() - started
+        completer.join()
+        assert woke is True
+        assert waited < 1.5 if notified else waited >= 2.9, (via_commit, waited)
+        assert h.store.get_message(message.id).response == "yes"
+        started = time.monotonic()
+        assert h.store.wait_for_message_completed(message.id, 0.0) is True  # completed already
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+    h.store.destroy_actor(actor_id)  # gone with its actor: nothing left to wait for
+    assert h.store.wait_for_message_completed(open_message.id, 0.0) is True
 
 
 # --- actions and the step lock ----------------------------------------------------------------------------

@@ -85,6 +85,10 @@ async def _worker_lost(
         "message": f"the executor running step {name!r} was lost during attempt {entry.attempts}",
         "metadata": {"attempt": entry.attempts},
     }
+    # started, never finished: it has no finish time (case C57)
+    entry.data = retry.finish_attempt(
+        entry.data, entry.attempts, retry.ATTEMPT_WORKER_LOST, None, entry.error, entry.last_attempt_at
+    )
     if entry.attempts <= options.max_retries:
         entry.status = ports.ENTRY_FAILED
         session.writes.record(entry)
@@ -172,6 +176,7 @@ async def run_step(
         entry.attempts += 1
         entry.last_attempt_at = now
         entry.error = None
+        entry.data = retry.start_attempt(entry.data, entry.attempts, now)
         session.writes.record(entry)
         step = StepContext(session, key, entry.attempts)
         ephemeral = options.ephemeral and not session.lock.in_use
@@ -208,6 +213,9 @@ async def run_step(
             entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
             entry.data["output"] = output
             entry.completed_at = session.stamp()
+            entry.data = retry.finish_attempt(
+                entry.data, entry.attempts, retry.ATTEMPT_COMPLETED, entry.completed_at
+            )
             session.writes.record(entry)
             if rollback is not None:
                 session.collect_rollback(key, name, rollback, options, output)
@@ -228,6 +236,13 @@ async def run_step(
             }
         else:
             error = serde.error_to_dict(failure)
+        entry.data = retry.finish_attempt(
+            entry.data,
+            entry.attempts,
+            retry.ATTEMPT_TIMED_OUT if timed_out else retry.ATTEMPT_FAILED,
+            session.stamp(),
+            error,
+        )
         cls = retry.classify(failure, timed_out=timed_out, options=options)
         will_retry = cls == retry.RETRYABLE and entry.attempts <= options.max_retries
         entry.error = error

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
-from ..engine import errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, repairs, serde
 from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
@@ -89,6 +89,16 @@ def state_badge(state: str) -> str:
         color,
         state.replace("_", " "),
     )
+
+
+def _audit_item(row: Any) -> dict:
+    """An audit row for the trace page: the row, the archived entries' keys and their pretty JSON."""
+    entries = audit.archived_records(row)
+    return {
+        "row": row,
+        "keys": [e.key for e in entries],
+        "text": pretty([serde.from_json(item) for item in row.archived_entries]) if entries else "",
+    }
 
 
 class WorkflowStateFilter(admin.SimpleListFilter):
@@ -290,6 +300,9 @@ class ActorAdmin(admin.ModelAdmin):
                 for m in queue
             ],
             "crons": [{"entry": c, "fires": list(c.fires.order_by("-id")[:10])} for c in crons],
+            "operator_actions": [
+                _audit_item(row) for row in store.operator_actions(record.actor_id, limit=50)
+            ],
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
@@ -308,6 +321,7 @@ class ActorAdmin(admin.ModelAdmin):
             "subtitle": record.actor_id,
             "has_view_permission": True,
             "live_html": render_to_string("rivet_workflows/admin/_live.html", live, request=request),
+            "can_replay": live["can_replay"],
             "record": record,
             "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
             "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
@@ -348,9 +362,11 @@ class ActorAdmin(admin.ModelAdmin):
             raise PermissionDenied
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         entry_id = request.POST.get("entry_id") or None
+        who = request.user.get_username()
+        reason = request.POST.get("reason") or None
         try:
             if action == "recover":
-                result = repairs.recover(_runtime(), actor_id)
+                result = repairs.recover(_runtime(), actor_id, who=who, reason=reason)
                 reset = len(result.reset)
                 text = ngettext(
                     "Recovered the workflow: %(count)d step reset; it runs again now.",
@@ -358,7 +374,7 @@ class ActorAdmin(admin.ModelAdmin):
                     reset,
                 ) % {"count": reset}
             else:
-                result = repairs.replay(_runtime(), actor_id, entry_id)
+                result = repairs.replay(_runtime(), actor_id, entry_id, who=who, reason=reason)
                 where = f"step {entry_id!r}" if entry_id else "the start"
                 deleted = len(result.deleted)
                 text = ngettext(

@@ -90,6 +90,11 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_next_deadline(self) -> datetime | None:
         return self._store.cron_next_deadline()
 
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        return self._store.operator_actions(actor_id, limit=limit)
+
     def close_thread_connection(self) -> None:
         self._store.close_thread_connection()
 
@@ -161,6 +166,9 @@ class ReadOnlyStore(ports.BaseStore):
 
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
         self._refuse("cron_record_fire")
+
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        return self._refuse("record_operator_action")
 
 
 class _DrySession(RunSession):

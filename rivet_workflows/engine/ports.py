@@ -35,6 +35,12 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ActorNotFoundError
+from .records import CRON_EXPRESSION as CRON_EXPRESSION
+from .records import CRON_INTERVAL as CRON_INTERVAL
+from .records import CRON_ONCE as CRON_ONCE
+from .records import CronFireRecord as CronFireRecord
+from .records import CronRecord as CronRecord
+from .records import OperatorActionRecord as OperatorActionRecord
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -158,13 +164,15 @@ class Commit:
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
     release: bool = False
+    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
+    audit: OperatorActionRecord | None = None
 
     @property
     def lease_only(self) -> bool:
         """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
         columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists)
+        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists) and self.audit is None
 
 
 @dataclass
@@ -177,63 +185,6 @@ class CommitResult:
     #: Dispatcher.wake once the transaction has committed
     woken: list[str] = field(default_factory=list)
     state: Any = UNSET  # fresh state when the commit took the step lock
-
-
-# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
-
-#: kinds of a schedule entry
-CRON_INTERVAL = "interval"  # every interval_seconds
-CRON_EXPRESSION = "cron"  # a cron expression in a timezone
-CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
-
-
-@dataclass
-class CronRecord:
-    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
-
-    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
-    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
-    """
-
-    actor_id: str
-    name: str
-    action: str
-    args: list = field(default_factory=list)
-    interval_seconds: float | None = None
-    expression: str | None = None
-    timezone: str = "UTC"
-    next_fire_at: datetime | None = None
-    last_fired_at: datetime | None = None
-    max_history: int = 100
-    created_at: datetime | None = None
-    id: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.interval_seconds is not None:
-            return CRON_INTERVAL
-        if self.expression:
-            return CRON_EXPRESSION
-        return CRON_ONCE
-
-    def same_schedule(self, other: CronRecord) -> bool:
-        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
-        return (self.interval_seconds, self.expression, self.timezone) == (
-            other.interval_seconds,
-            other.expression,
-            other.timezone,
-        )
-
-
-@dataclass
-class CronFireRecord:
-    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
-
-    scheduled_at: datetime
-    fired_at: datetime
-    status: str = "ok"
-    result: Any = None
-    error: dict | None = None
 
 
 @runtime_checkable
@@ -400,6 +351,20 @@ class Store(Protocol):
         actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
         ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
         """
+
+    # --- the operator audit -------------------------------------------------------------------------
+
+    @abstractmethod
+    def record_operator_action(self, action: OperatorActionRecord) -> OperatorActionRecord:
+        """Write ``action`` on its own (for an action with no fenced commit to ride on; a repair or a cancel
+        passes it as ``Commit.audit`` instead, so the two are written together) and return it with ``at``
+        (store clock) and ``id`` set. ``ActorNotFoundError`` for an unknown actor, ``SerializationError``
+        for archived entries that are not JSON."""
+
+    @abstractmethod
+    def operator_actions(self, actor_id: str, *, limit: int | None = None) -> list[OperatorActionRecord]:
+        """The audit rows of ``actor_id``, newest first (ties: the later written first), at most ``limit``
+        (None: all). An unknown actor has none."""
 
     # --- schedules (cron and one-off actions) -------------------------------------------------------
     # Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that

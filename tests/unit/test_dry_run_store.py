@@ -22,6 +22,7 @@ READS = {
     "cron_list": (),
     "cron_due": (10,),
     "cron_next_deadline": (),
+    "operator_actions": ("ACTOR",),
 }
 WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
@@ -43,6 +44,7 @@ WRITES = {
     "cron_delete": ("ACTOR", "c"),
     "cron_advance": ("c1", None, None),
     "cron_record_fire": ("c1", None, 1),
+    "record_operator_action": (ports.OperatorActionRecord(actor_id="ACTOR", action="pause", who="me"),),
 }
 
 

@@ -188,3 +188,13 @@ class OperatorAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.who} @ {self.at}"
+
+
+class Dashboard(Actor):
+    """A proxy of ``Actor`` (no table) that gives the admin dashboard its URL,
+    ``/admin/rivet_workflows/dashboard/``, and its line in the app index."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"

@@ -85,6 +85,21 @@ def bearer(headers: Mapping[str, str]) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
+def operator_name(principal: Any, request: Any = None) -> str:
+    """``who`` of an operator action's audit row (DESIGN.md section 12): a user's user name, ``"token"``
+    for a bearer token; in dev mode the logged-in user's name when there is one, else ``"dev-mode"``."""
+    user = _user(principal)
+    if user is None and request is not None:
+        session_user = getattr(request, "user", None)
+        if principal == DEV_MODE and session_user is not None and session_user.is_authenticated:
+            user = session_user
+    if user is not None:
+        return user.get_username() or f"user {user.pk}"
+    if principal in (INSPECTOR_TOKEN, API_TOKEN):
+        return "token"
+    return "dev-mode" if principal == DEV_MODE else str(principal)
+
+
 def _user(principal: Any) -> Any:
     return principal if isinstance(principal, AbstractBaseUser) else None
 

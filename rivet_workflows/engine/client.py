@@ -391,8 +391,23 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
-    def recover(self) -> bool:
-        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover").
+    def replay(self, entry_id: str | None = None, reason: str | None = None) -> repairs.RepairResult:
+        """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9).
+
+        The entries from that step on are deleted (archived in the audit row, written with ``who``
+        ``"python"`` and ``reason``), the workflow output and error cleared, and the workflow runs again.
+        Returns the ``RepairResult`` (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing,
+        ``WorkflowInFlightError`` while an executor holds the actor, ``EntryNotFoundError``,
+        ``InvalidReplayTargetError``, ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see
+        ``repairs.replay``).
+        """
+        check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
+        return repairs.replay(self.runtime, self.actor_id, entry_id, reason=reason)
+
+    def recover(self, reason: str | None = None) -> bool:
+        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover"); the audit row records
+        ``who`` ``"python"`` and ``reason``.
 
         Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
@@ -404,20 +419,22 @@ class ActorHandle:
         if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
         try:
-            repairs.recover(self.runtime, self.actor_id)
+            repairs.recover(self.runtime, self.actor_id, reason=reason)
         except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
             return False
         return True
 
-    def cancel(self) -> bool:
+    def cancel(self, reason: str | None = None) -> bool:
         """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
+        The audit row records ``who`` ``"python"`` and ``reason``.
 
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
         """
-        return cancel_workflow(self.runtime, self.actor_id)
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
 
     adestroy = _twin(destroy)
+    areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
 

@@ -90,6 +90,11 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_next_deadline(self) -> datetime | None:
         return self._store.cron_next_deadline()
 
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        return self._store.operator_actions(actor_id, limit=limit)
+
     def close_thread_connection(self) -> None:
         self._store.close_thread_connection()
 
@@ -145,6 +150,9 @@ class ReadOnlyStore(ports.BaseStore):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
 
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        return self._refuse("wait_for_message_completed")
+
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
     ) -> tuple[Any, Any]:
@@ -161,6 +169,9 @@ class ReadOnlyStore(ports.BaseStore):
 
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
         self._refuse("cron_record_fire")
+
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        return self._refuse("record_operator_action")
 
 
 class _DrySession(RunSession):

@@ -35,13 +35,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-# the schedule records (cron entries, one-off actions, their fire log) live in cron_records; re-exported
-from .cron_records import CRON_EXPRESSION as CRON_EXPRESSION
-from .cron_records import CRON_INTERVAL as CRON_INTERVAL
-from .cron_records import CRON_ONCE as CRON_ONCE
-from .cron_records import CronFireRecord as CronFireRecord
-from .cron_records import CronRecord as CronRecord
 from .errors import ActorNotFoundError
+
+# records kept apart for size (schedules, their fires, the operator audit), re-exported here
+from .records import CRON_EXPRESSION as CRON_EXPRESSION
+from .records import CRON_INTERVAL as CRON_INTERVAL
+from .records import CRON_ONCE as CRON_ONCE
+from .records import CronFireRecord as CronFireRecord
+from .records import CronRecord as CronRecord
+from .records import OperatorActionRecord as OperatorActionRecord
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -165,13 +167,15 @@ class Commit:
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
     release: bool = False
+    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
+    audit: OperatorActionRecord | None = None
 
     @property
     def lease_only(self) -> bool:
         """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
         columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists)
+        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists) and self.audit is None
 
 
 @dataclass
@@ -362,6 +366,20 @@ class Store(Protocol):
         actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
         ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
         """
+
+    # --- the operator audit -------------------------------------------------------------------------
+
+    @abstractmethod
+    def record_operator_action(self, action: OperatorActionRecord) -> OperatorActionRecord:
+        """Write ``action`` on its own (for an action with no fenced commit to ride on; a repair or a cancel
+        passes it as ``Commit.audit`` instead, so the two are written together) and return it with ``at``
+        (store clock) and ``id`` set. ``ActorNotFoundError`` for an unknown actor, ``SerializationError``
+        for archived entries that are not JSON."""
+
+    @abstractmethod
+    def operator_actions(self, actor_id: str, *, limit: int | None = None) -> list[OperatorActionRecord]:
+        """The audit rows of ``actor_id``, newest first (ties: the later written first), at most ``limit``
+        (None: all). An unknown actor has none."""
 
     # --- schedules (cron and one-off actions) -------------------------------------------------------
     # Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that

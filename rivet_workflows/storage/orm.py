@@ -307,6 +307,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             self._upsert_entries(actor_id, commit.upserts, written.now)
             self._write_messages(actor_id, commit, written.now)
             woken = self._deliver_outbox(commit, written.now)
+            if commit.audit is not None:
+                self._write_audit(actor_id, commit.audit, written.now)
             wake_at = self._settle(actor_id, commit, written, woken)
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
         if isinstance(commit.step_lock_until, datetime):
@@ -396,6 +398,39 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         return wake_at
 
     # ------------------------------------------------------------------ actions
+
+    # ------------------------------------------------------------------ the operator audit
+
+    def _write_audit(
+        self, actor_id: str, action: ports.OperatorActionRecord, now: datetime
+    ) -> ports.OperatorActionRecord:
+        row = models.OperatorAction.objects.using(self.using).create(
+            actor_id=actor_id,
+            action=action.action,
+            who=action.who,
+            reason=action.reason,
+            at=now,
+            archived_entries=mapper.audit_archive(action),
+        )
+        return mapper.operator_action_from_model(row)
+
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        """Write ``action`` on its own (``ports.Store``); ``ActorNotFoundError``, ``SerializationError``."""
+        with self._atomic():
+            if not self._actors().filter(pk=action.actor_id, destroyed=False).exists():
+                raise errors.ActorNotFoundError(
+                    f"no actor with id {action.actor_id!r}", actor_id=action.actor_id
+                )
+            return self._write_audit(action.actor_id, action, self.now())
+
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        """The actor's audit rows, newest first (served by ``rivet_opaction_actor_idx``)."""
+        rows = models.OperatorAction.objects.using(self.using).filter(actor_id=actor_id).order_by("-id")
+        if limit is not None:
+            rows = rows[:limit]
+        return [mapper.operator_action_from_model(row) for row in rows]
 
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False

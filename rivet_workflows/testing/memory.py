@@ -22,11 +22,12 @@ from typing import Any
 from ..engine import errors, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
+from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_queues import MemoryQueueMixin, matches
 
 
-class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
+class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
@@ -56,6 +57,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
         self._init_schedules()
+        self._init_audit()
 
     def __repr__(self) -> str:
         return f"<MemoryStore actors={len(self._actors)}>"
@@ -153,6 +155,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             del self._actors[actor_id]
             self._by_key.pop((row.name, json.dumps(row.key, sort_keys=True, separators=(",", ":"))), None)
             self._history.pop(actor_id, None)
+            self._drop_audit(actor_id)
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
@@ -305,11 +308,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             for target, name, body, completable in c.outbox:
                 self._row(target)
                 outbox.append((target, name, serde.to_json(body, where=f"queue {name!r} body"), completable))
+            audit = encode_action(c.audit) if c.audit is not None else None
 
             now = self.now()
             self._write_actor(row, c, enc, now)
             self._write_history(actor_id, upserts, c.deletes, now)
             self._write_messages(receipts, completions, now)
+            if audit is not None:
+                self._write_audit(actor_id, audit, now)
             woken: list[str] = []
             for target, name, body, completable in outbox:
                 if self._deliver(target, name, body, completable, now)[1] and target not in woken:

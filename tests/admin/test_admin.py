@@ -212,3 +212,22 @@ def test_an_actor_without_a_workflow_is_listed_as_no_workflow_and_filtered_apart
     counter = models.Actor.objects.get(name="counter")
     html = admin_client_.get(change_url(counter.pk)).content.decode()
     assert 'data-state="no_workflow"' in html and "This actor has no workflow." in html
+
+
+def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_actions(admin_client_, rivet):
+    handle = rivet.failed_order()
+    page = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-reason"' in page and "No operator actions." in page
+    recover = reverse("admin:rivet_workflows_actor_recover", args=[handle.actor_id])
+    admin_client_.post(recover, {"reason": "card fixed"}, follow=True)
+    rivet.drain()
+    replay = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    admin_client_.post(replay, {"entry_id": "charge", "reason": ""}, follow=True)
+    rows = rivet.runtime.store.operator_actions(handle.actor_id)
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("replay", "root", None),
+        ("recover", "root", "card fixed"),
+    ]
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-audit"' in html and "card fixed" in html and "recover" in html
+    assert "1: charge" in html  # the archived entries of each action, by key

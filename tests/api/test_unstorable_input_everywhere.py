@@ -98,6 +98,7 @@ _BODY_BASES = {
     "call_action": {"args": []},
     "send_to_queue": {"body": 1},
     "replay_workflow": {},
+    "recover_workflow": {},
 }
 
 

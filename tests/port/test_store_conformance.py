@@ -803,3 +803,51 @@ def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
     assert h.store.get_actor(actor_id).updated_at == old
     h.store.send(actor_id, "q", 1)
     assert h.store.get_actor(actor_id).updated_at > old
+
+
+# --- the operator audit --------------------------------------------------------------------------------
+
+
+def _action(actor_id, action="recover", who="alice", reason=None, archived=()):
+    return ports.OperatorActionRecord(
+        actor_id=actor_id, action=action, who=who, reason=reason, archived_entries=list(archived)
+    )
+
+
+def test_an_operator_action_rides_on_its_commit_and_is_read_back_newest_first(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    archived = [{"key": "a", "data": {"output": {"$decimal": "1.5"}}}]
+    commit = ports.Commit(
+        deletes=["a"], release=True, audit=_action(actor_id, "replay_all", archived=archived)
+    )
+    assert h.store.commit(actor_id, token, commit).ok
+    written = h.store.record_operator_action(_action(actor_id, "pause", "token", "maintenance"))
+    assert written.at is not None and written.id and written.reason == "maintenance"
+    first, second = h.store.operator_actions(actor_id)[::-1]
+    assert (first.action, first.who, first.archived_entries) == ("replay_all", "alice", archived)
+    assert second.action == "pause" and second.at >= first.at
+    assert [a.action for a in h.store.operator_actions(actor_id, limit=1)] == ["pause"]
+    assert h.store.operator_actions(h.new_actor("other")) == []
+
+
+def test_a_fenced_or_failing_commit_writes_no_operator_action(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.commit(actor_id, token, ports.Commit(release=True, audit=_action(actor_id))).ok
+    token = h.store.claim(actor_id, "w", 30)
+    with pytest.raises(errors.SerializationError):
+        h.store.commit(actor_id, token, ports.Commit(audit=_action(actor_id, archived=[object()])))
+    with pytest.raises(errors.SerializationError):
+        h.store.record_operator_action(_action(actor_id, archived=[object()]))
+    assert h.store.operator_actions(actor_id) == []
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.record_operator_action(_action("no-such-actor"))
+
+
+def test_a_destroyed_actor_takes_its_operator_actions_with_it(h):
+    actor_id = h.new_actor()
+    h.store.record_operator_action(_action(actor_id))
+    h.store.destroy_actor(actor_id)
+    assert h.store.operator_actions(actor_id) == []

@@ -212,12 +212,13 @@ slow_actor = workflow(run=run_slow, create_state=lambda input: {"sleep": (input 
 
 
 def _watchful(step: Any) -> str:
-    """Tick every 0.1 s for ``state["sleep"]`` seconds unless ``step.cancelled`` is set; effects carry
-    the attempt and the worker's pid (``start-watch``, then ``cancelled-watch`` or ``done-watch``)."""
+    """Tick every 0.1 s, ``state["sleep"]`` seconds' worth of ticks, unless ``step.cancelled`` is set;
+    effects carry the attempt and the worker's pid (``start-watch``, then ``cancelled-watch`` or
+    ``done-watch``). Ticks, not a deadline: a worker stopped (SIGSTOP) mid-body has its ticks left when
+    it resumes, however long it was stopped."""
     me = f"{step.attempt}:{os.getpid()}"
     effect(step.actor_id, "start-watch", me)
-    deadline = time.monotonic() + float(step.state["sleep"])
-    while time.monotonic() < deadline:
+    for _ in range(int(float(step.state["sleep"]) * 10)):
         if step.cancelled.wait(0.1):
             effect(step.actor_id, "cancelled-watch", me)
             step.state["writer"] = f"cancelled {me}"  # must never land: this run lost its lease

@@ -1,4 +1,5 @@
-"""Schedule records of the storage port: cron entries, one-off scheduled actions and their fire log."""
+"""Port records kept apart from ``ports`` for size: schedule entries and their fires, operator audit rows
+(``ports`` re-exports each: use ``ports.CronRecord``, ``ports.OperatorActionRecord``)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,24 @@ class CronFireRecord:
     status: str = "ok"
     result: Any = None
     error: dict | None = None
+
+
+@dataclass
+class OperatorActionRecord:
+    """One audit row: an operator action on an actor (DESIGN.md section 12).
+
+    ``action``: ``replay``, ``replay_all``, ``recover``, ``cancel``, ``pause``, ``resume`` (``bulk_*`` when
+    it was one of a bulk action); ``who``: the user name, ``"token"`` (the inspector token), ``"python"``
+    (the Python API) or ``"command"`` (``manage.py rivet``); ``reason``: what the operator said, or None;
+    ``archived_entries``: the history entries the action deleted or reset, as they were, each the tagged
+    JSON (``serde.to_json``) of its ``EntryRecord`` fields (``engine.audit.archived_records`` decodes them);
+    ``at``: the store-clock instant it was written (the store sets it); ``id``: the store's id (a str).
+    """
+
+    actor_id: str
+    action: str
+    who: str
+    reason: str | None = None
+    archived_entries: list = field(default_factory=list)
+    at: datetime | None = None
+    id: str = ""

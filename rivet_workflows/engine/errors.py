@@ -161,6 +161,14 @@ class ActionNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class QueryNotFoundError(RivetWorkflowsError):
+    """The actor has no such query."""
+
+    group = "actor"
+    code = "query_not_found"
+    http_status = 404
+
+
 class QueueNotFoundError(RivetWorkflowsError):
     """The actor declares no such queue."""
 

@@ -17,6 +17,8 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
   workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
   currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
   pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* ``run_in_commit`` runs a callable (an atomic step's body) inside the transaction of the commit it builds:
+  a database store rolls the callable's own writes back with a failed or fenced commit.
 * ``updated_at`` moves on changes only: leases (``Commit.lease_only``), reads and no-op actions leave it.
 * Actions and step bodies are serialised on one actor: the commit that records a step attempt
   (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from . import schedule_records as records
 from .errors import ActorNotFoundError
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
@@ -179,61 +182,9 @@ class CommitResult:
     state: Any = UNSET  # fresh state when the commit took the step lock
 
 
-# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
-
-#: kinds of a schedule entry
-CRON_INTERVAL = "interval"  # every interval_seconds
-CRON_EXPRESSION = "cron"  # a cron expression in a timezone
-CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
-
-
-@dataclass
-class CronRecord:
-    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
-
-    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
-    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
-    """
-
-    actor_id: str
-    name: str
-    action: str
-    args: list = field(default_factory=list)
-    interval_seconds: float | None = None
-    expression: str | None = None
-    timezone: str = "UTC"
-    next_fire_at: datetime | None = None
-    last_fired_at: datetime | None = None
-    max_history: int = 100
-    created_at: datetime | None = None
-    id: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.interval_seconds is not None:
-            return CRON_INTERVAL
-        if self.expression:
-            return CRON_EXPRESSION
-        return CRON_ONCE
-
-    def same_schedule(self, other: CronRecord) -> bool:
-        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
-        return (self.interval_seconds, self.expression, self.timezone) == (
-            other.interval_seconds,
-            other.expression,
-            other.timezone,
-        )
-
-
-@dataclass
-class CronFireRecord:
-    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
-
-    scheduled_at: datetime
-    fired_at: datetime
-    status: str = "ok"
-    result: Any = None
-    error: dict | None = None
+# --- cron and one-off schedules (DESIGN.md section 4): the records live in ``schedule_records``
+CRON_INTERVAL, CRON_EXPRESSION, CRON_ONCE = records.CRON_INTERVAL, records.CRON_EXPRESSION, records.CRON_ONCE
+CronRecord, CronFireRecord = records.CronRecord, records.CronFireRecord
 
 
 @runtime_checkable
@@ -351,6 +302,14 @@ class Store(Protocol):
     def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult:
         """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
         if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
+
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        """Call ``body()`` (an atomic step's body; it returns the commit of its outcome) inside the
+        transaction applying that commit, fenced by ``token`` (DESIGN.md section 13): ``ok=False`` without
+        calling ``body`` when the lease is lost already; ``ok=False`` with the body's writes rolled back
+        when the fence fails at the commit; an exception of ``body`` rolls them back and propagates.
+        Default (a store that is not the body's database, e.g. the in-memory one): ``body()``, ``commit``."""
+        ...
 
     # --- queues ------------------------------------------------------------------------------------
 
@@ -481,6 +440,9 @@ class BaseStore(Store):
 
     def release(self, actor_id: str, token: int) -> CommitResult:
         return self.commit(actor_id, token, Commit(release=True))
+
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        return self.commit(actor_id, token, body())
 
     def send_and_check(
         self, actor_id: str, name: str, body: Any, completable: bool = False

@@ -192,7 +192,8 @@ async def _atomic_attempt(
         await session.commit_in_transaction(body)
 
     try:
-        await asyncio.ensure_future(attempt())
+        with session.bodies.guard(step):  # a lost lease sets step.cancelled (its commit is fenced anyway)
+            await asyncio.ensure_future(attempt())
     except Exception:
         session.adopt_stored_state(serde.from_json(before))
         raise

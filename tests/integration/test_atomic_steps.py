@@ -248,3 +248,41 @@ def test_an_atomic_body_writing_through_another_alias_fails_the_step_and_keeps_n
     assert entry.status == "exhausted" and entry.attempts == 1  # critical: not retried
     assert entry.error["name"] == "AtomicStepError"
     assert _orders("alias") == []
+
+
+def _joined_registry():
+    def make(n: int):
+        def body(step):
+            Order.objects.create(checkout=f"join-{step.key[0]}", item=f"item-{n}", attempt=step.attempt)
+            step.state.setdefault("placed", []).append(n)
+            return n
+
+        return body
+
+    async def branch(n: int):
+        async def run_branch(b):
+            return await b.step(f"place-{n}", make(n), atomic=True)
+
+        return run_branch
+
+    async def run_fn(ctx):
+        branches = {f"b{n}": await branch(n) for n in (1, 2)}
+        branches["plain"] = lambda b: b.step("plain", lambda step: "plain")
+        return await ctx.join("both", branches)
+
+    return setup(use={"joined": workflow(run=run_fn, state={})})
+
+
+def test_atomic_steps_in_join_branches_each_commit_once(shop) -> None:
+    from rivet_workflows.engine import executor
+    from rivet_workflows.engine.runtime import Runtime
+
+    base = shop.runtime
+    runtime = Runtime(base.store, base.dispatcher, _joined_registry(), settings=base.settings)
+    handle = runtime.client().joined.get_or_create("j")
+    executor.drain(runtime, timeout=5)
+    record = runtime.store.get_actor(handle.actor_id)
+    assert record.workflow_state == ports.COMPLETED, record.error
+    assert record.output == {"b1": 1, "b2": 2, "plain": "plain"}
+    assert sorted(record.state["placed"]) == [1, 2]
+    assert Order.objects.filter(checkout="join-j").count() == 2

@@ -183,7 +183,7 @@ async def _atomic_attempt(
             raise errors.AtomicBodyFailed() from exc
         record = entry.copy()
         _complete(record, output, session.stamp())
-        commit.upserts.append(record)
+        commit.upserts[:] = [*(u for u in commit.upserts if u.key != record.key), record]  # one row per key
         commit.outbox.extend(step.outbox or [])
         done.append(record)
 

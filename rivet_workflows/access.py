@@ -14,7 +14,8 @@ says so), or whatever a project's ``API_AUTH`` returns. Then:
   rule let through and may refuse it (falsy -> 403). It only narrows: it cannot let in a caller the role
   rule refused.
 
-Operations (``OPERATIONS``): ``create`` (POST /actors), ``call`` (an action), ``send`` (a queue message),
+Operations (``OPERATIONS``): ``create`` (POST /actors), ``call`` (an action), ``query`` (a query; the role
+rule treats it as ``call``), ``send`` (a queue message),
 ``read`` (GET /actors/{id}, a WebSocket subscription), ``list`` (GET /actors, called once per actor type).
 Inputs and error stacks are shown only to callers that may inspect (``may_inspect``): dev mode, the
 inspector token, staff with ``view_actor``.
@@ -42,9 +43,9 @@ VIEW_PERMISSION = "rivet_workflows.view_actor"
 #: permission of the replay/recover actions (models.Actor Meta.permissions)
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
 
-CREATE, CALL, SEND, READ, LIST = "create", "call", "send", "read", "list"
+CREATE, CALL, SEND, READ, LIST, QUERY = "create", "call", "send", "read", "list", "query"
 #: every operation the hook is asked about
-OPERATIONS = (CREATE, CALL, SEND, READ, LIST)
+OPERATIONS = (CREATE, CALL, SEND, READ, LIST, QUERY)
 _READ_ONLY = frozenset({READ, LIST})
 
 #: principals: the API token, the inspector token, dev mode (anonymous while DEV_MODE is on)

@@ -240,6 +240,41 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     return _shown({"result": result})
 
 
+class QueryFailedError(errors.RivetWorkflowsError):
+    """A query raised an exception."""
+
+    group = "user"
+    code = "query_failed"
+    http_status = 400
+
+
+@router.post(
+    "/actors/{actor_id}/queries/{query}",
+    response={200: s.ActionOut, **_errors(404, 413)},
+    auth=api_auth,
+    summary="Run a query",
+    exclude_unset=True,  # ``types`` only when the result is not plain JSON
+)
+def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.ActionIn) -> Any:
+    """Run the read-only query ``query(c, *args)`` on the actor's last committed state and return
+    ``{result}`` (plain JSON, with ``types`` as in ``GET /actors/{id}``); it never waits for a running
+    step (DESIGN.md section 13). Unknown actor or query is a 404; an exception raised by the query (also
+    a write it tried: ``step_only``) a 400. Operation ``query`` (the role rule treats it as ``call``)."""
+    handle, _ = _handle(request, actor_id, access.QUERY)
+    handle.definition.get_query(query)  # QueryNotFoundError before anything runs
+    args = _decode(payload.args, "args")
+    try:
+        result = handle.query(query, *args)
+    except errors.RivetWorkflowsError:
+        raise
+    except Exception as exc:
+        raise QueryFailedError(
+            f"query {query!r} raised {type(exc).__name__}: {exc}", query=query, error=type(exc).__name__
+        ) from exc
+    serde.to_json(result, where="response")
+    return _shown({"result": result})
+
+
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
     response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},

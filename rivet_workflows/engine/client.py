@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, ports, repairs, serde
+from . import actions, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .reentrancy import check_not_reentrant
@@ -304,6 +304,27 @@ class ActorHandle:
     async def acall(self, action: str, *args: Any) -> Any:
         """Async twin of ``call``."""
         return await sync_to_async(self.call, thread_sensitive=True)(action, *args)
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def query(self, name: str, *args: Any) -> Any:
+        """Run the query ``name`` with ``args`` and return its result, at once: it reads the actor's last
+        committed state and vars and never waits for a running step (DESIGN.md section 13).
+
+        The query runs as ``fn(c, *args)`` on a read-only context (``engine.queries.QueryContext``);
+        arguments and result go through the serializer. Raises ``QueryNotFoundError``,
+        ``ActorNotFoundError``, ``StepOnlyError`` (the query tried to write), ``SerializationError``/
+        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor.
+        """
+        fn = self.definition.get_query(name)
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"query {name!r} arguments", max_bytes=limit)
+        return queries.run_query(runtime, self.definition, self.actor_id, self.key, fn, args)
+
+    async def aquery(self, name: str, *args: Any) -> Any:
+        """Async twin of ``query``."""
+        return await sync_to_async(self.query, thread_sensitive=True)(name, *args)
 
     # --- queues -------------------------------------------------------------------------------------
 

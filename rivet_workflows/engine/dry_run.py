@@ -136,6 +136,11 @@ class ReadOnlyStore(ports.BaseStore):
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         return self._refuse("commit")
 
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        return self._refuse("run_in_commit")
+
     def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
         return self._refuse("send")
 
@@ -185,6 +190,9 @@ class _DrySession(RunSession):
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
         raise errors.DryRunStop("dry run: a commit would be written")
+
+    async def commit_in_transaction(self, body: Callable[[ports.Commit], None]) -> ports.CommitResult:
+        raise errors.DryRunStop("dry run: an atomic step would run")
 
 
 @dataclass

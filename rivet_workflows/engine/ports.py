@@ -17,6 +17,8 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
   workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
   currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
   pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* ``run_in_commit`` runs a callable (an atomic step's body) inside the transaction of the commit it builds:
+  a database store rolls the callable's own writes back with a failed or fenced commit.
 * ``updated_at`` moves on changes only: leases (``Commit.lease_only``), reads and no-op actions leave it.
 * Actions and step bodies are serialised on one actor: the commit that records a step attempt
   (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
@@ -306,6 +308,14 @@ class Store(Protocol):
         """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
         if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
 
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        """Call ``body()`` (an atomic step's body; it returns the commit of its outcome) inside the
+        transaction applying that commit, fenced by ``token`` (DESIGN.md section 13): ``ok=False`` without
+        calling ``body`` when the lease is lost already; ``ok=False`` with the body's writes rolled back
+        when the fence fails at the commit; an exception of ``body`` rolls them back and propagates.
+        Default (a store that is not the body's database, e.g. the in-memory one): ``body()``, ``commit``."""
+        ...
+
     # --- queues ------------------------------------------------------------------------------------
 
     @abstractmethod
@@ -461,6 +471,9 @@ class BaseStore(Store):
 
     def release(self, actor_id: str, token: int) -> CommitResult:
         return self.commit(actor_id, token, Commit(release=True))
+
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        return self.commit(actor_id, token, body())
 
     def send_and_check(
         self, actor_id: str, name: str, body: Any, completable: bool = False

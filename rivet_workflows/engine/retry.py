@@ -30,6 +30,8 @@ class StepOptions:
     timeout: float | None = 30.0
     retry_on_timeout: bool = False
     ephemeral: bool = False
+    #: the body runs inside the transaction that records the step (DESIGN.md section 13)
+    atomic: bool = False
 
 
 def backoff_delay(attempts: int, base: float, maximum: float) -> float:

@@ -55,6 +55,9 @@ class _StepQueue:
         body = serde.roundtrip(
             body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
         )
+        if self._step.outbox is not None:  # an atomic step: sent with its own commit, or not at all
+            self._step.outbox.append((session.actor_id, name, body, False))
+            return
         session.writes.send(session.actor_id, name, body)
 
 
@@ -72,6 +75,8 @@ class StepContext(ActorIdentity):
 
     def __init__(self, session: RunSession, location: str, attempt: int) -> None:
         self._session = session
+        #: an atomic attempt's own sends (delivered by its commit only); None: the run's write buffer
+        self.outbox: list[tuple[str, str, Any, bool]] | None = None
         self.location = location
         self.attempt = attempt
         self.idempotency_key = f"{session.actor_id}:{location}"
@@ -113,6 +118,11 @@ class StepContext(ActorIdentity):
 
     def __repr__(self) -> str:
         return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` is an ``async def`` function (or an object whose ``__call__`` is one)."""
+    return _is_async(fn)
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

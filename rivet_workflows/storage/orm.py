@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Case, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.db.models.sql import Query
@@ -33,7 +33,7 @@ from django.db.models.sql import Query
 from .. import models
 from ..engine import errors, ports, serde
 from . import mapper
-from .connection import Connections
+from .connection import Connections, writes_only_through
 from .cron import CronStorage
 from .queues import QueueStorage
 
@@ -313,6 +313,30 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
         if isinstance(commit.step_lock_until, datetime):
             result.state = serde.from_json(written.state)
+        return result
+
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """Run ``body()`` (an atomic step's body; it returns the commit of its outcome) in the transaction
+        that applies that commit, on the store's alias (DESIGN.md section 13, ports docstring).
+
+        One transaction per call (a savepoint inside an enclosing one): a fence check first (a zombie's
+        body never runs), then ``body()`` (writes through another alias raise ``AtomicStepError``), then
+        the commit template (``_apply``) whose fenced actor write re-checks the lease in the same
+        transaction; a failed fence marks the transaction for rollback, so the body's writes never land.
+        An exception of ``body`` rolls everything back and propagates. On SQLite the actor's file lock and
+        the database's write lock are held while ``body`` runs: keep atomic bodies short.
+        """
+        with self._serialised(actor_id):
+            with self._atomic():
+                if not self._actors().filter(lease_fence(actor_id, token)).exists():
+                    return ports.CommitResult(ok=False)
+                with writes_only_through(self.using):
+                    commit = body()
+                result = self._apply(actor_id, token, commit)
+                if not result.ok:
+                    transaction.set_rollback(True, using=self.using)
         return result
 
     def _lock_actors(self, actor_id: str, commit: ports.Commit) -> None:

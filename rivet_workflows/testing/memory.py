@@ -276,6 +276,17 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
             return [rows.entry_out(e) for e in entries]
 
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """An atomic step on the in-memory store: a plain step (DESIGN.md section 13). A lost lease is
+        refused before ``body`` runs (``ok=False``); then ``body()`` and ``commit``. The body's own writes
+        (ORM rows) are not this store's, so a failed or fenced commit does not roll them back."""
+        with self._lock:
+            if self._holds(actor_id, token) is None:
+                return ports.CommitResult(ok=False)
+        return self.commit(actor_id, token, body())
+
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         """Apply ``commit`` atomically if ``token`` is the actor's current lease token (see class docstring).
 

@@ -376,6 +376,28 @@ def test_outbox_messages_are_delivered_with_the_commit_and_wake_the_target(h):
     assert not stale.ok and len(h.store.pending_messages(target, None, 10)) == 2
 
 
+def test_run_in_commit_applies_what_the_body_built_with_the_fence(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    calls = []
+
+    def body():
+        calls.append(1)
+        return ports.Commit(state={"count": 9}, upserts=[entry("atomic", output="placed")])
+
+    assert h.store.run_in_commit(actor_id, token, body).ok and calls == [1]
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    assert [(e.key, e.data) for e in h.store.load_history(actor_id)] == [("atomic", {"output": "placed"})]
+    # a body that raises writes nothing and its exception propagates
+    with pytest.raises(ZeroDivisionError):
+        h.store.run_in_commit(actor_id, token, lambda: 1 / 0)
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    # a stale token: the body never runs
+    assert not h.store.run_in_commit(actor_id, token - 1, body).ok and calls == [1]
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.run_in_commit(actor_id, token, body).ok and calls == [1]  # released lease
+
+
 # --- queues and wake-ups --------------------------------------------------------------------------------
 
 

@@ -35,6 +35,7 @@ WRITES = {
     "handoff": ("ACTOR", 1, "me", 30.0),
     "release": ("ACTOR", 1),
     "commit": ("ACTOR", 1, ports.Commit()),
+    "run_in_commit": ("ACTOR", 1, ports.Commit),
     "send": ("ACTOR", "jobs", 1),
     "send_and_check": ("ACTOR", "jobs", 1),
     "complete_message": ("m1", None),

@@ -90,7 +90,9 @@ def celery_workers(
     logdir = Path(os.environ.get("BENCH_LOG_DIR") or tempfile.mkdtemp(prefix="rivet-bench-"))
     procs: list[tuple[subprocess.Popen, Path]] = []
     failed = True  # the worker logs stay in ``logdir`` for the post-mortem unless all went well
-    full_env = {**os.environ, **(env or {})}
+    # concurrency goes through the WORKER_CONCURRENCY setting (project settings: RIVET_WORKER_CONCURRENCY),
+    # which turns the solo pool of the command line into a thread pool of that size
+    full_env = {**os.environ, "RIVET_WORKER_CONCURRENCY": str(max(1, concurrency)), **(env or {})}
     try:
         for i in range(count):
             log = logdir / f"rivet-bench-worker-{os.getpid()}-{i}.log"
@@ -103,9 +105,7 @@ def celery_workers(
                 "project",
                 "worker",
                 "--pool",
-                "solo" if concurrency <= 1 else "threads",
-                "--concurrency",
-                str(max(1, concurrency)),
+                "solo",
                 "-l",
                 "info",
                 "-n",

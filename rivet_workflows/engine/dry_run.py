@@ -145,6 +145,9 @@ class ReadOnlyStore(ports.BaseStore):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
 
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        return self._refuse("wait_for_wakes")
+
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
     ) -> tuple[Any, Any]:

@@ -29,7 +29,7 @@ def test_base_store_cannot_be_used_without_the_required_capabilities():
 def test_every_store_implements_the_whole_port(h):
     assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
     assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
-    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages"]
+    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages", "wait_for_wakes"]
     native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
         type(h.store), []
     )
@@ -758,3 +758,36 @@ def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
     assert h.store.get_actor(actor_id).updated_at == old
     h.store.send(actor_id, "q", 1)
     assert h.store.get_actor(actor_id).updated_at > old
+
+
+# --- wakes of released actors -------------------------------------------------------------------------------
+
+
+def test_wait_for_wakes_hears_a_send_that_makes_a_released_actor_due_and_no_other(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    if not h.store.notifies_wakes:  # no notifications: [] at once, the dispatcher's hint carries the wake
+        started = time.monotonic()
+        assert h.store.wait_for_wakes(30.0) == []
+        assert time.monotonic() - started < 30.0
+        return
+    heard: list[list[str]] = []
+    listening = threading.Event()
+
+    def listen(_i):
+        h.store.wait_for_wakes(0.0)  # starts listening
+        listening.set()
+        heard.append(h.store.wait_for_wakes(30.0))
+        heard.append(h.store.wait_for_wakes(0.3))
+
+    listener = threading.Thread(target=run_in_threads, args=(listen, 1))
+    listener.start()
+    assert listening.wait(30)
+    h.store.send(actor_id, "other", 1)  # not due: nothing to hear
+    h.store.send(actor_id, "q", 2)  # due now, released: heard
+    listener.join()
+    assert heard[0] == [actor_id]
+    assert heard[1] == []  # each wake once
+    token = h.store.claim(actor_id, "runner", 30)
+    assert token is not None
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok

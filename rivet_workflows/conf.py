@@ -59,8 +59,8 @@ class RivetSettings:
         most this long per wait (on other databases the run releases at once).
     WORKER_CONCURRENCY: how many actors one Celery worker process runs at once, each on its own thread,
         database connection and lease (1: the pool the worker command line chooses, unchanged; above 1
-        the worker runs a thread pool of that size). Also the number of threads that fire the near
-        timers the process keeps (``tasks.LocalTimers``).
+        the worker runs a thread pool of that size). Also the number of threads (at least 4) that run
+        the near timers and the heard wakes of the process (``tasks.LocalRuns``).
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).

@@ -153,6 +153,12 @@ def _run(runtime: Any, actor_id: str, token: int | None) -> None:
 #: instead of at the next sweep; later wake-ups are the sweep's (it is the safety net for these too)
 SHORT_ETA_SECONDS = 5.0
 
+#: ``LocalRuns`` starts a timed run this many seconds before the deadline: the claim, the history load
+#: and the replay happen before it, and the run waits out the rest in memory (under
+#: LIVE_WAIT_THRESHOLD), so the step after the timer starts at the deadline; the lease it holds
+#: meanwhile keeps the sweep from handing the actor to another worker
+TIMER_LEAD_SECONDS = 0.05
+
 
 class LocalRuns:
     """Runs a worker process starts itself, beside its Celery pool: the near wake-ups of the actors it
@@ -178,8 +184,9 @@ class LocalRuns:
         self._busy = 0  # runs submitted and not finished
 
     def add(self, actor_id: str, wake_at: datetime) -> None:
-        """Keep ``actor_id``'s wake-up at ``wake_at`` (an aware datetime); replaces an earlier one."""
-        at = wake_at.timestamp()
+        """Keep ``actor_id``'s wake-up at ``wake_at`` (an aware datetime; the run starts
+        ``TIMER_LEAD_SECONDS`` before it); replaces an earlier one."""
+        at = wake_at.timestamp() - TIMER_LEAD_SECONDS
         with self._lock:
             if self._due.get(actor_id) == at:
                 return
@@ -241,19 +248,22 @@ class LocalRuns:
                 self._busy -= 1
 
 
+#: fewest runner threads of ``LocalRuns``: timed runs wait out their last TIMER_LEAD_SECONDS on them
+LOCAL_RUN_THREADS = 4
+
 _local_runs: LocalRuns | None = None
 _local_runs_lock = threading.Lock()
 
 
 def local_runs() -> LocalRuns:
-    """This process's ``LocalRuns`` (created on first use, with one runner thread per
-    ``WORKER_CONCURRENCY``)."""
+    """This process's ``LocalRuns`` (created on first use, with ``WORKER_CONCURRENCY`` runner threads,
+    at least ``LOCAL_RUN_THREADS``)."""
     global _local_runs
     with _local_runs_lock:
         if _local_runs is None:
             from .conf import rivet_settings
 
-            _local_runs = LocalRuns(threads=rivet_settings.WORKER_CONCURRENCY)
+            _local_runs = LocalRuns(threads=max(LOCAL_RUN_THREADS, rivet_settings.WORKER_CONCURRENCY))
         return _local_runs
 
 

@@ -152,7 +152,7 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                 _cmp(scale, ">=", 1.6),
             ),
             _row("transactions per step", _get(ours, "commits_per_step")),
-            _row("s to create every actor (inside the measure)", _get(ours, "create_seconds")),
+            _row("s to create every actor (before the measure)", _get(ours, "create_seconds")),
         ]
     if bench in ("P2", "P2G", "P5"):
         o50, d50 = _get(ours, "p50_ms"), _get(dbos, "p50_ms")

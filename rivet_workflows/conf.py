@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": 2_097_152,
     "LIVE_WAIT_THRESHOLD": 0.5,
     "WARM_WAIT": 0.25,
+    "WORKER_CONCURRENCY": 1,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
     "STEP_ABANDON_SECONDS": 30.0,
@@ -56,6 +57,10 @@ class RivetSettings:
         listens for a send (PostgreSQL LISTEN/NOTIFY) before it releases the actor; 0 disables it. A send
         in the window is received by the same run without a broker round trip; the worker is held for at
         most this long per wait (on other databases the run releases at once).
+    WORKER_CONCURRENCY: how many actors one Celery worker process runs at once, each on its own thread,
+        database connection and lease (1: the pool the worker command line chooses, unchanged; above 1
+        the worker runs a thread pool of that size). Also the number of threads (at least 4) that run
+        the near timers and the heard wakes of the process (``tasks.LocalRuns``).
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
@@ -88,6 +93,7 @@ class RivetSettings:
     MAX_BODY_BYTES: int
     LIVE_WAIT_THRESHOLD: float
     WARM_WAIT: float
+    WORKER_CONCURRENCY: int
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
     STEP_ABANDON_SECONDS: float
@@ -121,7 +127,13 @@ class RivetSettings:
             "CONNECTION_IDLE_CHECK",
         ):
             values[name] = float(values[name])
-        for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_KEY_BYTES", "MAX_BODY_BYTES"):
+        for name in (
+            "SWEEP_BATCH",
+            "WORKER_CONCURRENCY",
+            "MAX_PAYLOAD_BYTES",
+            "MAX_KEY_BYTES",
+            "MAX_BODY_BYTES",
+        ):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])
         return cls(**{name: values[name] for name in types})

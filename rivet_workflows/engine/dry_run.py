@@ -158,6 +158,9 @@ class ReadOnlyStore(ports.BaseStore):
     def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
         return self._refuse("wait_for_message_completed")
 
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        return self._refuse("wait_for_wakes")
+
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
     ) -> tuple[Any, Any]:

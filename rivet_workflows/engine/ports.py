@@ -205,15 +205,14 @@ class Store(Protocol):
 
     #: True when every member is quick and safe from any thread: the engine calls it without a thread hop
     inline_calls: bool
+    notifies_wakes: bool  #: True when ``wait_for_wakes`` hears sends that make a released actor due
 
     # --- clock -------------------------------------------------------------------------------------
-
     @abstractmethod
     def now(self) -> datetime:
         """The store's clock as an aware UTC datetime (the database clock for a database store)."""
 
     # --- actors ------------------------------------------------------------------------------------
-
     def get_or_create_actor(
         self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
     ) -> tuple[ActorRecord, bool]:
@@ -256,7 +255,6 @@ class Store(Protocol):
         executor's next write is fenced off. ``ActorNotFoundError`` if there is no such actor."""
 
     # --- leases ------------------------------------------------------------------------------------
-
     @abstractmethod
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the lease if it is free or expired: bump and return the fencing token (None if held, or
@@ -298,7 +296,6 @@ class Store(Protocol):
         """The earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
 
     # --- history and the run's writes ---------------------------------------------------------------
-
     @abstractmethod
     def load_history(self, actor_id: str) -> list[EntryRecord]:
         """Every history entry of the actor in creation order (``seq``); ``ActorNotFoundError``."""
@@ -317,7 +314,6 @@ class Store(Protocol):
         ...
 
     # --- queues ------------------------------------------------------------------------------------
-
     @abstractmethod
     def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord:
         """Store a message and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
@@ -362,8 +358,12 @@ class Store(Protocol):
         """
         ...
 
-    # --- actions -----------------------------------------------------------------------------------
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """Up to ``timeout`` s for sends making released actors due (``send_and_check``'s hint), heard by
+        every calling thread since its first call: their ids, each once, or []. Default: [] at once."""
+        return []
 
+    # --- actions -----------------------------------------------------------------------------------
     @abstractmethod
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
@@ -432,7 +432,6 @@ class Store(Protocol):
         """The earliest ``next_fire_at`` of any entry of a live actor, or None."""
 
     # --- connections -------------------------------------------------------------------------------
-
     def close_thread_connection(self) -> None:
         """Close what the calling thread holds open (a database connection); called by threads the engine
         starts (the lease heartbeat) when they end. Default: nothing to close."""
@@ -444,6 +443,7 @@ class BaseStore(Store):
     members (and override a default where they can do it faster or atomically)."""
 
     inline_calls = False
+    notifies_wakes = False
 
     def get_or_create_actor(
         self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False

@@ -7,6 +7,7 @@ A mixin placed before ``DjangoStore`` in ``PostgresStore``'s bases: the host pro
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -31,11 +32,19 @@ def completion_channel(message_id: str | int) -> str:
     return f"rivet_done_{message_id}"
 
 
+#: the NOTIFY channel of sends that make a released actor due (payload: its id); idle workers listen
+WAKES_CHANNEL = "rivet_wakes"
+
+#: per thread: alias -> the driver connection that LISTENs on WAKES_CHANNEL
+_listening = threading.local()
+
+
 class PostgresQueues:
     """``send``/``send_and_check``/``wait_for_messages``/``wait_for_message_completed`` of ``PostgresStore``
     and the notifies of a delivery and of a completion."""
 
     using: str
+    notifies_wakes = True
 
     def _notify_waiter(self, actor_id: str) -> None:
         """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding
@@ -93,8 +102,9 @@ class PostgresQueues:
         apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
         its lease, and it is unfinished and not due yet) and notify a run holding the lease (delivered at
         commit). Returns ``(message, hint)``: ``hint`` is ``delivery.wake_if_due``'s answer read in the
-        same statement (the actor is due now and no live lease is held). Raises ActorNotFoundError (missing
-        or destroyed actor) and SerializationError (body)."""
+        same statement (the actor is due now and no live lease is held); when it is True the statement
+        also NOTIFYs ``WAKES_CHANNEL`` with the actor id (``wait_for_wakes``). Raises ActorNotFoundError
+        (missing or destroyed actor) and SerializationError (body)."""
         encoded = serde.to_json(body, where=f"body of queue message {name!r}")
         live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
         sql = (
@@ -106,11 +116,12 @@ class PostgresQueues:
             f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
             f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
             "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
-            "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1) "
+            "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1)"
+            f", h AS (SELECT (EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
+            "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) AS hint FROM a, c) "
             f"SELECT m.id, m.created_at, CASE WHEN a.lease_owner IS NOT NULL AND {live} "
-            "THEN pg_notify(%s, '') END, "
-            "(EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
-            "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) FROM m, a, c"
+            "THEN pg_notify(%s, '') END, h.hint, "
+            "CASE WHEN h.hint THEN pg_notify(%s, a.actor_id) END FROM m, a, h"
         )
         params = [
             actor_id,
@@ -120,6 +131,7 @@ class PostgresQueues:
             ports.MESSAGE_PENDING,
             name,
             wake_channel(actor_id),
+            WAKES_CHANNEL,
         ]
         with connections[self.using].cursor() as cursor:
             cursor.execute(sql, params)
@@ -173,6 +185,29 @@ class PostgresQueues:
             finally:
                 if connection.connection is not None:
                     cursor.execute(f'UNLISTEN "{channel}"')
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """LISTEN on ``WAKES_CHANNEL`` (once per connection; the thread keeps listening between calls) and
+        wait up to ``timeout`` seconds for sends that made a released actor due; their actor ids, oldest
+        first, each once ([] when the window passed, inside a transaction, or when the server closed the
+        connection: it is closed, the next call listens on a new one)."""
+        connection = connections[self.using]
+        if connection.in_atomic_block:
+            return []
+        connection.ensure_connection()
+        pg = connection.connection
+        try:
+            if _listening.__dict__.get(self.using) is not pg:
+                with connection.cursor() as cursor:
+                    cursor.execute(f'LISTEN "{WAKES_CHANNEL}"')
+                _listening.__dict__[self.using] = pg
+            got = [n.payload for n in pg.notifies(timeout=max(timeout, 0.0), stop_after=1)]
+            if got:
+                got += [n.payload for n in pg.notifies(timeout=0)]
+        except connection.Database.OperationalError:
+            connection.close()
+            return []
+        return list(dict.fromkeys(got))
 
     @staticmethod
     def _has_pending(cursor: Any, actor_id: str, names: list[str]) -> bool:

@@ -43,6 +43,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
 
     #: every method is quick and thread-safe: the executor calls it without a thread hop
     inline_calls = True
+    #: ``wait_for_wakes`` hears of sends that make a released actor due
+    notifies_wakes = True
 
     def __init__(self, clock: Callable[[], datetime] | None = None, poll_interval: float = 0.02) -> None:
         self._clock = clock or utcnow
@@ -56,6 +58,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         self._messages: dict[str, ports.MessageRecord] = {}
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
+        self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
+        self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
         self._init_audit()
 

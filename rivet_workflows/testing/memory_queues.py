@@ -105,8 +105,27 @@ class MemoryQueueMixin:
             message, _ = self._deliver(actor_id, name, encoded, completable, now)
             row = self._actors[actor_id]
             hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
+            if hint:
+                self._wakes.append(actor_id)
             self._changed.notify_all()
             return _message_out(message), hint
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """Block up to ``timeout`` seconds (real time) until a send made a released actor due (the hint of
+        ``send_and_check``); the actor ids woken since this thread's previous call (its first call starts
+        listening: [] unless one comes within ``timeout``), oldest first, each once."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:
+            seen = getattr(self._wake_cursor, "seen", None)
+            if seen is None:
+                seen = self._wake_cursor.seen = len(self._wakes)
+            while len(self._wakes) == seen:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._changed.wait(remaining)
+            self._wake_cursor.seen = len(self._wakes)
+            return list(dict.fromkeys(self._wakes[seen:]))
 
     def pending_messages(
         self, actor_id: str, names: list[str] | None, limit: int

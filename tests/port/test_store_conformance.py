@@ -35,6 +35,7 @@ def test_every_store_implements_the_whole_port(h):
         "send_and_check",
         "wait_for_messages",
         "wait_for_message_completed",
+        "wait_for_wakes",
     ]
     native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
         type(h.store), []
@@ -873,3 +874,36 @@ def test_a_destroyed_actor_takes_its_operator_actions_with_it(h):
     h.store.record_operator_action(_action(actor_id))
     h.store.destroy_actor(actor_id)
     assert h.store.operator_actions(actor_id) == []
+
+
+# --- wakes of released actors -------------------------------------------------------------------------------
+
+
+def test_wait_for_wakes_hears_a_send_that_makes_a_released_actor_due_and_no_other(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    if not h.store.notifies_wakes:  # no notifications: [] at once, the dispatcher's hint carries the wake
+        started = time.monotonic()
+        assert h.store.wait_for_wakes(30.0) == []
+        assert time.monotonic() - started < 30.0
+        return
+    heard: list[list[str]] = []
+    listening = threading.Event()
+
+    def listen(_i):
+        h.store.wait_for_wakes(0.0)  # starts listening
+        listening.set()
+        heard.append(h.store.wait_for_wakes(30.0))
+        heard.append(h.store.wait_for_wakes(0.3))
+
+    listener = threading.Thread(target=run_in_threads, args=(listen, 1))
+    listener.start()
+    assert listening.wait(30)
+    h.store.send(actor_id, "other", 1)  # not due: nothing to hear
+    h.store.send(actor_id, "q", 2)  # due now, released: heard
+    listener.join()
+    assert heard[0] == [actor_id]
+    assert heard[1] == []  # each wake once
+    token = h.store.claim(actor_id, "runner", 30)
+    assert token is not None
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok

@@ -113,7 +113,8 @@ async def execute(
     warm_wait: float = 0.0,
 ) -> RunReport:
     """Replay ``actor``'s workflow under the lease ``token`` to its next wait or its end and release the
-    lease in the final commit (DESIGN.md section 5). ``loaded`` is ``(history, store-clock now)`` when the
+    lease in the final commit (DESIGN.md section 5); a replay that diverges on entries another code version
+    wrote commits nothing more and keeps the lease for the caller (``RunReport.other_version``). ``loaded`` is ``(history, store-clock now)`` when the
     claim read them already (``Store.claim_and_load``); ``live_until``, ``warm_wait`` and ``stop_at`` as
     ``RunSession``. Raises ``StoreUnavailable`` (the store went away mid-run; nothing more was written) and
     the store's refusals (``SerializationError``, ``PayloadTooLargeError``, ``StoreRejectedError``)."""

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "API_AUTH": None,
     "API_TOKEN": None,
     "AUTHORIZE": None,
+    "CODE_VERSION": None,
 }
+
+#: the environment variable CODE_VERSION defaults to (DESIGN.md section 12, rolling deploys)
+CODE_VERSION_ENV = "RIVET_CODE_VERSION"
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,11 @@ class RivetSettings:
     AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
         bool`` asked about every actor API request and WebSocket subscription the role rule allowed;
         falsy refuses it (403 / close code 4403). Operations: ``access.OPERATIONS``. None: no hook.
+    CODE_VERSION: the name of the code this process runs (a release tag, a git sha), default the
+        environment variable ``RIVET_CODE_VERSION``, else None (unversioned). Every write of a run records
+        it; during a rolling deploy a worker whose replay diverges on entries written by another code
+        version leaves the run unchanged and due for a worker of that version instead of failing it
+        (DESIGN.md section 12). None (or "") keeps every divergence a failure.
     """
 
     REGISTRY: str
@@ -102,6 +112,7 @@ class RivetSettings:
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
+    CODE_VERSION: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:
@@ -136,6 +147,10 @@ class RivetSettings:
         ):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])
+        if values["CODE_VERSION"] is None:
+            values["CODE_VERSION"] = os.environ.get(CODE_VERSION_ENV)
+        version = values["CODE_VERSION"]
+        values["CODE_VERSION"] = (str(version).strip() or None) if version is not None else None
         return cls(**{name: values[name] for name in types})
 
 

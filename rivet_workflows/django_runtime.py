@@ -63,6 +63,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         poll_interval=conf.POLL_INTERVAL,
         step_abandon_seconds=conf.STEP_ABANDON_SECONDS,
         dev_mode=conf.DEV_MODE,
+        code_version=conf.CODE_VERSION,
     )
     from .realtime import broadcaster
 

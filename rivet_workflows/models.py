@@ -45,6 +45,10 @@ class Actor(models.Model):
     destroyed = models.BooleanField(default=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The code version (RIVET_WORKFLOWS["CODE_VERSION"]) of the last run commit, and the one the run waits
+    # for after a worker of another version left it during a rolling deploy (DESIGN.md section 12).
+    code_version = models.CharField(max_length=200, null=True, blank=True)
+    awaiting_code_version = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -89,6 +93,8 @@ class HistoryEntry(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     rollback_completed_at = models.DateTimeField(null=True, blank=True)
     rollback_error = models.JSONField(null=True, blank=True)
+    #: the code version of the process that last wrote the entry (None: unversioned)
+    code_version = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         constraints = [

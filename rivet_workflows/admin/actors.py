@@ -144,6 +144,31 @@ class WorkflowStateFilter(admin.SimpleListFilter):
         return queryset.filter(workflow_state=value).exclude(name__in=run_less)
 
 
+class AwaitingCodeVersionFilter(admin.SimpleListFilter):
+    """The "waiting for code version" filter: runs a worker of another code version left unchanged during a
+    rolling deploy, by the version they wait for (DESIGN.md section 12)."""
+
+    title = "waiting for code version"
+    parameter_name = "awaiting_code_version"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        versions = (
+            models.Actor.objects.filter(awaiting_code_version__isnull=False, destroyed=False)
+            .order_by()
+            .values_list("awaiting_code_version", flat=True)
+            .distinct()
+        )
+        return [("*", "any")] + [(v, v) for v in sorted(set(versions))]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        if value == "*":
+            return queryset.filter(awaiting_code_version__isnull=False)
+        return queryset.filter(awaiting_code_version=value)
+
+
 @admin.register(models.Actor)
 class ActorAdmin(admin.ModelAdmin):
     """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
@@ -158,7 +183,7 @@ class ActorAdmin(admin.ModelAdmin):
         "updated_display",
     )
     list_display_links = ("name", "key_display")
-    list_filter = ("name", WorkflowStateFilter)
+    list_filter = ("name", WorkflowStateFilter, AwaitingCodeVersionFilter)
     search_fields = ("key_text", "actor_id")
     ordering = ("-updated_at",)
     list_per_page = 50
@@ -269,7 +294,11 @@ class ActorAdmin(admin.ModelAdmin):
 
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:
+        """The queues the workflow waits on, and the code version it waits for when a worker of another
+        version left it (a rolling deploy)."""
         names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
+        if obj.awaiting_code_version:
+            names.append(f"code version {obj.awaiting_code_version}")
         text = display.shorten(", ".join(names))
         return format_html(_BREAKABLE, text) if text else "—"
 

@@ -219,6 +219,10 @@ class CheckResult:
     error: dict | None = None
     code: str | None = None
     replay_from: str | None = None
+    #: diverged on entries written by this other code version (a worker of it can run the run); None: own
+    other_version: str | None = None
+    #: the code version the run waits for (a worker of another version left it), None: not waiting
+    awaiting_code_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,7 @@ def check_actor(
     """
     definition = runtime.registry.get(actor.name)
     result = CheckResult(actor.actor_id, actor.name, list(actor.key), actor.workflow_state, OK)
+    result.awaiting_code_version = actor.awaiting_code_version
     if definition.run is None:
         return result
     dry = copy.copy(runtime)  # no __init__: the registry stays bound to the real runtime
@@ -281,6 +286,8 @@ def check_actor(
         result.outcome, result.message = DIVERGED, str(exc)
         result.location = getattr(exc, "location", None) or _location_of(exc)
         result.reached = exc.metadata.get("reached")
+        other, version = history.other_version(result.location, runtime.settings.code_version)
+        result.other_version = version if other else None
     except (errors.DryRunStop, errors.WaitSignal, errors.RollbackStop):
         pass
     except errors.WorkflowSignal:

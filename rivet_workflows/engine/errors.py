@@ -346,6 +346,22 @@ class RollbackStop(WorkflowSignal):
     and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
 
 
+class OtherCodeVersionSignal(WorkflowSignal):
+    """A replay diverged on history entries written by another code version (a rolling deploy: old-code and
+    new-code workers share the queue). The run stops and writes nothing; the executor releases the actor,
+    unchanged and due, for a process of that version (DESIGN.md section 12, case C65).
+
+    Attributes: ``code_version`` (the version that wrote the entry where the replay diverged) and
+    ``divergence`` (the ``HistoryDivergedError`` a process of the run's own
+    version would fail the workflow with).
+    """
+
+    def __init__(self, code_version: str = "", divergence: HistoryDivergedError | None = None) -> None:
+        super().__init__(code_version, divergence)
+        self.code_version = code_version
+        self.divergence = divergence
+
+
 class DryRunStop(WorkflowSignal):
     """A dry-run replay (``rivet check``) reached work that would write or run a step: stop there (nothing
     diverged so far)."""

@@ -183,7 +183,8 @@ def entry_view(
     plain JSON (``plain``: ISO times, decimal strings, never storage tags), plus, when ``data`` holds values
     JSON cannot, ``"types"``: their JSON Pointers from the entry object (``/kind/data/deadline``) with their
     type (``datetime``, ``decimal``, ...). ``metadata`` is ``{"status", "attempts", "error",
-    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError"}``, and for a step
+    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError", "codeVersion"}``
+    (``codeVersion``: the code version of the process that last wrote the entry, None: unversioned), and for a step
     ``"attemptLog"``: ``[{"attempt", "startedAt", "finishedAt", "outcome", "error": {"name", "message"} |
     None}]`` (``attempt_log``; kept out of ``data``): ``status`` from ``entry_status``, ``completedAt`` from
     ``entry_completed_at``, instants as ISO 8601 strings. ``by_key`` (the history by key) as for
@@ -209,6 +210,7 @@ def entry_view(
         "completedAt": _iso(entry_completed_at(entry, by_key)),
         "rollbackCompletedAt": _iso(entry.rollback_completed_at),
         "rollbackError": plain(entry.rollback_error)[0],
+        "codeVersion": entry.code_version,
     }
     if entry.kind == "step":
         meta["attemptLog"] = [_attempt_view(item) for item in attempt_log(entry)]

@@ -86,7 +86,7 @@ UNSET: Any = _Unset()
 
 @dataclass
 class ActorRecord:
-    """One actor row: identity, state and workflow status."""
+    """One actor row: identity, state, workflow status, the last commit's and the awaited code version."""
 
     actor_id: str
     name: str
@@ -104,6 +104,8 @@ class ActorRecord:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     lease_token: int = 0
+    code_version: str | None = None
+    awaiting_code_version: str | None = None
 
 
 @dataclass
@@ -111,8 +113,8 @@ class EntryRecord:
     """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
 
     ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
-    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it).
-    """
+    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it);
+    ``code_version``: the code version of the process that last wrote it (None: unversioned)."""
 
     key: str
     location: list
@@ -127,6 +129,7 @@ class EntryRecord:
     completed_at: datetime | None = None
     rollback_completed_at: datetime | None = None
     rollback_error: dict | None = None
+    code_version: str | None = None
 
     def copy(self) -> EntryRecord:
         return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
@@ -171,10 +174,13 @@ class Commit:
     release: bool = False
     #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
     audit: OperatorActionRecord | None = None
+    code_version: Any = UNSET
+    awaiting_code_version: Any = UNSET
+    defer_until: Any = UNSET
 
     @property
     def lease_only(self) -> bool:
-        """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
+        """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
         columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
         return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists) and self.audit is None
@@ -223,7 +229,6 @@ class Store(Protocol):
         actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
         unserializable input or state (nothing written). Default: ``find_actor``, then ``create_actor``.
         """
-        ...
 
     @abstractmethod
     def create_actor(
@@ -265,12 +270,10 @@ class Store(Protocol):
     ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:
         """``claim`` plus a run's initial reads: ``(token, actor, history, now)`` (store clock), or None when
         the lease is held elsewhere or the actor is gone. Default: ``claim`` then ``load_for_run``."""
-        ...
 
     def load_for_run(self, actor_id: str) -> tuple[ActorRecord, list[EntryRecord], datetime]:
         """``(actor, history, now)`` for a run that holds the lease already; ``ActorNotFoundError``.
         Default: ``get_actor``, ``load_history`` and ``now``."""
-        ...
 
     @abstractmethod
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
@@ -289,7 +292,6 @@ class Store(Protocol):
 
     def release(self, actor_id: str, token: int) -> CommitResult:
         """Give the lease back without changing the workflow (``commit(Commit(release=True))``)."""
-        ...
 
     @abstractmethod
     def next_deadline(self) -> datetime | None:
@@ -303,7 +305,8 @@ class Store(Protocol):
     @abstractmethod
     def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult:
         """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
-        if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
+        if not. The wake rule of the module docstring applies to the outbox and to ``release``, which
+        ``defer_until`` postpones (an earlier wake-up moves to it; a later one or none stays)."""
 
     def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
         """Call ``body()`` (an atomic step's body; it returns the commit of its outcome) inside the
@@ -325,7 +328,6 @@ class Store(Protocol):
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
         Default: ``(send(...), None)``."""
-        ...
 
     @abstractmethod
     def pending_messages(self, actor_id: str, names: list[str] | None, limit: int) -> list[MessageRecord]:
@@ -344,7 +346,6 @@ class Store(Protocol):
         ``actor_id``, whose lease the caller holds (a warm queue wait); True then (the caller looks at its
         messages: it may be on another queue), False when the window passed. Default: False at once (a
         store without notifications: the run releases the actor as usual)."""
-        ...
 
     def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
         """Block up to ``timeout`` seconds until the queue message ``message_id`` is completed (or gone: its
@@ -435,7 +436,6 @@ class Store(Protocol):
     def close_thread_connection(self) -> None:
         """Close what the calling thread holds open (a database connection); called by threads the engine
         starts (the lease heartbeat) when they end. Default: nothing to close."""
-        ...
 
 
 class BaseStore(Store):

@@ -103,6 +103,8 @@ class RunSession:
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
         self._inline = self.store.inline_calls is True
+        self._commits = 0
+        self._awaiting_cleared = False
 
     # --- the run's flags -----------------------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class RunSession:
                 body(commit)
                 if self.lock.held or self._state_changed:
                     commit.state = self._state  # the body may have assigned a new state object
+                self._stamp_version(commit)  # the body's entries too
                 return commit
 
             def run() -> tuple[ports.CommitResult | None, BaseException | None]:
@@ -291,6 +294,7 @@ class RunSession:
             setattr(commit, name, value)
         if not self._started and commit.workflow_state is ports.UNSET:
             commit.workflow_state = ports.RUNNING
+        self._stamp_version(commit)
         return commit
 
     def _committed(self, commit: ports.Commit, result: ports.CommitResult) -> ports.CommitResult:
@@ -300,6 +304,9 @@ class RunSession:
             self._evicted = True
             raise errors.EvictedSignal()
         self._started = True
+        self._commits += 1
+        if commit.awaiting_code_version is not ports.UNSET:
+            self._awaiting_cleared = True
         if commit.state is not ports.UNSET:
             self._state_changed = False
         self.lock.committed(commit)
@@ -314,6 +321,26 @@ class RunSession:
         if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
             self.runtime.notify_history(self.actor_id)
         return result
+
+    def _stamp_version(self, commit: ports.Commit) -> None:
+        """Record this process's code version on what ``commit`` writes: each upserted entry and, unless the
+        commit is lease bookkeeping only, the actor row; the first commit of a run that another version's
+        worker had left clears ``awaiting_code_version`` (DESIGN.md section 12)."""
+        version = self.settings.code_version
+        for entry in commit.upserts:
+            entry.code_version = version
+            recorded = self.history.entries.get(entry.key)
+            if recorded is not None:
+                recorded.code_version = version
+        if not commit.lease_only:
+            commit.code_version = version
+        if self.actor.awaiting_code_version is not None and not self._awaiting_cleared:
+            commit.awaiting_code_version = None
+
+    @property
+    def commits(self) -> int:
+        """How many commits of this run the store accepted so far."""
+        return self._commits
 
     async def flush_pending(self) -> None:
         """``flush`` when a write (or the step lock's release) is waiting, so nothing rides on a wait."""

@@ -77,6 +77,10 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 line += f" (the code reached new entry {r.reached})"
             if r.replay_from:
                 line += f" (replay from {r.replay_from!r} instead)"
+            if r.other_version:
+                line += f" on entries of code version {r.other_version!r}"
+            if r.awaiting_code_version:
+                line += f" waiting for code version {r.awaiting_code_version!r}"
             if r.outcome != "ok":
                 out.write(command.style.ERROR(line) + f"\n    {r.message}")
             else:
@@ -84,6 +88,21 @@ def handle(command: Any, sub: str, options: dict) -> None:
         what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
         checked = _count(len(results), what, what + "s")
         out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
+        awaiting = [r for r in results if r.awaiting_code_version]
+        if awaiting:  # left during a rolling deploy by a worker of another version (DESIGN.md section 12)
+            out.write(
+                _count(len(awaiting), "workflow waits", "workflows wait")
+                + " for a worker of another code version: "
+                + ", ".join(sorted({str(r.awaiting_code_version) for r in awaiting}))
+            )
+        other = [r for r in bad if r.other_version]
+        if other:
+            out.write(
+                _count(len(other), "workflow diverges", "workflows diverge")
+                + " only on entries another code version wrote (a worker of that version runs them; "
+                "retiring it leaves them waiting): "
+                + ", ".join(sorted({str(r.other_version) for r in other}))
+            )
         refused = [r for r in bad if r.outcome == "refused"]
         problems = []
         if len(bad) > len(refused):

@@ -36,6 +36,8 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "lease_owner",
     "lease_expires_at",
     "lease_token",
+    "code_version",
+    "awaiting_code_version",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -53,6 +55,7 @@ ENTRY_COLUMNS: tuple[str, ...] = (
     "completed_at",
     "rollback_completed_at",
     "rollback_error",
+    "code_version",
 )
 
 #: history entry columns an upsert writes after ``actor_id``, in the order of ``entry_params``
@@ -69,6 +72,7 @@ ENTRY_WRITE_COLUMNS: tuple[str, ...] = (
     "completed_at",
     "rollback_completed_at",
     "rollback_error",
+    "code_version",
 )
 
 #: the history columns an upsert of an existing key overwrites (``created_at`` and ``id`` are kept)
@@ -126,7 +130,8 @@ def key_text(key: list) -> str:
 def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
-     updated_at, destroyed, lease_owner, lease_expires_at, lease_token) = values  # fmt: skip
+     updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
+     awaiting_code_version) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -144,13 +149,15 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         lease_owner=lease_owner,
         lease_expires_at=lease_expires_at,
         lease_token=lease_token,
+        code_version=code_version,
+        awaiting_code_version=awaiting_code_version,
     )
 
 
 def entry_record(values: Sequence[Any]) -> ports.EntryRecord:
     """The ``EntryRecord`` of one history row given as its ``ENTRY_COLUMNS`` values."""
     (key, location, kind, data, status, attempts, error, seq, last_attempt_at, created_at, completed_at,
-     rollback_completed_at, rollback_error) = values  # fmt: skip
+     rollback_completed_at, rollback_error, code_version) = values  # fmt: skip
     return ports.EntryRecord(
         key=key,
         location=list(location),
@@ -165,6 +172,7 @@ def entry_record(values: Sequence[Any]) -> ports.EntryRecord:
         completed_at=completed_at,
         rollback_completed_at=rollback_completed_at,
         rollback_error=serde.from_json(rollback_error),
+        code_version=code_version,
     )
 
 
@@ -259,6 +267,7 @@ def entry_values(rec: ports.EntryRecord, created_at: datetime | None) -> dict[st
         "completed_at": rec.completed_at,
         "rollback_completed_at": rec.rollback_completed_at,
         "rollback_error": serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}"),
+        "code_version": rec.code_version,
     }
 
 
@@ -278,6 +287,8 @@ COMMIT_COLUMNS: tuple[str, ...] = (
     "wake_at",
     "waiting_for",
     "step_lock_until",
+    "code_version",
+    "awaiting_code_version",
 )
 
 
@@ -296,6 +307,10 @@ def actor_changes(commit: ports.Commit) -> dict[str, Any]:
         changes["waiting_for"] = list(commit.waiting_for or [])
     if commit.step_lock_until is not ports.UNSET:
         changes["step_lock_until"] = commit.step_lock_until
+    if commit.code_version is not ports.UNSET:
+        changes["code_version"] = commit.code_version
+    if commit.awaiting_code_version is not ports.UNSET:
+        changes["awaiting_code_version"] = commit.awaiting_code_version
     return changes
 
 

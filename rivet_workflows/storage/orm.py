@@ -399,7 +399,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         self, actor_id: str, commit: ports.Commit, written: Written, woken: list[str]
     ) -> datetime | None:
         """The end of the rule: a finished actor is never due; on ``release`` free the lease and make the
-        actor due now if a pending message matches its ``waiting_for``. Returns the final ``wake_at`` and
+        actor due now if a pending message matches its ``waiting_for`` (not before ``defer_until``, when the
+        commit sets it). Returns the final ``wake_at`` and
         appends this actor to ``woken`` when a release leaves it due."""
         final = self._actors().filter(pk=actor_id).values("wake_at", "waiting_for", "workflow_state").get()
         wake_at = final["wake_at"]
@@ -415,6 +416,9 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 and self._has_matching_message(actor_id, final["waiting_for"] or [])
             ):
                 wake_at = tail["wake_at"] = written.now
+            defer = commit.defer_until
+            if isinstance(defer, datetime) and wake_at is not None and wake_at < defer:
+                wake_at = tail["wake_at"] = defer  # a run left for another code version backs off
             if wake_at is not None and wake_at <= written.now and actor_id not in woken:
                 woken.append(actor_id)
         if tail:

@@ -162,6 +162,7 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
                         meta.get("rollbackCompletedAt"), f"{where} rollbackCompletedAt"
                     ),
                     rollback_error=serde.from_json(meta.get("rollbackError")),
+                    code_version=meta.get("codeVersion"),  # absent from exports made before versions
                 )
             )
         except (KeyError, TypeError, ValueError, errors.SerializationError) as exc:

@@ -338,7 +338,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             result = ports.CommitResult(ok=True)
             if isinstance(c.step_lock_until, datetime):
                 result.state = serde.from_json(row.state)
-            self._settle(row, release=c.release, now=now, woken=woken)
+            self._settle(row, release=c.release, now=now, woken=woken, defer_until=c.defer_until)
             result.wake_at = row.wake_at
             result.woken = woken
             self._changed.notify_all()
@@ -356,6 +356,10 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             row.waiting_for = list(c.waiting_for)
         if c.step_lock_until is not ports.UNSET:
             row.step_lock_until = c.step_lock_until
+        if c.code_version is not ports.UNSET:
+            row.code_version = c.code_version
+        if c.awaiting_code_version is not ports.UNSET:
+            row.awaiting_code_version = c.awaiting_code_version
         if not c.lease_only:
             row.updated_at = now
 
@@ -375,10 +379,19 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         for key in deletes:
             history.pop(key, None)
 
-    def _settle(self, row: rows.ActorRow, *, release: bool, now: datetime, woken: list[str]) -> None:
+    def _settle(
+        self,
+        row: rows.ActorRow,
+        *,
+        release: bool,
+        now: datetime,
+        woken: list[str],
+        defer_until: Any = ports.UNSET,
+    ) -> None:
         """The end of the wake rule: a finished actor is never due; a release frees the lease and the step
-        lock and makes the actor due now if a pending message matches its ``waiting_for``; this actor joins
-        ``woken`` when the release leaves it due."""
+        lock and makes the actor due now if a pending message matches its ``waiting_for`` (then, with
+        ``defer_until``, not before that instant); this actor joins ``woken`` when the release leaves it
+        due."""
         if row.workflow_state in ports.FINISHED_STATES:
             row.wake_at = None
         if not release:
@@ -393,6 +406,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
                 for mid in self._queue[row.actor_id]
             ):
                 row.wake_at = now
+        if isinstance(defer_until, datetime) and row.wake_at is not None and row.wake_at < defer_until:
+            row.wake_at = defer_until
         if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
             woken.append(row.actor_id)
 

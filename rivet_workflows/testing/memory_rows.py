@@ -32,6 +32,8 @@ class ActorRow:
     lease_expires_at: datetime | None = None
     lease_token: int = 0
     step_lock_until: datetime | None = None
+    code_version: str | None = None
+    awaiting_code_version: str | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -64,6 +66,8 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         lease_token=row.lease_token,
+        code_version=row.code_version,
+        awaiting_code_version=row.awaiting_code_version,
     )
 
 

@@ -907,3 +907,59 @@ def test_wait_for_wakes_hears_a_send_that_makes_a_released_actor_due_and_no_othe
     token = h.store.claim(actor_id, "runner", 30)
     assert token is not None
     assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+# --- code versions (rolling deploys, DESIGN.md section 12) ----------------------------------------------
+
+
+def test_commits_record_the_code_version_on_entries_and_the_actor(h):
+    actor_id = h.new_actor()
+    assert h.store.get_actor(actor_id).code_version is None
+    token = h.store.claim(actor_id, "w", 30)
+    written = entry("a", out=1)
+    written.code_version = "v2"
+    commit = ports.Commit(upserts=[written, entry("b", out=2)], code_version="v2", awaiting_code_version="v1")
+    assert h.store.commit(actor_id, token, commit).ok
+    assert {e.key: e.code_version for e in h.store.load_history(actor_id)} == {"a": "v2", "b": None}
+    actor = h.store.get_actor(actor_id)
+    assert (actor.code_version, actor.awaiting_code_version) == ("v2", "v1")
+    rewritten = entry("b", out=3)
+    rewritten.code_version = "v3"
+    h.store.commit(actor_id, token, ports.Commit(upserts=[rewritten], awaiting_code_version=None))
+    assert {e.key: e.code_version for e in h.store.load_history(actor_id)} == {"a": "v2", "b": "v3"}
+    assert h.store.get_actor(actor_id).awaiting_code_version is None
+    assert h.store.load_for_run(actor_id)[0].code_version == "v2"
+
+
+def test_a_deferred_release_is_not_due_before_defer_until_even_with_a_pending_message(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.sleep_on(actor_id, token, queues=["approval"])
+    h.store.send(actor_id, "approval", {"ok": True})  # due now
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.send(actor_id, "approval", {"again": True})  # arrives during the run
+    later = h.store.now() + timedelta(seconds=30)
+    before = h.store.get_actor(actor_id).updated_at
+    result = h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=later))
+    assert result.ok and result.wake_at == later and result.woken == []
+    actor = h.store.get_actor(actor_id)
+    assert actor.wake_at == later and actor.lease_owner is None and actor.workflow_state == ports.SLEEPING
+    assert actor.updated_at == before  # lease bookkeeping: not a change of the actor
+    assert h.store.claim_due("sweeper", 10, 30) == []
+    assert len(h.store.pending_messages(actor_id, None, 10)) == 2  # nothing received
+    h.store.send(actor_id, "approval", 3)  # a later send wakes it as usual
+    assert h.store.get_actor(actor_id).wake_at <= h.store.now()
+
+
+def test_a_deferred_release_keeps_a_later_or_no_wake_up(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    until = h.store.now() + HOUR
+    h.sleep_on(actor_id, token, queues=["approval"], until=until)
+    token = h.store.claim(actor_id, "w", 30)
+    soon = h.store.now() + timedelta(seconds=5)
+    assert h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=soon)).wake_at == until
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(wake_at=None, waiting_for=["approval"], release=True))
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=soon)).wake_at is None

@@ -262,10 +262,48 @@ async def run_atomic_order(ctx: Any) -> int:
 atomic_order_actor = workflow(run=run_atomic_order, state={})
 
 
+# --- a rolling deploy: the code of ``deploy`` depends on the worker (RIVET_DEPLOY_CODE old | new) ---------
+
+#: which code of the ``deploy`` actor this process runs: "old" (before the deploy) or "new" (after it:
+#: ``validate-v3`` behind a version gate, the README's example); a worker sets it with RIVET_CODE_VERSION
+DEPLOY_CODE = os.environ.get("RIVET_DEPLOY_CODE", "new")
+
+
+def _deploy_step(name: str):
+    def body(step: Any) -> str:
+        effect(step.actor_id, name, DEPLOY_CODE)
+        return name
+
+    return body
+
+
+async def run_deploy_old(ctx: Any) -> str:
+    await ctx.step("validate-v2", _deploy_step("validate-v2"))
+    message = await ctx.queue.next("wait", names=["go"])
+    await ctx.step("ship", _deploy_step("ship"))
+    return str(message.body)
+
+
+async def run_deploy_new(ctx: Any) -> str:
+    if await ctx.get_version("validate", 2) == 2:
+        await ctx.step("validate-v3", _deploy_step("validate-v3"))
+    else:  # runs the old code started before the deploy
+        await ctx.step("validate-v2", _deploy_step("validate-v2"))
+    message = await ctx.queue.next("wait", names=["go"])
+    await ctx.step("ship", _deploy_step("ship"))
+    return str(message.body)
+
+
+deploy_actor = workflow(
+    run=run_deploy_old if DEPLOY_CODE == "old" else run_deploy_new, queues={"go": queue()}, state={}
+)
+
+
 registry = setup(
     use={
         "watchful": watchful_actor,
         "atomic_order": atomic_order_actor,
+        "deploy": deploy_actor,
         "slow": slow_actor,
         "steps": steps_actor,
         "saga": saga_actor,

@@ -107,10 +107,12 @@ async def run_next_batch(
         for i in range(int(count_entry.data.get("count", 0))):
             entry = history.visit(f"{key}:{i}", "message", name)
             if entry is None:
-                raise errors.HistoryDivergedError(
-                    f"queue wait {key!r} recorded {count_entry.data.get('count')} messages but entry {i} is "
-                    "missing",
-                    location=key,
+                raise history.diverged(
+                    errors.HistoryDivergedError(
+                        f"queue wait {key!r} recorded {count_entry.data.get('count')} messages but entry {i} "
+                        "is missing",
+                        location=key,
+                    )
                 )
             received.append(QueueMessage(session, entry))
         return received

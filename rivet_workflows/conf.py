@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "API_AUTH": None,
     "API_TOKEN": None,
     "AUTHORIZE": None,
+    "METRICS": None,
+    "TRACING": True,
+    "TRACE_URL": None,
 }
 
 
@@ -75,6 +78,12 @@ class RivetSettings:
     AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
         bool`` asked about every actor API request and WebSocket subscription the role rule allowed;
         falsy refuses it (403 / close code 4403). Operations: ``access.OPERATIONS``. None: no hook.
+    METRICS: count steps, finished workflows, wake lateness and lease takeovers for Prometheus
+        (``rivet_workflows.metrics``); None (default): when prometheus-client is installed.
+    TRACING: report runs, step attempts, sends and creations as OpenTelemetry spans
+        (``rivet_workflows.tracing``; a no-op until the project configures an OpenTelemetry SDK).
+    TRACE_URL: link of a trace id in the admin, a template with ``{trace_id}``, e.g.
+        ``"http://jaeger:16686/trace/{trace_id}"`` (None: the id is shown without a link).
     """
 
     REGISTRY: str
@@ -96,6 +105,9 @@ class RivetSettings:
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
+    METRICS: bool | None = None
+    TRACING: bool = True
+    TRACE_URL: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:
@@ -124,6 +136,8 @@ class RivetSettings:
         for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_KEY_BYTES", "MAX_BODY_BYTES"):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])
+        values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
+        values["TRACING"] = bool(values["TRACING"])
         return cls(**{name: values[name] for name in types})
 
 

@@ -45,6 +45,7 @@ def cancel(runtime: Runtime, actor_id: str) -> bool:
             ),
         )
         if result.ok:
+            runtime.observer.workflow_finished(record.name, ports.CANCELLED)
             runtime.notify_history(actor_id)  # open trace pages show the cancelled state at once
             return True
     raise RuntimeError(f"could not cancel actor {actor_id}: its lease kept changing hands")

@@ -220,6 +220,21 @@ class ActorTypeClient:
 
         workflow = definition.run is not None
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
+        observation = runtime.observer.create(self.name, key)
+        try:
+            handle, created = self._insert(key, input, create_state, due, lookup_first)
+        except BaseException as exc:
+            observation.end(None, exc)
+            raise
+        observation.set("rivet.actor.id", handle.actor_id)
+        observation.end("created" if created else "existing")
+        return handle, created
+
+    def _insert(
+        self, key: list, input: Any, create_state: Callable[[], Any], due: bool, lookup_first: bool
+    ) -> tuple[ActorHandle, bool]:
+        runtime, definition = self.runtime, self.definition
+        workflow = definition.run is not None
         store = runtime.store
         if lookup_first:
             record, created = store.get_or_create_actor(self.name, key, input, create_state, due=due)

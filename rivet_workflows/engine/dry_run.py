@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from . import errors, ports, serde
+from . import errors, observe, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
 from .session import RunSession, maybe_await
@@ -60,6 +60,9 @@ class ReadOnlyStore(ports.BaseStore):
 
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         return self._store.list_actors(name, limit=limit)
+
+    def actor_counts(self) -> observe.ActorCounts:
+        return self._store.actor_counts()
 
     def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
         return self._store.load_history(actor_id)

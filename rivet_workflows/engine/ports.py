@@ -34,7 +34,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from . import observe
 from .errors import ActorNotFoundError
+
+# the schedule records (cron entries, their fire log) live in their own module; the port names them here
+from .schedule_records import CRON_EXPRESSION, CRON_INTERVAL, CRON_ONCE, CronFireRecord, CronRecord
+
+__all__ = ["CRON_EXPRESSION", "CRON_INTERVAL", "CRON_ONCE", "CronFireRecord", "CronRecord"]
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -179,63 +185,6 @@ class CommitResult:
     state: Any = UNSET  # fresh state when the commit took the step lock
 
 
-# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
-
-#: kinds of a schedule entry
-CRON_INTERVAL = "interval"  # every interval_seconds
-CRON_EXPRESSION = "cron"  # a cron expression in a timezone
-CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
-
-
-@dataclass
-class CronRecord:
-    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
-
-    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
-    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
-    """
-
-    actor_id: str
-    name: str
-    action: str
-    args: list = field(default_factory=list)
-    interval_seconds: float | None = None
-    expression: str | None = None
-    timezone: str = "UTC"
-    next_fire_at: datetime | None = None
-    last_fired_at: datetime | None = None
-    max_history: int = 100
-    created_at: datetime | None = None
-    id: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.interval_seconds is not None:
-            return CRON_INTERVAL
-        if self.expression:
-            return CRON_EXPRESSION
-        return CRON_ONCE
-
-    def same_schedule(self, other: CronRecord) -> bool:
-        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
-        return (self.interval_seconds, self.expression, self.timezone) == (
-            other.interval_seconds,
-            other.expression,
-            other.timezone,
-        )
-
-
-@dataclass
-class CronFireRecord:
-    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
-
-    scheduled_at: datetime
-    fired_at: datetime
-    status: str = "ok"
-    result: Any = None
-    error: dict | None = None
-
-
 @runtime_checkable
 class Store(Protocol):
     """The storage port: every capability the engine, the client and the adapters use of a store.
@@ -293,6 +242,12 @@ class Store(Protocol):
     @abstractmethod
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """Live actors counted per ``(type, workflow_state)``, with how many are due and how many unfinished
+        ones hold an expired lease, at the store's now (``observe.ActorCounts``, read by the metrics gauges at
+        every scrape: a database store answers in one query). Default: ``list_actors`` and ``now``."""
+        ...
 
     @abstractmethod
     def destroy_actor(self, actor_id: str) -> None:
@@ -462,6 +417,9 @@ class BaseStore(Store):
         if existing is not None:
             return existing, False
         return self.create_actor(name, key, input, create_state(), due=due)
+
+    def actor_counts(self) -> observe.ActorCounts:
+        return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float

@@ -26,12 +26,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections
-from django.db.models import Case, DateTimeField, F, Min, Q, Value, When
+from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import mapper
 from .connection import Connections
 from .cron import CronStorage
@@ -165,6 +165,27 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         if name is not None:
             rows = rows.filter(name=name)
         return [mapper.actor_from_model(row) for row in (rows if limit is None else rows[:limit])]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` in one grouped query on the database clock (one row per type and state)."""
+        now = Now()
+        due = Q(lease_free(now), wake_at__isnull=False, wake_at__lte=now)
+        expired = Q(lease_owner__isnull=False, lease_expires_at__lt=now) & ~Q(
+            workflow_state__in=sorted(ports.FINISHED_STATES)
+        )
+        grouped = (
+            self._actors()
+            .filter(destroyed=False)
+            .values_list("name", "workflow_state")
+            .annotate(n=Count("pk"), due=Count("pk", filter=due), expired=Count("pk", filter=expired))
+            .order_by()
+        )
+        counts = observe.ActorCounts()
+        for name, state, n, n_due, n_expired in grouped:
+            counts.by_state[(name, state)] = n
+            counts.due += n_due
+            counts.leases_expired += n_expired
+        return counts
 
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_cron import MemoryCronMixin
@@ -162,6 +162,11 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         with self._lock:
             found = [r for r in self._actors.values() if name is None or r.name == name]
             return [rows.actor_record(r) for r in found[:limit]]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` of the live actors, read in one critical section."""
+        with self._lock:
+            return observe.count_actors(self._actors.values(), self.now(), ports.FINISHED_STATES)
 
     # --- leases and the run's reads -------------------------------------------------------------------
 

@@ -53,6 +53,32 @@ def test_the_portable_defaults_and_the_native_members_answer_alike(h):
 # --- actors -------------------------------------------------------------------------------------------
 
 
+def test_actor_counts_group_live_actors_by_type_and_state_with_due_and_expired_leases(h):
+    store = h.store
+    due = h.new_actor("due", due=True)
+    h.new_actor("idle")
+    h.new_actor("other", name="invoice", due=True)
+    leased = h.new_actor("leased", due=True)
+    store.claim(leased, "dead-worker", 30)
+    h.expire_lease(leased)  # its executor died: due again, and counted as an expired lease
+    done = h.new_actor("done")
+    token = store.claim(done, "w", 30)
+    store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    gone = h.new_actor("gone", due=True)
+    store.destroy_actor(gone)
+    held = h.new_actor("held", due=True)
+    store.claim(held, "w", 30)  # a live lease: not due
+    counts = store.actor_counts()
+    assert counts.by_state == {
+        ("order", ports.PENDING): 4,
+        ("invoice", ports.PENDING): 1,
+        ("order", ports.COMPLETED): 1,
+    }
+    assert (counts.due, counts.leases_expired) == (3, 1)  # due, other, leased
+    assert counts == ports.BaseStore.actor_counts(store)  # the portable default agrees
+    assert store.get_actor(due).wake_at is not None
+
+
 def test_get_or_create_creates_once_and_builds_the_state_once(h):
     calls = []
 

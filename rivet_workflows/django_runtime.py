@@ -81,10 +81,12 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
 def build_observer(conf: Any) -> Any:
     """The engine observer of ``RIVET_WORKFLOWS``'s ``METRICS`` (None: when prometheus-client is installed)
     and ``TRACING`` (DESIGN.md section 14): ``engine.observe.combine`` of the ones switched on."""
-    from . import metrics
+    from . import metrics, tracing
     from .engine import observe
 
     observers = []
+    if conf.TRACING:
+        observers.append(tracing.observer())
     if conf.METRICS or (conf.METRICS is None and metrics.available()):
         found = metrics.observer()
         if found is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, ports, repairs, serde
+from . import actions, errors, observe, ports, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .reentrancy import check_not_reentrant
@@ -222,7 +222,7 @@ class ActorTypeClient:
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
         observation = runtime.observer.create(self.name, key)
         try:
-            handle, created = self._insert(key, input, create_state, due, lookup_first)
+            handle, created = self._insert(key, input, create_state, due, lookup_first, observation)
         except BaseException as exc:
             observation.end(None, exc)
             raise
@@ -231,13 +231,24 @@ class ActorTypeClient:
         return handle, created
 
     def _insert(
-        self, key: list, input: Any, create_state: Callable[[], Any], due: bool, lookup_first: bool
+        self,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        due: bool,
+        lookup_first: bool,
+        observation: observe.Observation,
     ) -> tuple[ActorHandle, bool]:
+        """The store write of ``_get_or_create`` (with the creation's trace context), then ``on_create``
+        and the hand-over to the dispatcher for a new workflow actor."""
         runtime, definition = self.runtime, self.definition
+        trace_context = observation.trace_context()
         workflow = definition.run is not None
         store = runtime.store
         if lookup_first:
-            record, created = store.get_or_create_actor(self.name, key, input, create_state, due=due)
+            record, created = store.get_or_create_actor(
+                self.name, key, input, create_state, due=due, trace_context=trace_context
+            )
         else:
             try:
                 state = create_state()
@@ -246,7 +257,9 @@ class ActorTypeClient:
                 if existing is None:
                     raise
                 return self._handle(existing), False
-            record, created = store.create_actor(self.name, key, input, state, due=due)
+            record, created = store.create_actor(
+                self.name, key, input, state, due=due, trace_context=trace_context
+            )
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:

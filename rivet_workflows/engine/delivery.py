@@ -56,7 +56,9 @@ def send_message(
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
     observation = runtime.observer.send(definition.name or "", actor_id, name)
     try:
-        message, hint = runtime.store.send_and_check(actor_id, name, body, completable)
+        message, hint = runtime.store.send_and_check(
+            actor_id, name, body, completable, trace_context=observation.trace_context()
+        )
     except BaseException as exc:
         observation.end(None, exc)
         raise

@@ -99,12 +99,26 @@ class ReadOnlyStore(ports.BaseStore):
     # --- writes: refused -----------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 
@@ -134,11 +148,25 @@ class ReadOnlyStore(ports.BaseStore):
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         return self._refuse("commit")
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         return self._refuse("send")
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         return self._refuse("send_and_check")
 

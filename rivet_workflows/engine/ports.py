@@ -36,11 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from . import observe
 from .errors import ActorNotFoundError
-
-# the schedule records (cron entries, their fire log) live in their own module; the port names them here
-from .schedule_records import CRON_EXPRESSION, CRON_INTERVAL, CRON_ONCE, CronFireRecord, CronRecord
-
-__all__ = ["CRON_EXPRESSION", "CRON_INTERVAL", "CRON_ONCE", "CronFireRecord", "CronRecord"]
+from .schedule_records import CRON_EXPRESSION, CRON_INTERVAL, CRON_ONCE, CronFireRecord, CronRecord  # noqa: F401
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -99,6 +95,7 @@ class ActorRecord:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     lease_token: int = 0
+    trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
 
 
 @dataclass
@@ -140,6 +137,7 @@ class MessageRecord:
     status: str = MESSAGE_PENDING
     response: Any = None
     completed_at: datetime | None = None
+    trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
 
 
 @dataclass
@@ -208,7 +206,14 @@ class Store(Protocol):
     # --- actors ------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
@@ -221,9 +226,17 @@ class Store(Protocol):
 
     @abstractmethod
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
-        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
+        ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
 
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
@@ -244,9 +257,8 @@ class Store(Protocol):
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
 
     def actor_counts(self) -> observe.ActorCounts:
-        """Live actors counted per ``(type, workflow_state)``, with how many are due and how many unfinished
-        ones hold an expired lease, at the store's now (``observe.ActorCounts``, read by the metrics gauges at
-        every scrape: a database store answers in one query). Default: ``list_actors`` and ``now``."""
+        """Live actors per ``(type, workflow_state)``, how many are due, how many unfinished ones hold an
+        expired lease (``observe.ActorCounts``; the metrics gauges, one query). Default: ``list_actors``."""
         ...
 
     @abstractmethod
@@ -310,12 +322,26 @@ class Store(Protocol):
     # --- queues ------------------------------------------------------------------------------------
 
     @abstractmethod
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord:
-        """Store a message and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> MessageRecord:
+        """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
         its workflow is finished. ``ActorNotFoundError``, ``SerializationError``."""
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
@@ -411,12 +437,19 @@ class BaseStore(Store):
     inline_calls = False
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
             return existing, False
-        return self.create_actor(name, key, input, create_state(), due=due)
+        return self.create_actor(name, key, input, create_state(), due=due, trace_context=trace_context)
 
     def actor_counts(self) -> observe.ActorCounts:
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
@@ -441,9 +474,15 @@ class BaseStore(Store):
         return self.commit(actor_id, token, Commit(release=True))
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
-        return self.send(actor_id, name, body, completable), None
+        return self.send(actor_id, name, body, completable, trace_context=trace_context), None
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False

@@ -36,6 +36,7 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "lease_owner",
     "lease_expires_at",
     "lease_token",
+    "trace_context",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -126,7 +127,7 @@ def key_text(key: list) -> str:
 def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
-     updated_at, destroyed, lease_owner, lease_expires_at, lease_token) = values  # fmt: skip
+     updated_at, destroyed, lease_owner, lease_expires_at, lease_token, trace_context) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -144,6 +145,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         lease_owner=lease_owner,
         lease_expires_at=lease_expires_at,
         lease_token=lease_token,
+        trace_context=trace_context,
     )
 
 
@@ -200,6 +202,7 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         status=row.status,
         response=serde.from_json(row.response),
         completed_at=row.completed_at,
+        trace_context=row.trace_context,
     )
 
 

@@ -118,7 +118,14 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
     # ------------------------------------------------------------------ actors
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``.
 
@@ -141,6 +148,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                     wake_at=now if due else None,
                     created_at=now,
                     updated_at=now,
+                    trace_context=trace_context,
                 )
         except IntegrityError:
             row = self._actors().get(name=name, key_text=text, destroyed=False)

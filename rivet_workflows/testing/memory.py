@@ -83,7 +83,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
     # --- actors -------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -96,10 +103,17 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, create_state(), due)
+            return self._insert(name, key, key_text, input, create_state(), due, trace_context)
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -108,10 +122,17 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due)
+            return self._insert(name, key, key_text, input, state, due, trace_context)
 
     def _insert(
-        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool
+        self,
+        name: str,
+        key: list,
+        key_text: str,
+        input: Any,
+        state: Any,
+        due: bool,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -126,6 +147,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             wake_at=now if due else None,
             created_at=now,
             updated_at=now,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         self._actors[row.actor_id] = row
         self._by_key[(name, key_text)] = row.actor_id

@@ -32,6 +32,7 @@ class ActorRow:
     lease_expires_at: datetime | None = None
     lease_token: int = 0
     step_lock_until: datetime | None = None
+    trace_context: dict | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -64,6 +65,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         lease_token=row.lease_token,
+        trace_context=dict(row.trace_context) if row.trace_context else None,
     )
 
 

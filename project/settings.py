@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "channels",
     "ninja",  # django-ninja serves its bundled Swagger UI files: /api/rivet/docs needs no CDN
     "rivet_workflows",
+    "project.shop",  # the example app an atomic step writes (project/examples/atomic_order.py)
 ]
 
 MIDDLEWARE = [

@@ -170,3 +170,36 @@ class CronFire(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cron_id} @ {self.fired_at} ({self.status})"
+
+
+class OperatorAction(models.Model):
+    """One operator action on an actor (replay, recover, cancel, pause, resume; ``bulk_*`` from a bulk
+    action): who did it, why, when, and the history entries it deleted or reset, archived as tagged JSON
+    (DESIGN.md section 12). Written in the same transaction as the change it records."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(
+        Actor, on_delete=models.CASCADE, related_name="operator_actions", db_index=False
+    )
+    action = models.CharField(max_length=40)
+    who = models.CharField(max_length=200)
+    reason = models.TextField(null=True, blank=True)
+    at = models.DateTimeField()
+    archived_entries = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["actor", "-id"], name="rivet_opaction_actor_idx")]
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.who} @ {self.at}"
+
+
+class Dashboard(Actor):
+    """A proxy of ``Actor`` (no table) that gives the admin dashboard its URL,
+    ``/admin/rivet_workflows/dashboard/``, and its line in the app index."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"

@@ -43,14 +43,16 @@ class SpanObservation(observe.Observation):
         self.token = otel_context.attach(trace.set_span_in_context(span))
 
     def end(self, status: str | None = None, error: BaseException | None = None) -> None:
-        span = self.span
+        if self.token is None:  # ended already
+            return
+        span, token, self.token = self.span, self.token, None
         if status is not None and self.status_key is not None:
             span.set_attribute(self.status_key, status)
         if error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         try:
-            otel_context.detach(self.token)
+            otel_context.detach(token)
         finally:
             span.end()
 

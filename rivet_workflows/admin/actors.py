@@ -21,10 +21,13 @@ from django.views.decorators.http import require_POST
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine import errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, repairs, serde
+from ..engine.cancel import cancel as cancel_workflow
 from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
+#: most actors one bulk action takes (narrow the list with its filters for more)
+BULK_LIMIT = 500
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
 FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
@@ -81,6 +84,24 @@ def _stored(value: Any) -> Any:
         return value
 
 
+def _bulk_recover(actor_id: str, who: str, reason: str | None) -> bool:
+    repairs.recover(_runtime(), actor_id, who=who, reason=reason, bulk=True)
+    return True
+
+
+def _bulk_cancel(actor_id: str, who: str, reason: str | None) -> bool:
+    return cancel_workflow(_runtime(), actor_id, who=who, reason=reason, bulk=True)
+
+
+#: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
+#: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
+#: audit row per actor it changed.
+BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
+    "recover": ("recover", _bulk_recover),
+    "cancel": ("cancel", _bulk_cancel),
+}
+
+
 def state_badge(state: str) -> str:
     """An HTML badge for a workflow state (``no_workflow`` reads "no workflow")."""
     color = _STATE_COLORS.get(state, "#6c757d")
@@ -90,6 +111,16 @@ def state_badge(state: str) -> str:
         color,
         state.replace("_", " "),
     )
+
+
+def _audit_item(row: Any) -> dict:
+    """An audit row for the trace page: the row, the archived entries' keys and their pretty JSON."""
+    entries = audit.archived_records(row)
+    return {
+        "row": row,
+        "keys": [e.key for e in entries],
+        "text": pretty([serde.from_json(item) for item in row.archived_entries]) if entries else "",
+    }
 
 
 class WorkflowStateFilter(admin.SimpleListFilter):
@@ -134,6 +165,7 @@ class ActorAdmin(admin.ModelAdmin):
     list_per_page = 50
     empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
     show_full_result_count = False
+    actions = ["recover_selected", "cancel_selected"]
 
     # --- read-only ----------------------------------------------------------------------------------
 
@@ -149,16 +181,80 @@ class ActorAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).filter(destroyed=False)
 
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        """The bulk actions need the replay permission (``rivet_workflows.replay_workflow``)."""
+        return request.user.has_perm(REPLAY_PERMISSION)
+
+    # --- bulk actions (a confirmation page first) ---------------------------------------------------
+
+    @admin.action(description="Recover selected failed workflows", permissions=["replay"])
+    def recover_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "recover")
+
+    @admin.action(description="Cancel selected workflows", permissions=["replay"])
+    def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "cancel")
+
+    def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
+        """First a confirmation page listing the selected actors (with a reason field); once confirmed
+        (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
+        one message with what was done, skipped and refused."""
+        verb, run = BULK_ACTIONS[name]
+        ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
+        if len(ids) > BULK_LIMIT:
+            self.message_user(
+                request,
+                f"A bulk {verb} takes at most {BULK_LIMIT} actors at once; narrow the list with its filters.",
+                messages.ERROR,
+            )
+            return None
+        if request.POST.get("post") != "yes":
+            actors = list(models.Actor.objects.filter(pk__in=ids).order_by("-updated_at"))
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": f"{verb.capitalize()} {len(actors)} workflow{'s' if len(actors) != 1 else ''}?",
+                "verb": verb,
+                "action": f"{name}_selected",
+                "actors": [
+                    {"row": a, "key": display.short_key(a.key), "badge": state_badge(a.workflow_state)}
+                    for a in actors
+                ],
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "changelist_url": reverse("admin:rivet_workflows_actor_changelist"),
+            }
+            return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
+        who = request.user.get_username()
+        reason = request.POST.get("reason") or None
+        done, skipped, refused = 0, 0, []
+        for actor_id in ids:
+            try:
+                changed = run(actor_id, who, reason)
+            except errors.WorkflowNotFailedError:
+                changed = False
+            except errors.ActorNotFoundError:
+                changed = False
+            except errors.RivetWorkflowsError as exc:
+                refused.append(f"{actor_id}: {repairs.reason(exc)}")
+                continue
+            done += 1 if changed else 0
+            skipped += 0 if changed else 1
+        text = f"Bulk {verb}: {done} done, {skipped} had nothing to {verb}, {len(refused)} refused."
+        if refused:
+            text += " Refused: " + "; ".join(refused[:10]) + (" ..." if len(refused) > 10 else "")
+        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+        return None
+
     # --- columns ------------------------------------------------------------------------------------
 
     @admin.display(description="key", ordering="key_text")
     def key_display(self, obj: models.Actor) -> str:
         """The key as JSON (``["1/2"]`` is not ``[1, 2]``), cut to ``display.KEY_CHARS`` characters and at
-        most 14em wide (CSS ellipsis) so the other columns stay on screen; the whole key (up to
+        most 12em wide (CSS ellipsis) so the other columns stay on screen; the whole key (up to
         ``display.TOOLTIP_CHARS``) is its tooltip."""
         text = display.key_json(obj.key)
         return format_html(
-            '<span class="rivet-key" title="{}" style="display:inline-block;max-width:14em;overflow:hidden;'
+            '<span class="rivet-key" title="{}" style="display:inline-block;max-width:12em;overflow:hidden;'
             'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
             display.shorten(text, display.TOOLTIP_CHARS),
             display.shorten(text),
@@ -294,6 +390,9 @@ class ActorAdmin(admin.ModelAdmin):
                 for m in queue
             ],
             "crons": [{"entry": c, "fires": list(c.fires.order_by("-id")[:10])} for c in crons],
+            "operator_actions": [
+                _audit_item(row) for row in store.operator_actions(record.actor_id, limit=50)
+            ],
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
@@ -312,6 +411,7 @@ class ActorAdmin(admin.ModelAdmin):
             "subtitle": record.actor_id,
             "has_view_permission": True,
             "live_html": render_to_string("rivet_workflows/admin/_live.html", live, request=request),
+            "can_replay": live["can_replay"],
             "record": record,
             "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
             "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
@@ -352,9 +452,11 @@ class ActorAdmin(admin.ModelAdmin):
             raise PermissionDenied
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         entry_id = request.POST.get("entry_id") or None
+        who = request.user.get_username()
+        reason = request.POST.get("reason") or None
         try:
             if action == "recover":
-                result = repairs.recover(_runtime(), actor_id)
+                result = repairs.recover(_runtime(), actor_id, who=who, reason=reason)
                 reset = len(result.reset)
                 text = ngettext(
                     "Recovered the workflow: %(count)d step reset; it runs again now.",
@@ -362,7 +464,7 @@ class ActorAdmin(admin.ModelAdmin):
                     reset,
                 ) % {"count": reset}
             else:
-                result = repairs.replay(_runtime(), actor_id, entry_id)
+                result = repairs.replay(_runtime(), actor_id, entry_id, who=who, reason=reason)
                 where = f"step {entry_id!r}" if entry_id else "the start"
                 deleted = len(result.deleted)
                 text = ngettext(

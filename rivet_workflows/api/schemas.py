@@ -154,10 +154,38 @@ class HistoryOut(Schema):
     isWorkflowEnabled: bool
 
 
+#: longest ``reason`` of an operator action accepted over HTTP
+MAX_REASON_CHARS = 2000
+
+
 class ReplayIn(Schema):
-    """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything."""
+    """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything.
+    ``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
     entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class RecoverIn(Schema):
+    """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class OperatorActionOut(Schema):
+    """One operator action: ``action`` (replay, replay_all, recover, cancel, pause, resume, ``bulk_*``),
+    ``who`` (a user name or ``"token"``), ``reason``, ``at``, and ``archived_entries``: the history entries
+    it deleted or reset as they were (tagged JSON of the stored entry records)."""
+
+    action: str
+    who: str
+    reason: str | None
+    at: datetime
+    archived_entries: list[Any]
+
+
+class AuditOut(Schema):
+    items: list[OperatorActionOut]
 
 
 class RepairOut(Schema):

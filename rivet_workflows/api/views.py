@@ -9,7 +9,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models
 from ..conf import rivet_settings
-from ..engine import errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.client import normalize_key
 from ..engine.delivery import send_message
 from . import schemas as s
@@ -240,6 +240,41 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     return _shown({"result": result})
 
 
+class QueryFailedError(errors.RivetWorkflowsError):
+    """A query raised an exception."""
+
+    group = "user"
+    code = "query_failed"
+    http_status = 400
+
+
+@router.post(
+    "/actors/{actor_id}/queries/{query}",
+    response={200: s.ActionOut, **_errors(404, 413)},
+    auth=api_auth,
+    summary="Run a query",
+    exclude_unset=True,  # ``types`` only when the result is not plain JSON
+)
+def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.ActionIn) -> Any:
+    """Run the read-only query ``query(c, *args)`` on the actor's last committed state and return
+    ``{result}`` (plain JSON, with ``types`` as in ``GET /actors/{id}``); it never waits for a running
+    step (DESIGN.md section 13). Unknown actor or query is a 404; an exception raised by the query (also
+    a write it tried: ``step_only``) a 400. Operation ``query`` (the role rule treats it as ``call``)."""
+    handle, _ = _handle(request, actor_id, access.QUERY)
+    handle.definition.get_query(query)  # QueryNotFoundError before anything runs
+    args = _decode(payload.args, "args")
+    try:
+        result = handle.query(query, *args)
+    except errors.RivetWorkflowsError:
+        raise
+    except Exception as exc:
+        raise QueryFailedError(
+            f"query {query!r} raised {type(exc).__name__}: {exc}", query=query, error=type(exc).__name__
+        ) from exc
+    serde.to_json(result, where="response")
+    return _shown({"result": result})
+
+
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
     response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
@@ -288,12 +323,15 @@ def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
 )
 def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn | None = None) -> Any:
     """Replay from the step ``entryId`` (or everything when it, or the whole body, is omitted or ``null``);
-    400 for an ``entryId`` the history has not or that is not a step; 409 ``workflow_in_flight`` while an
-    executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
-    code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
-    (``metadata.replay_from``). A refused replay changes nothing."""
+        400 for an ``entryId`` the history has not or that is not a step; 409 ``workflow_in_flight`` while an
+        executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
+        code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
+        (``metadata.replay_from``). A refused replay changes nothing. ``reason`` goes into the audit row (who: the
+    user name, or ``"token"``)."""
     entry_id = payload.entryId if payload is not None else None
-    return repairs.replay(runtime(), actor_id, entry_id).as_dict()
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    return repairs.replay(runtime(), actor_id, entry_id, who=who, reason=reason).as_dict()
 
 
 @router.post(
@@ -303,8 +341,25 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
     tags=["inspector"],
     summary="Recover a failed workflow",
 )
-def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
-    """Takes no body (one sent, ``null`` included, is ignored). Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
-    ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
-    when the run was rolled back. A refused recover changes nothing."""
-    return repairs.recover(runtime(), actor_id).as_dict()
+def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.RecoverIn | None = None) -> Any:
+    """Body ``{reason?}`` (optional; ``null`` is no body). Reset failed/exhausted steps and restart a failed
+    workflow; 409 when it is not failed or in flight, ``history_diverged`` when the reset history does not
+    replay on the deployed code and ``rolled_back`` when the run was rolled back. A refused recover changes
+    nothing. ``reason`` goes into the audit row (who: the user name, or ``"token"``)."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    return repairs.recover(runtime(), actor_id, who=who, reason=reason).as_dict()
+
+
+@router.get(
+    "/actors/{actor_id}/inspector/audit",
+    response={200: s.AuditOut, **_errors(404)},
+    auth=inspector_read_auth,
+    tags=["inspector"],
+    summary="Operator actions on the actor",
+)
+def operator_audit(request: HttpRequest, actor_id: ActorId) -> Any:
+    """``{items: [{action, who, reason, at, archived_entries}]}``, newest first: every replay, recover,
+    cancel, pause and resume done on the actor (DESIGN.md section 12), with the history entries each
+    deleted or reset as they were."""
+    return audit.history_of(runtime(), actor_id)

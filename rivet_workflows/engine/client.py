@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, observe, ports, repairs, serde
+from . import actions, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .reentrancy import check_not_reentrant
@@ -54,8 +53,9 @@ class _Backoff:
 
     A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
     two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).
-    PostgreSQL's LISTEN/NOTIFY wake on the message's completion will replace the pause itself
-    (``ActorHandle._pause``), not this schedule.
+    Each pause is ``Store.wait_for_message_completed``, which ends early on the completion where the store
+    is told of it (PostgreSQL LISTEN/NOTIFY): the schedule bounds how often the sender looks, not how late
+    it sees the reply.
     """
 
     def __init__(self, first: float, deadline: float) -> None:
@@ -83,6 +83,13 @@ def _gave_up(
     except errors.ActorNotFoundError:
         return SendResult("timed_out", None, _DESTROYED)
     if state in ports.FINISHED_STATES:
+        # ``message`` was read before the state: the commit that finished the workflow may have completed it
+        try:
+            message = runtime.store.get_message(message.id)
+        except LookupError:
+            return SendResult("timed_out", None, _DESTROYED)
+        if message.status == ports.MESSAGE_COMPLETED:
+            return SendResult("completed", message.response)
         return SendResult("timed_out", None, f"the workflow {state} without completing the message")
     if not timed_out:
         return None
@@ -220,29 +227,19 @@ class ActorTypeClient:
 
         workflow = definition.run is not None
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
-        observation = runtime.observer.create(self.name, key)
-        try:
-            handle, created = self._insert(key, input, create_state, due, lookup_first, observation)
-        except BaseException as exc:
-            observation.end(None, exc)
-            raise
-        observation.set("rivet.actor.id", handle.actor_id)
-        observation.end("created" if created else "existing")
+        with runtime.observer.create(self.name, key) as observation:  # the rivet.create span
+            handle, created = self._insert(
+                key, input, create_state, due, lookup_first, observation.trace_context()
+            )
+            observation.set("rivet.actor.id", handle.actor_id)
         return handle, created
 
     def _insert(
-        self,
-        key: list,
-        input: Any,
-        create_state: Callable[[], Any],
-        due: bool,
-        lookup_first: bool,
-        observation: observe.Observation,
+        self, key: list, input: Any, create_state: Callable, due: bool, lookup_first: bool, trace_context: Any
     ) -> tuple[ActorHandle, bool]:
         """The store write of ``_get_or_create`` (with the creation's trace context), then ``on_create``
         and the hand-over to the dispatcher for a new workflow actor."""
         runtime, definition = self.runtime, self.definition
-        trace_context = observation.trace_context()
         workflow = definition.run is not None
         store = runtime.store
         if lookup_first:
@@ -326,6 +323,27 @@ class ActorHandle:
         """Async twin of ``call``."""
         return await sync_to_async(self.call, thread_sensitive=True)(action, *args)
 
+    # --- queries ------------------------------------------------------------------------------------
+
+    def query(self, name: str, *args: Any) -> Any:
+        """Run the query ``name`` with ``args`` and return its result, at once: it reads the actor's last
+        committed state and vars and never waits for a running step (DESIGN.md section 13).
+
+        The query runs as ``fn(c, *args)`` on a read-only context (``engine.queries.QueryContext``);
+        arguments and result go through the serializer. Raises ``QueryNotFoundError``,
+        ``ActorNotFoundError``, ``StepOnlyError`` (the query tried to write), ``SerializationError``/
+        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor.
+        """
+        fn = self.definition.get_query(name)
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"query {name!r} arguments", max_bytes=limit)
+        return queries.run_query(runtime, self.definition, self.actor_id, self.key, fn, args)
+
+    async def aquery(self, name: str, *args: Any) -> Any:
+        """Async twin of ``query``."""
+        return await sync_to_async(self.query, thread_sensitive=True)(name, *args)
+
     # --- queues -------------------------------------------------------------------------------------
 
     def send(
@@ -337,8 +355,10 @@ class ActorHandle:
         until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
         ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
         ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
-        It polls the store: first after ``settings.poll_interval`` s, then backing off to every
-        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
+        It checks the message first after ``settings.poll_interval`` s, then backing off to every
+        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline; each pause is the store's
+        ``wait_for_message_completed``, which returns at once on the completion where the store is told
+        of it (MemoryStore, PostgresStore: LISTEN/NOTIFY), so the reply is seen without the poll delay. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
         if wait:
@@ -363,18 +383,14 @@ class ActorHandle:
                 result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            self._pause(backoff.next_pause())
-
-    def _pause(self, seconds: float) -> None:
-        """The pause between two checks of a waiting send. The hook of a store that can wake the sender
-        when the message is completed (PostgreSQL LISTEN/NOTIFY, like ``wait_for_messages``): it would
-        block here up to ``seconds`` and return early on the notification."""
-        time.sleep(seconds)
+            # the pause: returns early when the store is told of the completion (Memory, PostgreSQL)
+            self.runtime.store.wait_for_message_completed(message.id, backoff.next_pause())
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
-        """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
+        """Async twin of ``send`` (the same backoff; each pause is the store's ``wait_for_message_completed``
+        in a worker thread, so the loop is not blocked)."""
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(
@@ -386,6 +402,7 @@ class ActorHandle:
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
+        pause = sync_to_async(self.runtime.store.wait_for_message_completed, thread_sensitive=True)
         gave_up = sync_to_async(_gave_up, thread_sensitive=True)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
@@ -401,7 +418,7 @@ class ActorHandle:
                 result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            await asyncio.sleep(backoff.next_pause())
+            await pause(message.id, backoff.next_pause())
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -413,8 +430,23 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
-    def recover(self) -> bool:
-        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover").
+    def replay(self, entry_id: str | None = None, reason: str | None = None) -> repairs.RepairResult:
+        """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9).
+
+        The entries from that step on are deleted (archived in the audit row, written with ``who``
+        ``"python"`` and ``reason``), the workflow output and error cleared, and the workflow runs again.
+        Returns the ``RepairResult`` (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing,
+        ``WorkflowInFlightError`` while an executor holds the actor, ``EntryNotFoundError``,
+        ``InvalidReplayTargetError``, ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see
+        ``repairs.replay``).
+        """
+        check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
+        return repairs.replay(self.runtime, self.actor_id, entry_id, reason=reason)
+
+    def recover(self, reason: str | None = None) -> bool:
+        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover"); the audit row records
+        ``who`` ``"python"`` and ``reason``.
 
         Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
@@ -426,20 +458,22 @@ class ActorHandle:
         if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
         try:
-            repairs.recover(self.runtime, self.actor_id)
+            repairs.recover(self.runtime, self.actor_id, reason=reason)
         except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
             return False
         return True
 
-    def cancel(self) -> bool:
+    def cancel(self, reason: str | None = None) -> bool:
         """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
+        The audit row records ``who`` ``"python"`` and ``reason``.
 
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
         """
-        return cancel_workflow(self.runtime, self.actor_id)
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
 
     adestroy = _twin(destroy)
+    areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
 

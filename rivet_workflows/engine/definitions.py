@@ -138,7 +138,7 @@ class ActorDefinition:
     Fields: ``state``/``vars`` initial values (deep-copied per actor), ``create_state(input)`` or
     ``create_state(info, input)`` (``info`` has ``.name`` and ``.key``), ``create_vars()`` or
     ``create_vars(c)``, ``queues``/``events`` (dict name -> declaration), ``actions`` (dict name ->
-    ``fn(c, *args)``, sync or async), hooks ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``,
+    ``fn(c, *args)``, sync or async), ``queries`` (dict name -> ``fn(c, *args)``, read-only), hooks ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``,
     ``on_destroy(c)``, ``run`` (a ``WorkflowHandler`` or None), ``options`` (dict), and ``name`` (set by
     ``setup``; None before).
     """
@@ -150,6 +150,7 @@ class ActorDefinition:
     queues: dict[str, QueueDefinition] = field(default_factory=dict)
     events: dict[str, EventDefinition] = field(default_factory=dict)
     actions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
     on_create: Callable[..., Any] | None = None
     on_wake: Callable[..., Any] | None = None
     on_sleep: Callable[..., Any] | None = None
@@ -190,6 +191,15 @@ class ActorDefinition:
                 f"actor {self.name!r} has no action {name!r}", actor=self.name, action=name
             ) from None
 
+    def get_query(self, name: str) -> Callable[..., Any]:
+        """The query ``name``; raises ``QueryNotFoundError`` (metadata ``actor``, ``query``)."""
+        try:
+            return self.queries[name]
+        except (KeyError, TypeError):
+            raise errors.QueryNotFoundError(
+                f"actor {self.name!r} has no query {name!r}", actor=self.name, query=str(name)
+            ) from None
+
     def check_queue(self, name: str) -> None:
         """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them."""
         if not isinstance(name, str) or not name:
@@ -220,23 +230,28 @@ def actor(
     on_destroy: Callable[..., Any] | None = None,
     run: WorkflowHandler | Callable[..., Any] | None = None,
     options: Mapping[str, Any] | None = None,
+    queries: Mapping[str, Callable[..., Any]] | None = None,
 ) -> ActorDefinition:
     """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
 
     ``run`` is a ``WorkflowHandler`` (from ``workflow(fn)``) or a bare ``async def run(ctx)`` (wrapped).
+    ``queries`` maps names to read-only handlers ``fn(c, *args)``: they read the last committed state and
+    vars without waiting for a running step (``handle.query``; DESIGN.md section 13).
     Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
-    a non-callable action or hook raises ``TypeError``.
+    a non-callable action, query or hook raises ``TypeError``.
     """
     if state is not None and create_state is not None:
         raise ValueError("give either state or create_state, not both")
     if vars is not None and create_vars is not None:
         raise ValueError("give either vars or create_vars, not both")
     action_map = dict(actions or {})
-    for name, fn in action_map.items():
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"action names must be non-empty strings, got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"action {name!r} must be callable")
+    query_map = dict(queries or {})
+    for what, handlers in (("action", action_map), ("query", query_map)):
+        for name, fn in handlers.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{what} names must be non-empty strings, got {name!r}")
+            if not callable(fn):
+                raise TypeError(f"{what} {name!r} must be callable")
     for label, hook in (
         ("create_state", create_state),
         ("create_vars", create_vars),
@@ -257,6 +272,7 @@ def actor(
         queues=_declarations(queues, QueueDefinition, "queues"),
         events=_declarations(events, EventDefinition, "events"),
         actions=action_map,
+        queries=query_map,
         on_create=on_create,
         on_wake=on_wake,
         on_sleep=on_sleep,

@@ -93,6 +93,11 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_next_deadline(self) -> datetime | None:
         return self._store.cron_next_deadline()
 
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        return self._store.operator_actions(actor_id, limit=limit)
+
     def close_thread_connection(self) -> None:
         self._store.close_thread_connection()
 
@@ -148,6 +153,11 @@ class ReadOnlyStore(ports.BaseStore):
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         return self._refuse("commit")
 
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        return self._refuse("run_in_commit")
+
     def send(
         self,
         actor_id: str,
@@ -176,6 +186,9 @@ class ReadOnlyStore(ports.BaseStore):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
 
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        return self._refuse("wait_for_message_completed")
+
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
     ) -> tuple[Any, Any]:
@@ -193,6 +206,9 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
         self._refuse("cron_record_fire")
 
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        return self._refuse("record_operator_action")
+
 
 class _DrySession(RunSession):
     """A RunSession that never runs a step body, never fires on_error and never commits."""
@@ -205,6 +221,9 @@ class _DrySession(RunSession):
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
         raise errors.DryRunStop("dry run: a commit would be written")
+
+    async def commit_in_transaction(self, body: Callable[[ports.Commit], None]) -> ports.CommitResult:
+        raise errors.DryRunStop("dry run: an atomic step would run")
 
 
 @dataclass

@@ -161,6 +161,14 @@ class ActionNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class QueryNotFoundError(RivetWorkflowsError):
+    """The actor has no such query."""
+
+    group = "actor"
+    code = "query_not_found"
+    http_status = 404
+
+
 class QueueNotFoundError(RivetWorkflowsError):
     """The actor declares no such queue."""
 
@@ -250,6 +258,16 @@ class ReentrantCallError(CriticalError):
     http_status = 409
 
 
+class AtomicStepError(CriticalError):
+    """An atomic step's body wrote through a database alias other than the store's (DESIGN.md section 13).
+
+    Only the store's database takes part in the transaction that records the step, so such a write could
+    not be rolled back with the step: the attempt fails at that statement (a critical failure, not retried)
+    and its writes on the store's alias are rolled back. Metadata: ``alias``, ``store_alias``."""
+
+    code = "atomic_step"
+
+
 class StepTimeoutError(RivetWorkflowsError):
     """A step body (or rollback handler) ran past its ``timeout``; its task was cancelled.
 
@@ -312,6 +330,11 @@ class WaitSignal(WorkflowSignal):
         super().__init__(wake_at, queue_names)
         self.wake_at = wake_at
         self.queue_names = frozenset(queue_names)
+
+
+class AtomicBodyFailed(Exception):  # noqa: N818 - a carrier, not an error of its own
+    """Carries the exception of an atomic step's body (``__cause__``) out of the store's transaction, which
+    it rolls back; the step primitive unwraps it (so the store call is not mistaken for a store failure)."""
 
 
 class EvictedSignal(WorkflowSignal):

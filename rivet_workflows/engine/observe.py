@@ -54,7 +54,7 @@ def count_actors(actors: Iterable[Any], now: datetime, finished: Iterable[str]) 
 class Observation:
     """One observed operation (a run, a step attempt, a send, a creation); the default does nothing.
 
-    ``end`` is called once; ``trace_context`` is the W3C trace context (``{"traceparent": ...}``) to store
+    ``end`` is called once (the adapters ignore a second call; a ``with`` block calls it); ``trace_context`` is the W3C trace context (``{"traceparent": ...}``) to store
     with the actor or the message this operation creates, so the runs it causes join its trace (None: none).
     """
 
@@ -70,6 +70,13 @@ class Observation:
     def trace_context(self) -> dict | None:
         """The carrier to store for the runs this operation causes, or None."""
         return None
+
+    def __enter__(self) -> Observation:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        """A ``with`` block ends the observation: with the exception that left it, if any."""
+        self.end(None, error)
 
 
 #: the observation every default hook returns

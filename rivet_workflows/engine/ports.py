@@ -17,6 +17,8 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
   workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
   currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
   pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* ``run_in_commit`` runs a callable (an atomic step's body) inside the transaction of the commit it builds:
+  a database store rolls the callable's own writes back with a failed or fenced commit.
 * ``updated_at`` moves on changes only: leases (``Commit.lease_only``), reads and no-op actions leave it.
 * Actions and step bodies are serialised on one actor: the commit that records a step attempt
   (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
@@ -27,7 +29,7 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 
 from __future__ import annotations
 
-import dataclasses
+import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +38,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from . import observe
 from .errors import ActorNotFoundError
-from .schedule_records import CRON_EXPRESSION, CRON_INTERVAL, CRON_ONCE, CronFireRecord, CronRecord  # noqa: F401
+
+# records kept apart for size (actors, entries, messages, schedules, the audit), re-exported here
+from .records import CRON_EXPRESSION as CRON_EXPRESSION
+from .records import CRON_INTERVAL as CRON_INTERVAL
+from .records import CRON_ONCE as CRON_ONCE
+from .records import ActorRecord as ActorRecord
+from .records import CronFireRecord as CronFireRecord
+from .records import CronRecord as CronRecord
+from .records import EntryRecord as EntryRecord
+from .records import MessageRecord as MessageRecord
+from .records import OperatorActionRecord as OperatorActionRecord
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -76,71 +88,6 @@ UNSET: Any = _Unset()
 
 
 @dataclass
-class ActorRecord:
-    """One actor row: identity, state and workflow status."""
-
-    actor_id: str
-    name: str
-    key: list
-    state: Any = None
-    input: Any = None
-    output: Any = None
-    error: dict | None = None
-    workflow_state: str = PENDING
-    wake_at: datetime | None = None
-    waiting_for: list[str] = field(default_factory=list)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    destroyed: bool = False
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-    lease_token: int = 0
-    trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
-
-
-@dataclass
-class EntryRecord:
-    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
-
-    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
-    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it).
-    """
-
-    key: str
-    location: list
-    kind: str
-    data: dict = field(default_factory=dict)
-    status: str = ENTRY_PENDING
-    attempts: int = 0
-    error: dict | None = None
-    seq: int = 0
-    last_attempt_at: datetime | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    rollback_completed_at: datetime | None = None
-    rollback_error: dict | None = None
-
-    def copy(self) -> EntryRecord:
-        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
-
-
-@dataclass
-class MessageRecord:
-    """One queue message."""
-
-    id: str
-    actor_id: str
-    name: str
-    body: Any
-    created_at: datetime
-    completable: bool = False
-    status: str = MESSAGE_PENDING
-    response: Any = None
-    completed_at: datetime | None = None
-    trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
-
-
-@dataclass
 class Commit:
     """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
 
@@ -162,13 +109,15 @@ class Commit:
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
     release: bool = False
+    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
+    audit: OperatorActionRecord | None = None
 
     @property
     def lease_only(self) -> bool:
         """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
         columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists)
+        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists) and self.audit is None
 
 
 @dataclass
@@ -319,6 +268,14 @@ class Store(Protocol):
         """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
         if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
 
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        """Call ``body()`` (an atomic step's body; it returns the commit of its outcome) inside the
+        transaction applying that commit, fenced by ``token`` (DESIGN.md section 13): ``ok=False`` without
+        calling ``body`` when the lease is lost already; ``ok=False`` with the body's writes rolled back
+        when the fence fails at the commit; an exception of ``body`` rolls them back and propagates.
+        Default (a store that is not the body's database, e.g. the in-memory one): ``body()``, ``commit``."""
+        ...
+
     # --- queues ------------------------------------------------------------------------------------
 
     @abstractmethod
@@ -367,6 +324,18 @@ class Store(Protocol):
         store without notifications: the run releases the actor as usual)."""
         ...
 
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until the queue message ``message_id`` is completed (or gone: its
+        actor was destroyed); True then, False when the window passed with the message still open.
+
+        A waiting send (``ActorHandle.send(wait=True)``, HTTP ``wait``) pauses here between two checks of
+        the message (case C55), so a store that can be told of a completion wakes the sender at once.
+        Default (``BaseStore``): sleep out the window, then look once (polling: the caller's backoff sets
+        the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY sent in the
+        commit that completes the message.
+        """
+        ...
+
     # --- actions -----------------------------------------------------------------------------------
 
     @abstractmethod
@@ -381,6 +350,20 @@ class Store(Protocol):
         actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
         ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
         """
+
+    # --- the operator audit -------------------------------------------------------------------------
+
+    @abstractmethod
+    def record_operator_action(self, action: OperatorActionRecord) -> OperatorActionRecord:
+        """Write ``action`` on its own (for an action with no fenced commit to ride on; a repair or a cancel
+        passes it as ``Commit.audit`` instead, so the two are written together) and return it with ``at``
+        (store clock) and ``id`` set. ``ActorNotFoundError`` for an unknown actor, ``SerializationError``
+        for archived entries that are not JSON."""
+
+    @abstractmethod
+    def operator_actions(self, actor_id: str, *, limit: int | None = None) -> list[OperatorActionRecord]:
+        """The audit rows of ``actor_id``, newest first (ties: the later written first), at most ``limit``
+        (None: all). An unknown actor has none."""
 
     # --- schedules (cron and one-off actions) -------------------------------------------------------
     # Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that
@@ -473,6 +456,9 @@ class BaseStore(Store):
     def release(self, actor_id: str, token: int) -> CommitResult:
         return self.commit(actor_id, token, Commit(release=True))
 
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        return self.commit(actor_id, token, body())
+
     def send_and_check(
         self,
         actor_id: str,
@@ -486,6 +472,13 @@ class BaseStore(Store):
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        time.sleep(max(timeout, 0.0))
+        try:
+            return self.get_message(message_id).status == MESSAGE_COMPLETED
+        except LookupError:
+            return True
 
     def close_thread_connection(self) -> None:
         return None

@@ -4,7 +4,8 @@ Pure engine code on the storage port: the HTTP API, the admin, ``manage.py rivet
 ``ActorHandle.recover`` all call it. Every repair takes the actor's lease with ``Store.claim`` (so it is
 refused with ``WorkflowInFlightError`` while an executor holds a live lease), writes one fenced ``Commit``
 that also releases the lease, and then hands the actor to the dispatcher: no store method beyond the port
-is needed, and a repair can never interleave with a running executor.
+is needed, and a repair can never interleave with a running executor. That commit carries the repair's
+audit row (``audit``: who, why, and the entries it deleted or reset, archived), so the two land together.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import dry_run, errors, inspector, ports
+from . import audit, dry_run, errors, inspector, ports
 from .history import parent_key
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "history_after_recover",
     "plan_recover",
     "plan_replay",
+    "plan_replay_resets",
     "reason",
     "recover",
     "refusal",
@@ -71,6 +73,36 @@ def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[
             boundary = ancestor
             break
     return [e.key for e in ordered if e.seq >= boundary.seq]
+
+
+def plan_replay_resets(entries: list[ports.EntryRecord], deletes: list[str]) -> list[ports.EntryRecord]:
+    """Upserts that reopen every kept join or race holding a deleted entry (a replay from a step inside a
+    branch): the join marks that branch running again, the race forgets its outcome; both go back to
+    running with no ``completed_at``. A finished join or race replays its recorded outcome without running
+    its branches (case C49), so without this the replayed branch would never run again.
+    """
+    by_key = {e.key: e for e in entries}
+    gone = set(deletes)
+    reopened: dict[str, ports.EntryRecord] = {}
+    for key in deletes:
+        child = key
+        parent = parent_key(key)
+        while parent:
+            holder = by_key.get(parent)
+            if holder is not None and holder.kind in ("join", "race") and parent not in gone:
+                reset = reopened.get(parent) or holder.copy()
+                branch = child[len(parent) + 1 :].split("/", 1)[0]
+                branches = {b: dict(v) for b, v in (reset.data.get("branches") or {}).items()}
+                if reset.kind == "join":
+                    branches[branch] = {"status": "running"}
+                    reset.data = {**reset.data, "branches": branches}
+                else:
+                    reset.data = {"winner": None, "branches": {b: {"status": "pending"} for b in branches}}
+                reset.status = ports.ENTRY_RUNNING
+                reset.completed_at = None
+                reopened[parent] = reset
+            child, parent = parent, parent_key(parent)
+    return list(reopened.values())
 
 
 def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
@@ -277,9 +309,13 @@ class RepairResult:
         }
 
 
-def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
-    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
+def _repair(
+    runtime: Runtime, actor_id: str, plan: Any, action: str, who: str, reason: str | None
+) -> RepairResult:
+    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts, archived)``, commit it with
+    its audit row (``action`` by ``who`` for ``reason``, the ``archived`` entries as they were) and wake."""
     store = runtime.store
+    audit.action_record(actor_id, action, who, reason)  # refuse a bad action or who before claiming
     refused = _not_repairable(runtime, store.get_actor(actor_id))
     if refused is not None:
         raise refused
@@ -291,7 +327,7 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     committed = False
     try:
         record = store.get_actor(actor_id)
-        deletes, upserts = plan(record, store.load_history(actor_id))
+        deletes, upserts, archived = plan(record, store.load_history(actor_id))
         commit = ports.Commit(
             deletes=list(deletes),
             upserts=list(upserts),
@@ -302,6 +338,7 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
             waiting_for=[],
             step_lock_until=None,
             release=True,
+            audit=audit.action_record(actor_id, action, who, reason, archived),
         )
         result = store.commit(actor_id, token, commit)
         committed = True
@@ -323,11 +360,21 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     )
 
 
-def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> RepairResult:
+def replay(
+    runtime: Runtime,
+    actor_id: str,
+    entry_id: str | None = None,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> RepairResult:
     """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
 
     Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
-    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9).
+    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9). The same commit writes the audit
+    row: action ``replay`` (``replay_all`` without ``entry_id``; ``bulk_...`` with ``bulk``) by ``who``
+    (a user name, ``"token"``, ``"python"``, ``"command"``) for ``reason``, the deleted entries archived.
 
     Before changing anything it checks the history it would keep: refused with ``WorkflowRolledBackError``
     (409 ``rolled_back``) when a kept step was compensated by a rollback (replay from the earliest
@@ -344,17 +391,30 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
         if refused is not None:
             raise refused
         deletes = plan_replay(entries, entry_id)
+        resets = plan_replay_resets(entries, deletes)
         gone = set(deletes)
-        kept = [e for e in entries if e.key not in gone]
+        reset = {e.key: e for e in resets}
+        kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
         _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
-        return deletes, []
+        # archived: the deleted entries and the reopened joins/races, as they were before
+        return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
 
-    return _repair(runtime, actor_id, plan)
+    action = audit.REPLAY_ALL if entry_id is None else audit.REPLAY
+    return _repair(runtime, actor_id, plan, audit.bulk(action) if bulk else action, who, reason)
 
 
-def recover(runtime: Runtime, actor_id: str) -> RepairResult:
+def recover(
+    runtime: Runtime,
+    actor_id: str,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> RepairResult:
     """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
-    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
+    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3). The same
+    commit writes the audit row (``recover``, or ``bulk_recover``; ``who`` and ``reason`` as ``replay``)
+    with the reset entries archived as they were before.
 
     Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowRolledBackError``
     (409 ``rolled_back``) when the run was rolled back (a step's compensation ran: replay from that step or
@@ -371,9 +431,10 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
             raise refused
         upserts = plan_recover(entries)
         _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
-        return [], upserts
+        reset = {e.key for e in upserts}
+        return [], upserts, [e for e in entries if e.key in reset]
 
-    return _repair(runtime, actor_id, plan)
+    return _repair(runtime, actor_id, plan, audit.bulk(audit.RECOVER) if bulk else audit.RECOVER, who, reason)
 
 
 def check_recover(

@@ -234,37 +234,86 @@ class RunSession:
         async with self._write_lock:
             if self._evicted:
                 raise errors.EvictedSignal()
-            commit = self.writes.take()
-            self.lock.add_release(fields)
-            if "state" not in fields and (self.lock.held or self._state_changed):
-                fields["state"] = self._state
-            for name, value in fields.items():
-                setattr(commit, name, value)
-            if not self._started and commit.workflow_state is ports.UNSET:
-                commit.workflow_state = ports.RUNNING
+            commit = self._prepare(fields)
             try:
                 result = await self.call(self.store.commit, self.actor_id, self.token, commit)
             except BaseException:
                 self.writes.restore(commit)
                 raise
-            if not result.ok:
-                self._evicted = True
+            return self._committed(commit, result)
+
+    async def commit_in_transaction(self, body: Callable[[ports.Commit], None]) -> ports.CommitResult:
+        """One fenced commit (as ``flush``) in whose transaction ``body(commit)`` runs first: an atomic step
+        (``Store.run_in_commit``, DESIGN.md section 13). ``body`` runs on the store's thread, adds its
+        outcome to ``commit`` (upserts, outbox) and raises ``AtomicBodyFailed`` (cause: the body's
+        exception) to roll its writes back; the state it leaves is written with the commit.
+
+        Raises the body's exception (the pending writes are kept for the next commit), ``EvictedSignal``
+        when the fence rejected the commit (nothing of the body was kept), or a store failure as ``call``.
+        Other commits of the run wait meanwhile (the run's write lock is held).
+        """
+        async with self._write_lock:
+            if self._evicted:
                 raise errors.EvictedSignal()
-            self._started = True
-            if commit.state is not ports.UNSET:
-                self._state_changed = False
-            self.lock.committed(commit)
-            if result.state is not ports.UNSET and commit.state is ports.UNSET:
-                self._state = result.state
-            for actor_id in result.woken:
-                if actor_id != self.actor_id:
-                    self.runtime.wake(actor_id)
-            # Open trace pages re-read on this push: the history, and also the header and buttons, which a
-            # commit that only moves the workflow state or gives the lease back changes (the release after
-            # a warm wait has no entry to write; without a push the page said "running" until its poll).
-            if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
-                self.runtime.notify_history(self.actor_id)
-            return result
+            commit = self._prepare({})
+
+            def build() -> ports.Commit:
+                body(commit)
+                if self.lock.held or self._state_changed:
+                    commit.state = self._state  # the body may have assigned a new state object
+                return commit
+
+            def run() -> tuple[ports.CommitResult | None, BaseException | None]:
+                try:
+                    return self.store.run_in_commit(self.actor_id, self.token, build), None
+                except errors.AtomicBodyFailed as carrier:
+                    return None, carrier.__cause__ or carrier
+
+            try:
+                # always on a thread, also for an in-memory store: the body may use the ORM
+                result, failure = await self.runtime.call(run)
+            except BaseException:
+                self.writes.restore(commit)
+                raise
+            if failure is not None:
+                self.writes.restore(commit)
+                raise failure
+            assert result is not None
+            return self._committed(commit, result)
+
+    def _prepare(self, fields: dict[str, Any]) -> ports.Commit:
+        """The next commit: every pending write plus ``fields`` and what ``flush`` adds (its docstring)."""
+        commit = self.writes.take()
+        self.lock.add_release(fields)
+        if "state" not in fields and (self.lock.held or self._state_changed):
+            fields["state"] = self._state
+        for name, value in fields.items():
+            setattr(commit, name, value)
+        if not self._started and commit.workflow_state is ports.UNSET:
+            commit.workflow_state = ports.RUNNING
+        return commit
+
+    def _committed(self, commit: ports.Commit, result: ports.CommitResult) -> ports.CommitResult:
+        """Take in the store's answer to ``commit``: ``EvictedSignal`` when fenced off, else the run's
+        bookkeeping (state, step lock, wake-ups of other actors, the trace page's push)."""
+        if not result.ok:
+            self._evicted = True
+            raise errors.EvictedSignal()
+        self._started = True
+        if commit.state is not ports.UNSET:
+            self._state_changed = False
+        self.lock.committed(commit)
+        if result.state is not ports.UNSET and commit.state is ports.UNSET:
+            self._state = result.state
+        for actor_id in result.woken:
+            if actor_id != self.actor_id:
+                self.runtime.wake(actor_id)
+        # Open trace pages re-read on this push: the history, and also the header and buttons, which a
+        # commit that only moves the workflow state or gives the lease back changes (the release after
+        # a warm wait has no entry to write; without a push the page said "running" until its poll).
+        if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
+            self.runtime.notify_history(self.actor_id)
+        return result
 
     async def flush_pending(self) -> None:
         """``flush`` when a write (or the step lock's release) is waiting, so nothing rides on a wait."""

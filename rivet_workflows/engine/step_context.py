@@ -55,6 +55,9 @@ class _StepQueue:
         body = serde.roundtrip(
             body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
         )
+        if self._step.outbox is not None:  # an atomic step: sent with its own commit, or not at all
+            self._step.outbox.append((session.actor_id, name, body, False))
+            return
         session.writes.send(session.actor_id, name, body)
 
 
@@ -72,6 +75,8 @@ class StepContext(ActorIdentity):
 
     def __init__(self, session: RunSession, location: str, attempt: int) -> None:
         self._session = session
+        #: an atomic attempt's own sends (delivered by its commit only); None: the run's write buffer
+        self.outbox: list[tuple[str, str, Any, bool]] | None = None
         self.location = location
         self.attempt = attempt
         self.idempotency_key = f"{session.actor_id}:{location}"
@@ -115,6 +120,11 @@ class StepContext(ActorIdentity):
         return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"
 
 
+def is_async(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` is an ``async def`` function (or an object whose ``__call__`` is one)."""
+    return _is_async(fn)
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         type(fn).__call__ if not inspect.isfunction(fn) else None
@@ -122,40 +132,54 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 class _Body:
-    """One body's progress as seen from the loop and from its thread: whether it began and returned."""
+    """One body's progress, shared by the loop and the body's thread (a handshake under a lock): the body
+    either begins (``begin`` True) and later ``returned`` is set, or it is settled before it began
+    (``settled`` True) and then never runs."""
 
     def __init__(self) -> None:
-        self.began = False
+        self._lock = threading.Lock()
+        self._began = False
+        self._skip = False
         self.returned = threading.Event()
 
-    def over(self, task: asyncio.Future) -> bool:
-        """True when the body returned, or its task ended before the body began."""
-        return self.returned.is_set() or (task.done() and not self.began)
+    def begin(self) -> bool:
+        """Called first thing by the body (in its thread for a sync body): False when it must not run."""
+        with self._lock:
+            if self._skip:
+                return False
+            self._began = True
+            return True
+
+    def settled(self) -> bool:
+        """True when the body returned, or had not begun (it never will now)."""
+        with self._lock:
+            if not self._began:
+                self._skip = True
+                return True
+        return self.returned.is_set()
 
 
 async def _call_body(fn: Callable[..., Any], arg: StepContext, body: _Body) -> Any:
     # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
     # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
-    body.began = True
     RUNNING_STEP_OF.set(arg.actor_id)
     if _is_async(fn):
+        if not body.begin():
+            raise asyncio.CancelledError()
         try:
             return await fn(arg)
         finally:
             body.returned.set()
 
     def call(step: StepContext) -> Any:
+        if not body.begin():  # the attempt was settled (timed out) before this thread picked it up
+            return None
         try:
             return fn(step)
         finally:
             body.returned.set()  # the thread is done: a retry may start
 
-    try:
-        result = await sync_to_async(call, thread_sensitive=False)(arg)
-    except BaseException:
-        if not body.returned.is_set() and not arg.cancelled.is_set():
-            body.returned.set()  # failed before its thread ran (nothing left running)
-        raise
+    result = await sync_to_async(call, thread_sensitive=False)(arg)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -167,7 +191,7 @@ async def _await_return(task: asyncio.Future, body: _Body, seconds: float) -> bo
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     await asyncio.wait({task}, timeout=seconds)
-    while not body.over(task):
+    while not body.settled():
         remaining = deadline - loop.time()
         if remaining <= 0:
             return False

@@ -47,6 +47,7 @@ def add_parsers(subs: Any) -> None:
     recover.add_argument("--leases-only", action="store_true", help="do not restart or list failed workflows")
     recover.add_argument("--failed-only", action="store_true", help="do not touch expired leases")
     recover.add_argument("--dry-run", action="store_true", help="list what would be done")
+    recover.add_argument("--reason", help="why (kept in each restarted workflow's operator actions)")
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
@@ -139,6 +140,7 @@ def _recover(command: Any, options: dict) -> None:
     with console.progress(command.stderr) as track:
         report = ops.recover(
             runtime,
+            reason=options.get("reason"),
             names=names,
             actor_ids=actor_ids,
             leases=not options.get("failed_only"),

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import DatabaseError, OperationalError, connections, transaction
 
-from ..engine import ports
+from ..engine import errors, ports
 from .locks import ActorLocks
 
 #: the store members that use a connection: every member of the port but the one that closes it
@@ -83,6 +83,56 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
     _WRAPPED.add(call)
     return call
+
+
+#: the first keyword of a statement that writes (what an atomic step may send only through the store's alias)
+_WRITES = frozenset(
+    {
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "REPLACE",
+        "MERGE",
+        "UPSERT",
+        "CREATE",
+        "ALTER",
+        "DROP",
+        "TRUNCATE",
+        "COPY",
+    }
+)
+
+
+def _is_write(sql: Any) -> bool:
+    words = str(sql).lstrip(" \t\n(").split(None, 1)
+    return bool(words) and words[0].upper() in _WRITES
+
+
+@contextlib.contextmanager
+def writes_only_through(alias: str) -> Iterator[None]:
+    """For the ``with`` body on this thread, a write through any database alias but ``alias`` raises
+    ``AtomicStepError`` before it is sent (an execute wrapper on the thread's other connections; reads
+    pass). An atomic step's body runs so: only ``alias`` is in the transaction that records the step."""
+
+    def refuse(other: str) -> Callable[..., Any]:
+        def wrapper(execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: dict) -> Any:
+            if _is_write(sql):
+                raise errors.AtomicStepError(
+                    f"an atomic step wrote through the database alias {other!r}; only the store's alias "
+                    f"{alias!r} commits with the step (use .using({alias!r}), or a plain step for writes "
+                    "elsewhere)",
+                    alias=other,
+                    store_alias=alias,
+                )
+            return execute(sql, params, many, context)
+
+        return wrapper
+
+    with contextlib.ExitStack() as stack:
+        for other in connections:
+            if other != alias:
+                stack.enter_context(connections[other].execute_wrapper(refuse(other)))
+        yield
 
 
 class Connections:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import models
-from ..engine import ports, serde
+from ..engine import errors, ports, serde
 
 #: actor columns in the order ``actor_record`` reads them (and raw SQL selects them)
 ACTOR_COLUMNS: tuple[str, ...] = (
@@ -310,3 +310,28 @@ def same_json(a: Any, b: Any) -> bool:
 def is_json_column(column: str) -> bool:
     """True for an actor column stored as JSON (jsonb on PostgreSQL)."""
     return column in _ACTOR_JSON
+
+
+def audit_archive(action: ports.OperatorActionRecord) -> list:
+    """The ``archived_entries`` column of an audit row (already tagged JSON); ``SerializationError`` when
+    it is not JSON (nothing is written then)."""
+    try:
+        return json.loads(json.dumps(action.archived_entries))
+    except (TypeError, ValueError) as exc:
+        raise errors.SerializationError(
+            f"archived entries of operator action {action.action!r} are not JSON: {exc}",
+            where="operator action",
+        ) from exc
+
+
+def operator_action_from_model(row: models.OperatorAction) -> ports.OperatorActionRecord:
+    """An ``OperatorAction`` row as a port record (``at`` in UTC)."""
+    return ports.OperatorActionRecord(
+        actor_id=row.actor_id,
+        action=row.action,
+        who=row.who,
+        reason=row.reason,
+        archived_entries=list(row.archived_entries or []),
+        at=utc(row.at),
+        id=str(row.id),
+    )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.db.models.sql import Query
@@ -33,7 +33,7 @@ from django.db.models.sql import Query
 from .. import models
 from ..engine import errors, observe, ports, serde
 from . import mapper
-from .connection import Connections
+from .connection import Connections, writes_only_through
 from .cron import CronStorage
 from .queues import QueueStorage
 
@@ -336,10 +336,36 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             self._upsert_entries(actor_id, commit.upserts, written.now)
             self._write_messages(actor_id, commit, written.now)
             woken = self._deliver_outbox(commit, written.now)
+            if commit.audit is not None:
+                self._write_audit(actor_id, commit.audit, written.now)
             wake_at = self._settle(actor_id, commit, written, woken)
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
         if isinstance(commit.step_lock_until, datetime):
             result.state = serde.from_json(written.state)
+        return result
+
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """Run ``body()`` (an atomic step's body; it returns the commit of its outcome) in the transaction
+        that applies that commit, on the store's alias (DESIGN.md section 13, ports docstring).
+
+        One transaction per call (a savepoint inside an enclosing one): a fence check first (a zombie's
+        body never runs), then ``body()`` (writes through another alias raise ``AtomicStepError``), then
+        the commit template (``_apply``) whose fenced actor write re-checks the lease in the same
+        transaction; a failed fence marks the transaction for rollback, so the body's writes never land.
+        An exception of ``body`` rolls everything back and propagates. On SQLite the actor's file lock and
+        the database's write lock are held while ``body`` runs: keep atomic bodies short.
+        """
+        with self._serialised(actor_id):
+            with self._atomic():
+                if not self._actors().filter(lease_fence(actor_id, token)).exists():
+                    return ports.CommitResult(ok=False)
+                with writes_only_through(self.using):
+                    commit = body()
+                result = self._apply(actor_id, token, commit)
+                if not result.ok:
+                    transaction.set_rollback(True, using=self.using)
         return result
 
     def _lock_actors(self, actor_id: str, commit: ports.Commit) -> None:
@@ -425,6 +451,39 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         return wake_at
 
     # ------------------------------------------------------------------ actions
+
+    # ------------------------------------------------------------------ the operator audit
+
+    def _write_audit(
+        self, actor_id: str, action: ports.OperatorActionRecord, now: datetime
+    ) -> ports.OperatorActionRecord:
+        row = models.OperatorAction.objects.using(self.using).create(
+            actor_id=actor_id,
+            action=action.action,
+            who=action.who,
+            reason=action.reason,
+            at=now,
+            archived_entries=mapper.audit_archive(action),
+        )
+        return mapper.operator_action_from_model(row)
+
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        """Write ``action`` on its own (``ports.Store``); ``ActorNotFoundError``, ``SerializationError``."""
+        with self._atomic():
+            if not self._actors().filter(pk=action.actor_id, destroyed=False).exists():
+                raise errors.ActorNotFoundError(
+                    f"no actor with id {action.actor_id!r}", actor_id=action.actor_id
+                )
+            return self._write_audit(action.actor_id, action, self.now())
+
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        """The actor's audit rows, newest first (served by ``rivet_opaction_actor_idx``)."""
+        rows = models.OperatorAction.objects.using(self.using).filter(actor_id=actor_id).order_by("-id")
+        if limit is not None:
+            rows = rows[:limit]
+        return [mapper.operator_action_from_model(row) for row in rows]
 
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False

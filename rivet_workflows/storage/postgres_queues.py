@@ -26,8 +26,14 @@ def wake_channel(actor_id: str) -> str:
     return f"rivet_wake_{actor_id}"
 
 
+def completion_channel(message_id: str | int) -> str:
+    """The NOTIFY channel a sender waiting on queue message ``message_id`` (digits) listens on."""
+    return f"rivet_done_{message_id}"
+
+
 class PostgresQueues:
-    """``send``/``send_and_check``/``wait_for_messages`` of ``PostgresStore`` and its delivery notify."""
+    """``send``/``send_and_check``/``wait_for_messages``/``wait_for_message_completed`` of ``PostgresStore``
+    and the notifies of a delivery and of a completion."""
 
     using: str
 
@@ -36,6 +42,45 @@ class PostgresQueues:
         transaction commits (so the listener sees the message it announces)."""
         with connections[self.using].cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
+
+    def _notify_completed(self, message_ids: list[int]) -> None:
+        """NOTIFY the senders waiting on ``message_ids`` (one statement); delivered at commit, so the woken
+        sender reads the completed message."""
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_notify('rivet_done_' || m, '') FROM unnest(%s::bigint[]) AS m", [list(message_ids)]
+            )
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """A waiting send's pause (``Store``): LISTEN on the message's channel, look at the message, then
+        wait up to ``timeout`` seconds for the NOTIFY of the commit that completes it; UNLISTEN before
+        returning. Listening starts before the look, so a completion committed at any point is either seen
+        by the look or announced while waiting. Inside a transaction (no notification is delivered there)
+        it polls like ``BaseStore``; when the server closed the connection it returns False (the connection
+        is closed; the next call opens a new one)."""
+        connection = connections[self.using]
+        if connection.in_atomic_block or not str(message_id).isdigit():
+            return super().wait_for_message_completed(message_id, timeout)  # type: ignore[misc]
+        channel = completion_channel(message_id)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with connection.cursor() as cursor:
+            cursor.execute(f'LISTEN "{channel}"')
+            pg = connection.connection
+            try:
+                for _ in pg.notifies(timeout=0):  # drop notifications left from earlier waits
+                    pass
+                cursor.execute(f"SELECT status FROM {_MESSAGE} WHERE id = %s", [int(message_id)])
+                row = cursor.fetchone()
+                if row is None or row[0] == ports.MESSAGE_COMPLETED:
+                    return True
+                remaining = deadline - time.monotonic()
+                return remaining > 0 and bool(list(pg.notifies(timeout=remaining, stop_after=1)))
+            except connection.Database.OperationalError:
+                connection.close()
+                return False
+            finally:
+                if connection.connection is not None:
+                    cursor.execute(f'UNLISTEN "{channel}"')
 
     def send(
         self,

@@ -73,6 +73,10 @@ class QueueStorage:
         """Tell a run of ``actor_id`` listening in a warm wait that a message arrived (delivered when the
         transaction commits). Nothing here: a store without notifications never waits warm."""
 
+    def _notify_completed(self, message_ids: list[int]) -> None:
+        """Tell senders waiting on ``message_ids`` (``wait_for_message_completed``) that they are completed
+        (delivered when the transaction commits). Nothing here: without notifications a sender polls."""
+
     def _write_messages(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
         """A commit's receipts (pending -> received) and completions (-> completed with the response).
 
@@ -98,6 +102,8 @@ class QueueStorage:
                 response=serde.to_json(response, where="message response"),
                 completed_at=now,
             )
+        if commit.complete_messages:
+            self._notify_completed([mapper.row_id(m) for m, _ in commit.complete_messages])
 
     def _has_matching_message(self, actor_id: str, waiting_for: list[str]) -> bool:
         """True when a pending message of the actor is on one of ``waiting_for`` (``"*"``: any)."""
@@ -153,3 +159,4 @@ class QueueStorage:
             row.response = serde.to_json(response, where="message response")
             row.completed_at = self.now()
             row.save(update_fields=["status", "response", "completed_at"])
+            self._notify_completed([row.pk])

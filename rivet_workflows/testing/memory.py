@@ -22,11 +22,12 @@ from typing import Any
 from ..engine import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
+from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_queues import MemoryQueueMixin, matches
 
 
-class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
+class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
@@ -56,6 +57,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
         self._init_schedules()
+        self._init_audit()
 
     def __repr__(self) -> str:
         return f"<MemoryStore actors={len(self._actors)}>"
@@ -175,6 +177,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             del self._actors[actor_id]
             self._by_key.pop((row.name, json.dumps(row.key, sort_keys=True, separators=(",", ":"))), None)
             self._history.pop(actor_id, None)
+            self._drop_audit(actor_id)
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
@@ -300,6 +303,17 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
             return [rows.entry_out(e) for e in entries]
 
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """An atomic step on the in-memory store: a plain step (DESIGN.md section 13). A lost lease is
+        refused before ``body`` runs (``ok=False``); then ``body()`` and ``commit``. The body's own writes
+        (ORM rows) are not this store's, so a failed or fenced commit does not roll them back."""
+        with self._lock:
+            if self._holds(actor_id, token) is None:
+                return ports.CommitResult(ok=False)
+        return self.commit(actor_id, token, body())
+
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         """Apply ``commit`` atomically if ``token`` is the actor's current lease token (see class docstring).
 
@@ -332,11 +346,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             for target, name, body, completable in c.outbox:
                 self._row(target)
                 outbox.append((target, name, serde.to_json(body, where=f"queue {name!r} body"), completable))
+            audit = encode_action(c.audit) if c.audit is not None else None
 
             now = self.now()
             self._write_actor(row, c, enc, now)
             self._write_history(actor_id, upserts, c.deletes, now)
             self._write_messages(receipts, completions, now)
+            if audit is not None:
+                self._write_audit(actor_id, audit, now)
             woken: list[str] = []
             for target, name, body, completable in outbox:
                 if self._deliver(target, name, body, completable, now)[1] and target not in woken:

@@ -174,6 +174,19 @@ class MemoryQueueMixin:
                 raise LookupError(f"no queue message {message_id!r}")
             return _message_out(message)
 
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """Wait on the change notification until the message is completed or gone (``Store``)."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:
+            while True:
+                message = self._messages.get(message_id)
+                if message is None or message.status == ports.MESSAGE_COMPLETED:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+
     def complete_message(self, message_id: str, response: Any) -> None:
         """Mark the message completed with ``response``; ``MessageAlreadyCompletedError`` the second time."""
         encoded = serde.to_json(response, where="message response")

@@ -232,3 +232,22 @@ def test_trace_page_shows_the_trace_id_linked_by_the_trace_url_template(admin_cl
     )
     untraced = rivet.client.counter.get_or_create("plain")
     assert 'id="rivet-trace-id"' not in admin_client_.get(change_url(untraced.actor_id)).content.decode()
+
+
+def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_actions(admin_client_, rivet):
+    handle = rivet.failed_order()
+    page = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-reason"' in page and "No operator actions." in page
+    recover = reverse("admin:rivet_workflows_actor_recover", args=[handle.actor_id])
+    admin_client_.post(recover, {"reason": "card fixed"}, follow=True)
+    rivet.drain()
+    replay = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    admin_client_.post(replay, {"entry_id": "charge", "reason": ""}, follow=True)
+    rows = rivet.runtime.store.operator_actions(handle.actor_id)
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("replay", "root", None),
+        ("recover", "root", "card fixed"),
+    ]
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-audit"' in html and "card fixed" in html and "recover" in html
+    assert "1: charge" in html  # the archived entries of each action, by key

@@ -87,6 +87,7 @@ EXPECTED_ERRORS = {
     ("get", "/actors/{actor_id}/inspector/workflow-history"): {400, 401, 403, 404, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/replay"): {400, 401, 403, 404, 409, 413, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/recover"): {400, 401, 403, 404, 409, 413, 422},
+    ("get", "/actors/{actor_id}/inspector/audit"): {400, 401, 403, 404, 422},
 }
 
 

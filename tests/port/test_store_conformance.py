@@ -29,7 +29,13 @@ def test_base_store_cannot_be_used_without_the_required_capabilities():
 def test_every_store_implements_the_whole_port(h):
     assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
     assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
-    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages"]
+    fast = [
+        "claim_and_load",
+        "load_for_run",
+        "send_and_check",
+        "wait_for_messages",
+        "wait_for_message_completed",
+    ]
     native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
         type(h.store), []
     )
@@ -416,6 +422,28 @@ def test_outbox_messages_are_delivered_with_the_commit_and_wake_the_target(h):
     assert not stale.ok and len(h.store.pending_messages(target, None, 10)) == 2
 
 
+def test_run_in_commit_applies_what_the_body_built_with_the_fence(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    calls = []
+
+    def body():
+        calls.append(1)
+        return ports.Commit(state={"count": 9}, upserts=[entry("atomic", output="placed")])
+
+    assert h.store.run_in_commit(actor_id, token, body).ok and calls == [1]
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    assert [(e.key, e.data) for e in h.store.load_history(actor_id)] == [("atomic", {"output": "placed"})]
+    # a body that raises writes nothing and its exception propagates
+    with pytest.raises(ZeroDivisionError):
+        h.store.run_in_commit(actor_id, token, lambda: 1 / 0)
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    # a stale token: the body never runs
+    assert not h.store.run_in_commit(actor_id, token - 1, body).ok and calls == [1]
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.run_in_commit(actor_id, token, body).ok and calls == [1]  # released lease
+
+
 # --- queues and wake-ups --------------------------------------------------------------------------------
 
 
@@ -563,6 +591,45 @@ def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_tim
     assert h.store.wait_for_messages(actor_id, ["inbox"], 0.0) is True  # still pending: the look
     assert h.store.wait_for_messages(actor_id, ["*"], 0.0) is True
     assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+def test_wait_for_message_completed_wakes_on_the_completion_and_times_out_on_an_open_message(h):
+    """Case C55: a waiting send's pause. A store told of completions (memory, PostgreSQL LISTEN/NOTIFY)
+    returns as soon as the commit that completes the message lands; the portable default polls (it
+    answers at the end of the window)."""
+    notified = h.kind in ("memory", "postgres")
+    actor_id = h.new_actor()
+    open_message = h.store.send(actor_id, "inbox", "open", completable=True)
+    started = time.monotonic()
+    assert h.store.wait_for_message_completed(open_message.id, 0.2) is False
+    assert time.monotonic() - started >= 0.18  # the whole window
+    token = h.store.claim(actor_id, "runner", 30)
+    for via_commit in (True, False):
+        message = h.store.send(actor_id, "inbox", "ask", completable=True)
+
+        def complete_later(_i, message_id=message.id, via_commit=via_commit):
+            time.sleep(0.2)
+            if via_commit:  # the workflow's path: the run's commit completes it
+                assert h.store.commit(
+                    actor_id, token, ports.Commit(complete_messages=[(message_id, "yes")])
+                ).ok
+            else:
+                h.store.complete_message(message_id, "yes")
+
+        completer = threading.Thread(target=run_in_threads, args=(complete_later, 1))
+        started = time.monotonic()
+        completer.start()
+        woke = h.store.wait_for_message_completed(message.id, 3.0)
+        waited = time.monotonic() - started
+        completer.join()
+        assert woke is True
+        assert waited < 1.5 if notified else waited >= 2.9, (via_commit, waited)
+        assert h.store.get_message(message.id).response == "yes"
+        started = time.monotonic()
+        assert h.store.wait_for_message_completed(message.id, 0.0) is True  # completed already
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+    h.store.destroy_actor(actor_id)  # gone with its actor: nothing left to wait for
+    assert h.store.wait_for_message_completed(open_message.id, 0.0) is True
 
 
 # --- actions and the step lock ----------------------------------------------------------------------------
@@ -804,3 +871,51 @@ def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
     assert h.store.get_actor(actor_id).updated_at == old
     h.store.send(actor_id, "q", 1)
     assert h.store.get_actor(actor_id).updated_at > old
+
+
+# --- the operator audit --------------------------------------------------------------------------------
+
+
+def _action(actor_id, action="recover", who="alice", reason=None, archived=()):
+    return ports.OperatorActionRecord(
+        actor_id=actor_id, action=action, who=who, reason=reason, archived_entries=list(archived)
+    )
+
+
+def test_an_operator_action_rides_on_its_commit_and_is_read_back_newest_first(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    archived = [{"key": "a", "data": {"output": {"$decimal": "1.5"}}}]
+    commit = ports.Commit(
+        deletes=["a"], release=True, audit=_action(actor_id, "replay_all", archived=archived)
+    )
+    assert h.store.commit(actor_id, token, commit).ok
+    written = h.store.record_operator_action(_action(actor_id, "pause", "token", "maintenance"))
+    assert written.at is not None and written.id and written.reason == "maintenance"
+    first, second = h.store.operator_actions(actor_id)[::-1]
+    assert (first.action, first.who, first.archived_entries) == ("replay_all", "alice", archived)
+    assert second.action == "pause" and second.at >= first.at
+    assert [a.action for a in h.store.operator_actions(actor_id, limit=1)] == ["pause"]
+    assert h.store.operator_actions(h.new_actor("other")) == []
+
+
+def test_a_fenced_or_failing_commit_writes_no_operator_action(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.commit(actor_id, token, ports.Commit(release=True, audit=_action(actor_id))).ok
+    token = h.store.claim(actor_id, "w", 30)
+    with pytest.raises(errors.SerializationError):
+        h.store.commit(actor_id, token, ports.Commit(audit=_action(actor_id, archived=[object()])))
+    with pytest.raises(errors.SerializationError):
+        h.store.record_operator_action(_action(actor_id, archived=[object()]))
+    assert h.store.operator_actions(actor_id) == []
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.record_operator_action(_action("no-such-actor"))
+
+
+def test_a_destroyed_actor_takes_its_operator_actions_with_it(h):
+    actor_id = h.new_actor()
+    h.store.record_operator_action(_action(actor_id))
+    h.store.destroy_actor(actor_id)
+    assert h.store.operator_actions(actor_id) == []

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('rivet_workflows', '0003_use_actor_api_permission'),
+        ('rivet_workflows', '0005_dashboard'),
     ]
 
     operations = [

@@ -3,7 +3,8 @@
 The engine calls a ``Runtime.observer`` at a few points (DESIGN.md section 14); the defaults here do nothing,
 so the engine needs neither OpenTelemetry nor prometheus-client. The adapters
 (``rivet_workflows.tracing``, ``rivet_workflows.metrics``) subclass ``Observer``; ``Observers`` fans one call
-out to several. An observer must never raise into the engine: the adapters catch their own errors.
+out to several. An observer must not raise into the engine (the OpenTelemetry API and prometheus-client
+do not raise on their hot paths).
 
 Order of the calls, per run: ``run`` (before ``on_wake``), then per step attempt ``step`` with its
 ``end(status, error)``, ``message_received`` for each message a queue wait records, and the run's

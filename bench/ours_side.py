@@ -199,7 +199,60 @@ def _engine_only_sequential(workflows: int) -> dict[str, float]:
     return {"memory_workflows_per_s": workflows / seconds}
 
 
-def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.0) -> dict[str, Any]:
+class _DropSpans:
+    """A span exporter that drops what it gets: spans are recorded and batched as in production, and the
+    measure is not about an exporter's network."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _observed_overhead(rw: Any, workflows: int, rounds: int = 2) -> dict[str, Any]:
+    """P1 (``workflows`` ten-step actors, one in-process drain) with tracing and metrics off, then on (an
+    OpenTelemetry SDK recording every span into a batch processor, prometheus-client counting), alternated
+    ``rounds`` times; the best workflows/s of each and their ratio (on / off, target >= 0.9)."""
+    from django.conf import settings
+    from django.test import override_settings
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_DropSpans()))
+    trace.set_tracer_provider(provider)
+    base = dict(settings.RIVET_WORKFLOWS)
+    best = {"off": 0.0, "on": 0.0}
+    for r in range(rounds):
+        for mode in ("off", "on"):
+            with override_settings(
+                RIVET_WORKFLOWS={**base, "METRICS": mode == "on", "TRACING": mode == "on"}
+            ):
+                client = rw.client()
+                t0 = time.perf_counter()
+                for i in range(workflows):
+                    client.bench_sequential.create(f"p1-observed-{mode}-{r}-{i}")
+                rw.drain(timeout=600)
+                best[mode] = max(best[mode], workflows / (time.perf_counter() - t0))
+    provider.shutdown()
+    return {
+        "observed_workflows": workflows,
+        "workflows_per_s_observed_off": best["off"],
+        "workflows_per_s_observed_on": best["on"],
+        "observed_ratio": best["on"] / best["off"] if best["off"] else None,
+    }
+
+
+def p1_sequential(
+    workflows: int = 200, warmup: int = 5, idle_window: float = 2.0, observed_workflows: int | None = None
+) -> dict[str, Any]:
     """Create ``workflows`` ten-step actors and run them with one in-process drain; workflows/s, commits/step."""
     rw = _django()
     from django.db import connection
@@ -235,8 +288,12 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
     per_workflow, per_long_workflow = commits / workflows, commits_long / long_workflows
     sql = _sql_profile(rw, lambda: client.bench_sequential.create("p1-profiled"))
     memory = _engine_only_sequential(workflows)
+    observed = _observed_overhead(
+        rw, observed_workflows if observed_workflows is not None else workflows // 2
+    )
     return {
         **memory,
+        **observed,
         "sql_per_workflow": sql,
         "long_workflows": long_workflows,
         "long_steps_per_workflow": 2 * steps,

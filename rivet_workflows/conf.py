@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "API_TOKEN": None,
     "AUTHORIZE": None,
     "CODE_VERSION": None,
+    "METRICS": None,
+    "TRACING": True,
+    "TRACE_URL": None,
 }
 
 #: the environment variable CODE_VERSION defaults to (DESIGN.md section 12, rolling deploys)
@@ -90,6 +93,12 @@ class RivetSettings:
         it; during a rolling deploy a worker whose replay diverges on entries written by another code
         version leaves the run unchanged and due for a worker of that version instead of failing it
         (DESIGN.md section 12). None (or "") keeps every divergence a failure.
+    METRICS: count steps, finished workflows, wake lateness and lease takeovers for Prometheus
+        (``rivet_workflows.metrics``); None (default): when prometheus-client is installed.
+    TRACING: report runs, step attempts, sends and creations as OpenTelemetry spans
+        (``rivet_workflows.tracing``; a no-op until the project configures an OpenTelemetry SDK).
+    TRACE_URL: link of a trace id in the admin, a template with ``{trace_id}``, e.g.
+        ``"http://jaeger:16686/trace/{trace_id}"`` (None: the id is shown without a link).
     """
 
     REGISTRY: str
@@ -113,6 +122,9 @@ class RivetSettings:
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
     CODE_VERSION: str | None = None
+    METRICS: bool | None = None
+    TRACING: bool = True
+    TRACE_URL: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:
@@ -151,6 +163,8 @@ class RivetSettings:
             values["CODE_VERSION"] = os.environ.get(CODE_VERSION_ENV)
         version = values["CODE_VERSION"]
         values["CODE_VERSION"] = (str(version).strip() or None) if version is not None else None
+        values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
+        values["TRACING"] = bool(values["TRACING"])
         return cls(**{name: values[name] for name in types})
 
 

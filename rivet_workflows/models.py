@@ -49,6 +49,9 @@ class Actor(models.Model):
     # for after a worker of another version left it during a rolling deploy (DESIGN.md section 12).
     code_version = models.CharField(max_length=200, null=True, blank=True)
     awaiting_code_version = models.CharField(max_length=200, null=True, blank=True)
+    #: the W3C trace context (``{"traceparent": ...}``) of the request that created the actor: its runs join
+    #: that trace (DESIGN.md section 14); None when no tracing was active
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -119,6 +122,8 @@ class QueueMessage(models.Model):
     status = models.CharField(max_length=20, default="pending")
     response = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    #: the W3C trace context of the send: the run that receives the message links to it
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "status", "id"], name="rivet_msg_fifo_idx")]

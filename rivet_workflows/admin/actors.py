@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
+from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.cancel import cancel as cancel_workflow
 from .trace import error_details, pretty, trace_rows
@@ -386,8 +387,11 @@ class ActorAdmin(admin.ModelAdmin):
             .order_by("name")
             .prefetch_related("fires")
         )
+        trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
         return {
             "record": record,
+            "trace_id": trace_id,
+            "trace_url": trace_url,
             "key_text": display.key_json(record.key),
             "key_short": display.short_key(record.key),
             "time_zone": display.time_zone_name(),

@@ -56,6 +56,7 @@ def cancel(
             ),
         )
         if result.ok:
+            runtime.observer.workflow_finished(record.name, ports.CANCELLED)
             runtime.notify_history(actor_id)  # open trace pages show the cancelled state at once
             return True
     raise RuntimeError(f"could not cancel actor {actor_id}: its lease kept changing hands")

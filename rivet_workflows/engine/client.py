@@ -227,9 +227,25 @@ class ActorTypeClient:
 
         workflow = definition.run is not None
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
+        with runtime.observer.create(self.name, key) as observation:  # the rivet.create span
+            handle, created = self._insert(
+                key, input, create_state, due, lookup_first, observation.trace_context()
+            )
+            observation.set("rivet.actor.id", handle.actor_id)
+        return handle, created
+
+    def _insert(
+        self, key: list, input: Any, create_state: Callable, due: bool, lookup_first: bool, trace_context: Any
+    ) -> tuple[ActorHandle, bool]:
+        """The store write of ``_get_or_create`` (with the creation's trace context), then ``on_create``
+        and the hand-over to the dispatcher for a new workflow actor."""
+        runtime, definition = self.runtime, self.definition
+        workflow = definition.run is not None
         store = runtime.store
         if lookup_first:
-            record, created = store.get_or_create_actor(self.name, key, input, create_state, due=due)
+            record, created = store.get_or_create_actor(
+                self.name, key, input, create_state, due=due, trace_context=trace_context
+            )
         else:
             try:
                 state = create_state()
@@ -238,7 +254,9 @@ class ActorTypeClient:
                 if existing is None:
                     raise
                 return self._handle(existing), False
-            record, created = store.create_actor(self.name, key, input, state, due=due)
+            record, created = store.create_actor(
+                self.name, key, input, state, due=due, trace_context=trace_context
+            )
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:

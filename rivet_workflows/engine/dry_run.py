@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from . import errors, ports, serde
+from . import errors, observe, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
 from .session import RunSession, maybe_await
@@ -61,6 +61,9 @@ class ReadOnlyStore(ports.BaseStore):
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         return self._store.list_actors(name, limit=limit)
 
+    def actor_counts(self) -> observe.ActorCounts:
+        return self._store.actor_counts()
+
     def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
         return self._store.load_history(actor_id)
 
@@ -101,12 +104,26 @@ class ReadOnlyStore(ports.BaseStore):
     # --- writes: refused -----------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 
@@ -141,11 +158,25 @@ class ReadOnlyStore(ports.BaseStore):
     ) -> ports.CommitResult:
         return self._refuse("run_in_commit")
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         return self._refuse("send")
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         return self._refuse("send_and_check")
 

@@ -29,7 +29,6 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from abc import abstractmethod
 from collections.abc import Callable
@@ -37,14 +36,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from . import observe
 from .errors import ActorNotFoundError
 
-# records kept apart for size (schedules, their fires, the operator audit), re-exported here
+# records kept apart for size (actors, entries, messages, schedules, the audit), re-exported here
 from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
+from .records import ActorRecord as ActorRecord
 from .records import CronFireRecord as CronFireRecord
 from .records import CronRecord as CronRecord
+from .records import EntryRecord as EntryRecord
+from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
@@ -82,72 +85,6 @@ class _Unset:
 
 #: Marker for "leave this column as it is" in a Commit.
 UNSET: Any = _Unset()
-
-
-@dataclass
-class ActorRecord:
-    """One actor row: identity, state, workflow status, the last commit's and the awaited code version."""
-
-    actor_id: str
-    name: str
-    key: list
-    state: Any = None
-    input: Any = None
-    output: Any = None
-    error: dict | None = None
-    workflow_state: str = PENDING
-    wake_at: datetime | None = None
-    waiting_for: list[str] = field(default_factory=list)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    destroyed: bool = False
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-    lease_token: int = 0
-    code_version: str | None = None
-    awaiting_code_version: str | None = None
-
-
-@dataclass
-class EntryRecord:
-    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
-
-    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
-    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it);
-    ``code_version``: the code version of the process that last wrote it (None: unversioned)."""
-
-    key: str
-    location: list
-    kind: str
-    data: dict = field(default_factory=dict)
-    status: str = ENTRY_PENDING
-    attempts: int = 0
-    error: dict | None = None
-    seq: int = 0
-    last_attempt_at: datetime | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    rollback_completed_at: datetime | None = None
-    rollback_error: dict | None = None
-    code_version: str | None = None
-
-    def copy(self) -> EntryRecord:
-        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
-
-
-@dataclass
-class MessageRecord:
-    """One queue message."""
-
-    id: str
-    actor_id: str
-    name: str
-    body: Any
-    created_at: datetime
-    completable: bool = False
-    status: str = MESSAGE_PENDING
-    response: Any = None
-    completed_at: datetime | None = None
 
 
 @dataclass
@@ -220,7 +157,14 @@ class Store(Protocol):
 
     # --- actors ------------------------------------------------------------------------------------
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
@@ -232,9 +176,17 @@ class Store(Protocol):
 
     @abstractmethod
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
-        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
+        ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
 
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
@@ -253,6 +205,11 @@ class Store(Protocol):
     @abstractmethod
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """Live actors per ``(type, workflow_state)``, how many are due, how many unfinished ones hold an
+        expired lease (``observe.ActorCounts``; the metrics gauges, one query). Default: ``list_actors``."""
+        ...
 
     @abstractmethod
     def destroy_actor(self, actor_id: str) -> None:
@@ -318,12 +275,26 @@ class Store(Protocol):
 
     # --- queues ------------------------------------------------------------------------------------
     @abstractmethod
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord:
-        """Store a message and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> MessageRecord:
+        """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
         its workflow is finished. ``ActorNotFoundError``, ``SerializationError``."""
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
@@ -446,12 +417,22 @@ class BaseStore(Store):
     notifies_wakes = False
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
             return existing, False
-        return self.create_actor(name, key, input, create_state(), due=due)
+        return self.create_actor(name, key, input, create_state(), due=due, trace_context=trace_context)
+
+    def actor_counts(self) -> observe.ActorCounts:
+        return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
@@ -476,9 +457,15 @@ class BaseStore(Store):
         return self.commit(actor_id, token, body())
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
-        return self.send(actor_id, name, body, completable), None
+        return self.send(actor_id, name, body, completable, trace_context=trace_context), None
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False

@@ -1,11 +1,83 @@
-"""Port records kept apart from ``ports`` for size: schedule entries and their fires, operator audit rows
-(``ports`` re-exports each: use ``ports.CronRecord``, ``ports.OperatorActionRecord``)."""
+"""Port records kept apart from ``ports`` for size: actors, history entries, queue messages, schedule entries
+and their fires, operator audit rows (``ports`` re-exports each: use ``ports.ActorRecord``,
+``ports.CronRecord``, ``ports.OperatorActionRecord``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+
+@dataclass
+class ActorRecord:
+    """One actor row: identity, state, workflow status, the last commit's and the awaited code version."""
+
+    actor_id: str
+    name: str
+    key: list
+    state: Any = None
+    input: Any = None
+    output: Any = None
+    error: dict | None = None
+    workflow_state: str = "pending"  # ports.PENDING
+    wake_at: datetime | None = None
+    waiting_for: list[str] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    destroyed: bool = False
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_token: int = 0
+    code_version: str | None = None
+    awaiting_code_version: str | None = None
+    trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
+
+
+@dataclass
+class EntryRecord:
+    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
+
+    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
+    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it);
+    ``code_version``: the code version of the process that last wrote it (None: unversioned).
+    """
+
+    key: str
+    location: list
+    kind: str
+    data: dict = field(default_factory=dict)
+    status: str = "pending"  # ports.ENTRY_PENDING
+    attempts: int = 0
+    error: dict | None = None
+    seq: int = 0
+    last_attempt_at: datetime | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    rollback_completed_at: datetime | None = None
+    rollback_error: dict | None = None
+    code_version: str | None = None
+
+    def copy(self) -> EntryRecord:
+        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+
+
+@dataclass
+class MessageRecord:
+    """One queue message."""
+
+    id: str
+    actor_id: str
+    name: str
+    body: Any
+    created_at: datetime
+    completable: bool = False
+    status: str = "pending"  # ports.MESSAGE_PENDING
+    response: Any = None
+    completed_at: datetime | None = None
+    trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
+
 
 # --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
 

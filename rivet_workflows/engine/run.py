@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, ports, rollback, serde
+from . import actions, errors, observe, ports, rollback, serde
 from .context import WorkflowContext
 from .heartbeat import Heartbeat
 from .history import ROOT, History
@@ -140,6 +140,27 @@ class _Run:
         self.definition: ActorDefinition = runtime.registry.get(actor.name)
 
     async def execute(
+        self,
+        live_until: datetime | None,
+        loaded: tuple[list[ports.EntryRecord], datetime] | None,
+        stop_at: float | None,
+        warm_wait: float,
+    ) -> RunReport:
+        """The run inside its observation (``Observer.run``: the ``rivet.run`` span, the lateness)."""
+        observer = self.runtime.observer
+        observation = observer.run(self.actor, loaded[1] if loaded is not None else None)
+        try:
+            report = await self._execute(live_until, loaded, stop_at, warm_wait)
+        except BaseException as exc:
+            observation.end(None, exc)
+            raise
+        outcome = report.outcome
+        observation.end(outcome.workflow_state if outcome is not None else observe.EVICTED)
+        if outcome is not None and outcome.workflow_state in (ports.COMPLETED, ports.FAILED):
+            observer.workflow_finished(self.actor.name, outcome.workflow_state)
+        return report
+
+    async def _execute(
         self,
         live_until: datetime | None,
         loaded: tuple[list[ports.EntryRecord], datetime] | None,

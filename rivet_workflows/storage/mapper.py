@@ -38,6 +38,7 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "lease_token",
     "code_version",
     "awaiting_code_version",
+    "trace_context",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -131,7 +132,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
      updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
-     awaiting_code_version) = values  # fmt: skip
+     awaiting_code_version, trace_context) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -151,6 +152,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         lease_token=lease_token,
         code_version=code_version,
         awaiting_code_version=awaiting_code_version,
+        trace_context=trace_context,
     )
 
 
@@ -208,6 +210,7 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         status=row.status,
         response=serde.from_json(row.response),
         completed_at=row.completed_at,
+        trace_context=row.trace_context,
     )
 
 

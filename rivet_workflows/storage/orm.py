@@ -26,12 +26,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Case, DateTimeField, F, Min, Q, Value, When
+from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import mapper
 from .connection import Connections, writes_only_through
 from .cron import CronStorage
@@ -118,7 +118,14 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
     # ------------------------------------------------------------------ actors
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``.
 
@@ -141,6 +148,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                     wake_at=now if due else None,
                     created_at=now,
                     updated_at=now,
+                    trace_context=trace_context,
                 )
         except IntegrityError:
             row = self._actors().get(name=name, key_text=text, destroyed=False)
@@ -165,6 +173,27 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         if name is not None:
             rows = rows.filter(name=name)
         return [mapper.actor_from_model(row) for row in (rows if limit is None else rows[:limit])]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` in one grouped query on the database clock (one row per type and state)."""
+        now = Now()
+        due = Q(lease_free(now), wake_at__isnull=False, wake_at__lte=now)
+        expired = Q(lease_owner__isnull=False, lease_expires_at__lt=now) & ~Q(
+            workflow_state__in=sorted(ports.FINISHED_STATES)
+        )
+        grouped = (
+            self._actors()
+            .filter(destroyed=False)
+            .values_list("name", "workflow_state")
+            .annotate(n=Count("pk"), due=Count("pk", filter=due), expired=Count("pk", filter=expired))
+            .order_by()
+        )
+        counts = observe.ActorCounts()
+        for name, state, n, n_due, n_expired in grouped:
+            counts.by_state[(name, state)] = n
+            counts.due += n_due
+            counts.leases_expired += n_expired
+        return counts
 
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.

@@ -169,7 +169,14 @@ class PostgresStore(PostgresQueues, DjangoStore):
     # ------------------------------------------------------------------ actors
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """``DjangoStore.create_actor`` as one autocommit statement in the common case: ``INSERT ... ON
         CONFLICT DO NOTHING`` returning the new row, united with the existing row when the key was taken
@@ -183,9 +190,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
             "WITH c AS (SELECT clock_timestamp() AS now), "
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
-            "step_lock_until, destroyed, created_at, updated_at) "
+            "step_lock_until, destroyed, created_at, updated_at, trace_context) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now FROM c "
+            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
             f"SELECT {_ACTOR_COLUMNS}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "
@@ -199,6 +206,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
             mapper.jsonb(state_json),
             mapper.jsonb(input_json),
             ports.PENDING,
+            mapper.jsonb(trace_context),
             name,
             key_text,
         ]

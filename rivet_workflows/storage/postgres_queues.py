@@ -91,12 +91,26 @@ class PostgresQueues:
                 if connection.connection is not None:
                     cursor.execute(f'UNLISTEN "{channel}"')
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """``DjangoStore.send`` as one statement (see ``send_and_check``)."""
-        return self.send_and_check(actor_id, name, body, completable)[0]
+        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` as one statement (same contract as ``_deliver``): lock the actor row, insert the message,
         apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
@@ -111,8 +125,8 @@ class PostgresQueues:
             "WITH c AS (SELECT clock_timestamp() AS now), "
             "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
             f"FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
-            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status) "
-            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s FROM a, c RETURNING id, created_at), "
+            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status, trace_context) "
+            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb FROM a, c RETURNING id, created_at), "
             f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
             f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
             "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
@@ -129,6 +143,7 @@ class PostgresQueues:
             mapper.jsonb(encoded),
             completable,
             ports.MESSAGE_PENDING,
+            mapper.jsonb(trace_context),
             name,
             wake_channel(actor_id),
             WAKES_CHANNEL,
@@ -146,6 +161,7 @@ class PostgresQueues:
             created_at=mapper.utc(row[1]),
             completable=completable,
             status=ports.MESSAGE_PENDING,
+            trace_context=trace_context,
         )
         return message, bool(row[3])
 

@@ -31,7 +31,13 @@ class QueueStorage:
         return models.QueueMessage.objects.using(self.using)
 
     def _deliver(
-        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool,
+        now: datetime,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Insert a message under the target's row lock and apply the wake rule; returns (record, woke)."""
         row = (
@@ -50,6 +56,7 @@ class QueueStorage:
             completable=completable,
             status=ports.MESSAGE_PENDING,
             created_at=now,
+            trace_context=trace_context,
         )
         woke = False
         if row["workflow_state"] not in ports.FINISHED_STATES:
@@ -107,13 +114,21 @@ class QueueStorage:
             pending = pending.filter(name__in=list(waiting_for))
         return pending.exists()
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` and make the actor due if it waits on ``name`` or is running.
 
         Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body).
         """
         with self._atomic():
-            message, _ = self._deliver(actor_id, name, body, completable, self.now())
+            message, _ = self._deliver(actor_id, name, body, completable, self.now(), trace_context)
         return message
 
     def pending_messages(

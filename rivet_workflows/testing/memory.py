@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_audit import MemoryAuditMixin, encode_action
@@ -89,7 +89,14 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
     # --- actors -------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -102,10 +109,17 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, create_state(), due)
+            return self._insert(name, key, key_text, input, create_state(), due, trace_context)
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -114,10 +128,17 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due)
+            return self._insert(name, key, key_text, input, state, due, trace_context)
 
     def _insert(
-        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool
+        self,
+        name: str,
+        key: list,
+        key_text: str,
+        input: Any,
+        state: Any,
+        due: bool,
+        trace_context: dict | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -132,6 +153,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             wake_at=now if due else None,
             created_at=now,
             updated_at=now,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         self._actors[row.actor_id] = row
         self._by_key[(name, key_text)] = row.actor_id
@@ -169,6 +191,11 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         with self._lock:
             found = [r for r in self._actors.values() if name is None or r.name == name]
             return [rows.actor_record(r) for r in found[:limit]]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` of the live actors, read in one critical section."""
+        with self._lock:
+            return observe.count_actors(self._actors.values(), self.now(), ports.FINISHED_STATES)
 
     # --- leases and the run's reads -------------------------------------------------------------------
 

@@ -47,7 +47,13 @@ class MemoryQueueMixin:
         return message
 
     def _deliver(
-        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool,
+        now: datetime,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``."""
         row = self._row(actor_id)
@@ -58,6 +64,7 @@ class MemoryQueueMixin:
             body=body,
             created_at=now,
             completable=completable,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         self._messages[message.id] = message
         self._queue[actor_id].append(message.id)
@@ -86,15 +93,29 @@ class MemoryQueueMixin:
             message.response = response
             message.completed_at = now
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` on queue ``name`` and apply the wake rule (see ``ports``).
 
         Raises ``ActorNotFoundError`` and ``SerializationError``. Returns the stored message (a copy).
         """
-        return self.send_and_check(actor_id, name, body, completable)[0]
+        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` plus the dispatcher hint read in the same critical section: True when, after the send,
         the actor is due now and no live lease is held (``delivery.wake_if_due``'s answer), else False.
@@ -102,7 +123,7 @@ class MemoryQueueMixin:
         encoded = serde.to_json(body, where=f"queue {name!r} body")
         with self._lock:
             now = self.now()
-            message, _ = self._deliver(actor_id, name, encoded, completable, now)
+            message, _ = self._deliver(actor_id, name, encoded, completable, now, trace_context)
             row = self._actors[actor_id]
             hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
             if hint:

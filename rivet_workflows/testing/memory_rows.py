@@ -34,6 +34,7 @@ class ActorRow:
     step_lock_until: datetime | None = None
     code_version: str | None = None
     awaiting_code_version: str | None = None
+    trace_context: dict | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -68,6 +69,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         lease_token=row.lease_token,
         code_version=row.code_version,
         awaiting_code_version=row.awaiting_code_version,
+        trace_context=dict(row.trace_context) if row.trace_context else None,
     )
 
 

@@ -214,6 +214,26 @@ def test_an_actor_without_a_workflow_is_listed_as_no_workflow_and_filtered_apart
     assert 'data-state="no_workflow"' in html and "This actor has no workflow." in html
 
 
+def test_trace_page_shows_the_trace_id_linked_by_the_trace_url_template(admin_client_, rivet, settings):
+    handle = rivet.client.counter.get_or_create("traced")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{trace_id}-00f067aa0ba902b7-01"
+    models.Actor.objects.filter(pk=handle.actor_id).update(trace_context={"traceparent": traceparent})
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert f"<code>{trace_id}</code>" in html  # no TRACE_URL: the id alone
+    settings.RIVET_WORKFLOWS = {
+        **settings.RIVET_WORKFLOWS,
+        "TRACE_URL": "http://jaeger:16686/trace/{trace_id}",
+    }
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert (
+        f'<a href="http://jaeger:16686/trace/{trace_id}" target="_blank" rel="noopener">{trace_id}</a>'
+        in html
+    )
+    untraced = rivet.client.counter.get_or_create("plain")
+    assert 'id="rivet-trace-id"' not in admin_client_.get(change_url(untraced.actor_id)).content.decode()
+
+
 def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_actions(admin_client_, rivet):
     handle = rivet.failed_order()
     page = admin_client_.get(change_url(handle.actor_id)).content.decode()

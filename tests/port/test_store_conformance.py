@@ -60,6 +60,52 @@ def test_the_portable_defaults_and_the_native_members_answer_alike(h):
 # --- actors -------------------------------------------------------------------------------------------
 
 
+def test_the_trace_context_of_a_creation_and_of_a_send_is_stored_and_read_back(h):
+    store = h.store
+    carrier = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    record, created = store.create_actor("order", ["t"], None, {}, due=True, trace_context=carrier)
+    assert created and record.trace_context == carrier
+    other, _ = store.get_or_create_actor("order", ["u"], None, dict, trace_context={"traceparent": "x"})
+    plain, _ = store.create_actor("order", ["v"], None, {})
+    assert store.get_actor(other.actor_id).trace_context == {"traceparent": "x"}
+    assert plain.trace_context is None and store.get_actor(plain.actor_id).trace_context is None
+    _token, loaded, _history, _now = store.claim_and_load(record.actor_id, "w", 30)
+    assert loaded.trace_context == carrier  # what a run is parented to
+    sent = store.send(record.actor_id, "q", 1, trace_context={"traceparent": "s1"})
+    checked, _hint = store.send_and_check(record.actor_id, "q", 2, trace_context={"traceparent": "s2"})
+    store.send(record.actor_id, "q", 3)
+    assert store.get_message(sent.id).trace_context == {"traceparent": "s1"}
+    pending = store.pending_messages(record.actor_id, ["q"], 10)
+    assert [m.trace_context for m in pending] == [{"traceparent": "s1"}, {"traceparent": "s2"}, None]
+    assert checked.trace_context == {"traceparent": "s2"}
+
+
+def test_actor_counts_group_live_actors_by_type_and_state_with_due_and_expired_leases(h):
+    store = h.store
+    due = h.new_actor("due", due=True)
+    h.new_actor("idle")
+    h.new_actor("other", name="invoice", due=True)
+    leased = h.new_actor("leased", due=True)
+    store.claim(leased, "dead-worker", 30)
+    h.expire_lease(leased)  # its executor died: due again, and counted as an expired lease
+    done = h.new_actor("done")
+    token = store.claim(done, "w", 30)
+    store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    gone = h.new_actor("gone", due=True)
+    store.destroy_actor(gone)
+    held = h.new_actor("held", due=True)
+    store.claim(held, "w", 30)  # a live lease: not due
+    counts = store.actor_counts()
+    assert counts.by_state == {
+        ("order", ports.PENDING): 4,
+        ("invoice", ports.PENDING): 1,
+        ("order", ports.COMPLETED): 1,
+    }
+    assert (counts.due, counts.leases_expired) == (3, 1)  # due, other, leased
+    assert counts == ports.BaseStore.actor_counts(store)  # the portable default agrees
+    assert store.get_actor(due).wake_at is not None
+
+
 def test_get_or_create_creates_once_and_builds_the_state_once(h):
     calls = []
 

@@ -15,6 +15,7 @@ READS = {
     "get_actor": ("ACTOR",),
     "find_actor": ("w", ["a"]),
     "list_actors": (),
+    "actor_counts": (),
     "load_history": ("ACTOR",),
     "load_for_run": ("ACTOR",),
     "next_deadline": (),

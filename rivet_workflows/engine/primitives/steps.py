@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, ports, retry, serde
+from .. import errors, observe, ports, retry, serde
 from ..reentrancy import RUNNING_STEP_OF
 from ..results import StepResult
 from ..session import RunSession, mark_reported
@@ -115,6 +115,7 @@ async def _worker_lost(
     So a step that kills its worker every time ends exhausted after ``max_retries`` instead of looping;
     only the exhaustion fires an ``on_error`` step event (the lost attempts had no one to report them).
     """
+    session.runtime.observer.lease_taken_over(session.actor.name)
     entry.error = {
         "name": "WorkerLostError",
         "message": f"the executor running step {name!r} was lost during attempt {entry.attempts}",
@@ -276,6 +277,7 @@ async def run_step(
         now = None
         session.body_will_run()
         timed_out = False
+        attempt = session.runtime.observer.step(session.actor, name, entry.attempts)
         try:
             with session.bodies.track():
                 if options.atomic:
@@ -288,6 +290,7 @@ async def run_step(
                 )
                 _check_state(session, name)
         except (asyncio.CancelledError, errors.WorkflowSignal):
+            attempt.end(observe.ABANDONED)
             if not ephemeral:
                 session.lock.abandon()
             raise
@@ -300,6 +303,7 @@ async def run_step(
                 # the state this body left cannot be stored: go on from the last stored state
                 await session.load_stored_state()
         else:
+            attempt.end(ports.ENTRY_COMPLETED)
             if not options.atomic:  # an atomic step's outcome is committed already
                 _complete(entry, output, session.stamp())
                 session.writes.record(entry)
@@ -363,6 +367,7 @@ async def run_step(
             else:
                 kind, raised = cls, cls
             entry.data["failure"] = {"kind": kind, "raised": raised}
+        attempt.end(entry.status, failure)
         session.writes.record(entry)
         if not will_retry:
             logger.warning(

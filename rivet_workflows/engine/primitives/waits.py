@@ -177,6 +177,7 @@ async def run_next_batch(
         entry.status = ports.MESSAGE_RECEIVED
         received.append(QueueMessage(session, entry))
         session.writes.receive(record.id)
+        session.runtime.observer.message_received(session.actor, record.name, record.trace_context)
     # Receiving and recording commit together, in the run's next commit: the one that starts the next
     # step (before its body runs), a wait's, or the run's last. Until then the messages stay pending in
     # the store, so a run that dies first leaves them to be received again by the next run.

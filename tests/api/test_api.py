@@ -212,6 +212,10 @@ def test_workflow_history(api, rivet):
     charge = body["history"]["entryMetadata"]["charge"]
     assert charge["status"] == "exhausted" and charge["attempts"] == 1
     assert "card declined" in charge["error"]["message"]
+    (attempt,) = charge["attemptLog"]  # case C57: every attempt, with its error
+    assert (attempt["attempt"], attempt["outcome"], attempt["error"]["name"]) == (1, "failed", "RuntimeError")
+    assert attempt["startedAt"] and attempt["finishedAt"]
+    assert "attempt_log" not in entries[1]["kind"]["data"]
     counter = post(api, "/actors", {"name": "counter", "key": "c"}).json()["actor_id"]
     plain = api.get(f"{API}/actors/{counter}/inspector/workflow-history").json()
     assert plain == {"history": None, "workflowState": "no_workflow", "isWorkflowEnabled": False}

@@ -145,6 +145,10 @@ def _run(runtime: Any, actor_id: str, token: int | None) -> None:
     # eager: the task then runs inside the sender's call, which would only be held up.
     warm = 0.0 if run_actor.app.conf.task_always_eager else runtime.settings.warm_wait
     summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
+    if summary.left_for_other_version:
+        # Left for a worker of another code version (a rolling deploy): this process must not keep the
+        # wake-up, or it would always be the one to run it again; the sweep hands it to any worker.
+        return
     _wake_soon(actor_id, summary.wake_at)
 
 

@@ -42,7 +42,13 @@ FULL: dict[str, dict[str, Any]] = {
         "dbos": {"messages": 20, "gap": 1.0},
     },
     "P7": {
-        "ours": {"workflows": 2000, "processes": 2, "concurrency": 8, "single_process_workflows": 1000},
+        "ours": {
+            "workflows": 2000,
+            "processes": 2,
+            "concurrency": 8,
+            "single_process_workflows": 1000,
+            "cap_seconds": 60.0,
+        },
         "dbos": {"workflows": 2000, "processes": 2, "concurrency": 8},
     },
 }

@@ -52,7 +52,7 @@ UNREGISTERED_RETRY_SECONDS = 300.0
 #: process left it in a row, at most MAX: a worker of the wrong version backs off instead of spinning on it,
 #: while a worker of the right version (any worker once the deploy is done) takes it within seconds
 OTHER_VERSION_RETRY_BASE_SECONDS = 1.0
-OTHER_VERSION_RETRY_MAX_SECONDS = 30.0
+OTHER_VERSION_RETRY_MAX_SECONDS = 15.0
 
 
 class _LeftRuns:

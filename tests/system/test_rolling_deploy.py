@@ -55,7 +55,7 @@ def test_old_and_new_workers_side_by_side_fail_no_run_and_complete_each_once(clu
         assert states[ports.FAILED] == 0, (states, cluster.logs())
         return states[ports.COMPLETED] == len(ids)
 
-    cluster.wait_for(finished, 120, what="every run completed")
+    cluster.wait_for(finished, 180, what="every run completed")  # backoffs of unlucky draws
     assert new.alive() and old.alive()
 
     counts = cluster.counts()

@@ -112,12 +112,14 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
     try:
         handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
-    except errors.RivetWorkflowsError:
+    except errors.RivetWorkflowsError:  # StoreUnavailableError (503) for a database that went away
         raise
-    except Exception as exc:  # on_create raised: the actor was not created
+    except Exception as exc:  # user code raised (on_create, or create_state): the actor was not created
+        definition = definition_client.definition
+        hook = "on_create" if definition.on_create is not None else "create_state"
         raise UserCodeError(
-            f"on_create of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
-            hook="on_create",
+            f"{hook} of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            hook=hook,
             error=type(exc).__name__,
         ) from exc
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}

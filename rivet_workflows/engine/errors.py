@@ -291,13 +291,20 @@ class StoreRejectedError(RivetWorkflowsError):
 
 
 class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
-    """The store was unavailable while the executor ran an actor; its lease expires and the sweep resumes it.
+    """The store is unavailable (the database connection dropped, the server restarts...); try again later.
 
-    Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the store's
-    exception). The workflow is untouched. Also a ``RuntimeError``, as it was before it joined the root."""
+    Raised by a store call that failed for a reason outside the engine (the Django stores translate the
+    database's ``OperationalError``/``InterfaceError``; ``__cause__``: the original), so no caller takes it
+    for an error of user code: over HTTP a 503 ``{group: "server", code: "store_unavailable"}`` with
+    ``Retry-After``. Inside a workflow run it becomes the ``StoreUnavailable`` signal, and
+    ``executor.run_actor`` raises this error when its run stopped on it: the workflow is untouched, its
+    lease expires and the sweep resumes it. Also a ``RuntimeError``, as it was before it joined the root."""
 
     code = "store_unavailable"
+    group = "server"
     http_status = 503
+    #: seconds an HTTP client is told to wait before retrying (the ``Retry-After`` header)
+    retry_after = 5
 
 
 def is_data_error(exc: BaseException) -> bool:

@@ -145,6 +145,18 @@ class ActorNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class InvalidKeyError(RivetWorkflowsError, TypeError):
+    """An actor key must be a string, an integer, or a list of strings and integers.
+
+    Raised by the client for any other part (a float, NaN, a bool, None, a nested list or dict, an integer
+    beyond +-(2**53 - 1), which JSON clients cannot carry exactly); ``metadata``: ``index`` of the part and
+    its ``type``. Also a ``TypeError``. Over HTTP the schema refuses such a key first (422)."""
+
+    group = "actor"
+    code = "invalid_key"
+    http_status = 422
+
+
 class ActorAlreadyExistsError(RivetWorkflowsError):
     """An actor with this name and key already exists."""
 

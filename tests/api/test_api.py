@@ -47,7 +47,7 @@ def test_create_actor_of_unknown_type_is_404(api):
 
 @pytest.mark.parametrize(
     "body",
-    [{"key": "a"}, {"name": "counter"}, {"name": "counter", "key": 5}, {"name": 3, "key": "a"}],
+    [{"key": "a"}, {"name": "counter"}, {"name": "counter", "key": 5.5}, {"name": 3, "key": "a"}],
 )
 def test_create_actor_with_wrong_types_is_422(api, body):
     assert_error(post(api, "/actors", body), 422, "validation_error")

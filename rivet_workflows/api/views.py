@@ -279,7 +279,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
 
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413)},
     auth=api_auth,
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON
@@ -289,7 +289,8 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
-    actor or undeclared queue -> 404. Operation ``send``."""
+    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow`` (nothing
+    would receive it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:

@@ -196,6 +196,17 @@ class WorkflowInFlightError(RivetWorkflowsError):
     http_status = 409
 
 
+class NoWorkflowError(RivetWorkflowsError):
+    """The actor's type has no workflow (no run function), so nothing would ever receive a queue message.
+
+    Raised by every send (``ActorHandle.send``, ``c.queue.send``, HTTP ``POST /actors/{id}/queues/{queue}``:
+    409 ``no_workflow``) before anything is stored; ``metadata``: ``actor`` (the type), ``queue``."""
+
+    group = "queue"
+    code = "no_workflow"
+    http_status = 409
+
+
 class MessageAlreadyCompletedError(RivetWorkflowsError):
     """This queue message was already completed."""
 

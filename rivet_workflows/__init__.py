@@ -3,10 +3,6 @@
 # Importing this package never imports Django: the engine is pure Python (a test asserts that
 # `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
 
-from __future__ import annotations
-
-from typing import Any
-
 from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import WorkflowContext
 from .engine.definitions import (
@@ -47,6 +43,7 @@ from .engine.errors import (
     StoreRejectedError,
     WorkflowInFlightError,
 )
+from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
@@ -65,7 +62,7 @@ def client() -> Client:
     return _client()
 
 
-def drain(timeout: float = 10.0) -> Any:
+def drain(timeout: float = 10.0) -> DrainSummary:
     """Run, in this process, every actor with work due now, and keep going while a deadline falls within
     ``timeout`` seconds; never blocks past ``timeout``. Returns a summary (actors run, steps executed,
     still waiting). Same executor and leases as the Celery worker (DESIGN.md section 9)."""
@@ -84,6 +81,7 @@ __all__ = [
     "AtomicStepError",
     "Client",
     "CriticalError",
+    "DrainSummary",
     "EntryInProgressError",
     "ErrorInfo",
     "HistoryDivergedError",
@@ -127,3 +125,8 @@ __all__ = [
     "setup",
     "workflow",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names (``__all__``), not the submodules and helpers the package imports."""
+    return sorted(__all__)

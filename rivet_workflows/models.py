@@ -41,6 +41,7 @@ class Actor(models.Model):
     lease_owner = models.CharField(max_length=200, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.BigIntegerField(default=0)
+    replay_generation = models.PositiveIntegerField(default=0)
     step_lock_until = models.DateTimeField(null=True, blank=True)
     destroyed = models.BooleanField(default=False)
     created_at = models.DateTimeField()

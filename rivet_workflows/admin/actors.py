@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -443,7 +444,9 @@ class ActorAdmin(admin.ModelAdmin):
             "can_replay": live["can_replay"],
             "record": record,
             "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
-            "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
+            # only a server speaking ASGI (daphne, channels' runserver) can take the WebSocket: under WSGI
+            # (runserver, gunicorn) the page polls at once instead of logging a 404 for the attempt
+            "ws_path": f"/ws/rivet/actors/{record.actor_id}/" if isinstance(request, ASGIRequest) else "",
             # worker processes cannot reach an in-memory channel layer: the page keeps polling every 2 s
             "ws_misses_workers": in_memory_layer_misses_workers(),
             "fallback_poll_ms": FALLBACK_POLL_MS,

@@ -112,12 +112,14 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
     try:
         handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
-    except errors.RivetWorkflowsError:
+    except errors.RivetWorkflowsError:  # StoreUnavailableError (503) for a database that went away
         raise
-    except Exception as exc:  # on_create raised: the actor was not created
+    except Exception as exc:  # user code raised (on_create, or create_state): the actor was not created
+        definition = definition_client.definition
+        hook = "on_create" if definition.on_create is not None else "create_state"
         raise UserCodeError(
-            f"on_create of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
-            hook="on_create",
+            f"{hook} of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            hook=hook,
             error=type(exc).__name__,
         ) from exc
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
@@ -277,7 +279,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
 
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413)},
     auth=api_auth,
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON
@@ -287,7 +289,8 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
-    actor or undeclared queue -> 404. Operation ``send``."""
+    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow`` (nothing
+    would receive it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:

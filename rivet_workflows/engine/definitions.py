@@ -201,9 +201,17 @@ class ActorDefinition:
             ) from None
 
     def check_queue(self, name: str) -> None:
-        """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them."""
+        """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them, and
+        ``NoWorkflowError`` if the actor has no workflow to receive the message (no run function)."""
         if not isinstance(name, str) or not name:
             raise errors.QueueNotFoundError(f"invalid queue name {name!r}", actor=self.name, queue=str(name))
+        if self.run is None:
+            raise errors.NoWorkflowError(
+                f"actor type {self.name!r} has no workflow (no run function): nothing would ever receive "
+                f"a message on queue {name!r}; call an action instead",
+                actor=self.name,
+                queue=name,
+            )
         if self.queues and name not in self.queues:
             raise errors.QueueNotFoundError(
                 f"actor {self.name!r} declares no queue {name!r} (declared: {sorted(self.queues)})",

@@ -145,6 +145,18 @@ class ActorNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class InvalidKeyError(RivetWorkflowsError, TypeError):
+    """An actor key must be a string, an integer, or a list of strings and integers.
+
+    Raised by the client for any other part (a float, NaN, a bool, None, a nested list or dict, an integer
+    beyond +-(2**53 - 1), which JSON clients cannot carry exactly); ``metadata``: ``index`` of the part and
+    its ``type``. Also a ``TypeError``. Over HTTP the schema refuses such a key first (422)."""
+
+    group = "actor"
+    code = "invalid_key"
+    http_status = 422
+
+
 class ActorAlreadyExistsError(RivetWorkflowsError):
     """An actor with this name and key already exists."""
 
@@ -181,6 +193,17 @@ class WorkflowInFlightError(RivetWorkflowsError):
     """The workflow is running; try again once it waits or finishes."""
 
     code = "workflow_in_flight"
+    http_status = 409
+
+
+class NoWorkflowError(RivetWorkflowsError):
+    """The actor's type has no workflow (no run function), so nothing would ever receive a queue message.
+
+    Raised by every send (``ActorHandle.send``, ``c.queue.send``, HTTP ``POST /actors/{id}/queues/{queue}``:
+    409 ``no_workflow``) before anything is stored; ``metadata``: ``actor`` (the type), ``queue``."""
+
+    group = "queue"
+    code = "no_workflow"
     http_status = 409
 
 
@@ -291,13 +314,20 @@ class StoreRejectedError(RivetWorkflowsError):
 
 
 class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
-    """The store was unavailable while the executor ran an actor; its lease expires and the sweep resumes it.
+    """The store is unavailable (the database connection dropped, the server restarts...); try again later.
 
-    Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the store's
-    exception). The workflow is untouched. Also a ``RuntimeError``, as it was before it joined the root."""
+    Raised by a store call that failed for a reason outside the engine (the Django stores translate the
+    database's ``OperationalError``/``InterfaceError``; ``__cause__``: the original), so no caller takes it
+    for an error of user code: over HTTP a 503 ``{group: "server", code: "store_unavailable"}`` with
+    ``Retry-After``. Inside a workflow run it becomes the ``StoreUnavailable`` signal, and
+    ``executor.run_actor`` raises this error when its run stopped on it: the workflow is untouched, its
+    lease expires and the sweep resumes it. Also a ``RuntimeError``, as it was before it joined the root."""
 
     code = "store_unavailable"
+    group = "server"
     http_status = 503
+    #: seconds an HTTP client is told to wait before retrying (the ``Retry-After`` header)
+    retry_after = 5
 
 
 def is_data_error(exc: BaseException) -> bool:

@@ -277,19 +277,29 @@ class History:
         if len(ahead) > 3:
             listed += f" and {len(ahead) - 3} more"
         new = describe(before, before_kind)
-        message = (
-            f"history diverged: the code reached the new {new}, but this run had already recorded {listed} "
-            "after the point the code replayed to, so the run is past this change. ctx.removed() only helps "
-            "runs that have not reached that point yet: keep the old path for runs like this one behind a "
+        gate = (
             "version gate, e.g. `if await ctx.get_version('<gate-name>', 2) == 2: <new code> else: <old "
-            "code>` (a run already past this point resolves 1 and replays the old entries)"
+            "code>` (a run recorded before the gate resolves 1 and replays the old entries)"
         )
         previous = kids[last_seen] if last_seen >= 0 else None
-        just_removed = previous in self.retired
-        if len(ahead) == 1 and first_kind == (before_kind or first_kind) and not just_removed:
-            message += (
-                f"; or, if {first_kind} {first_name!r} was renamed or replaced by {new} and this run has not "
-                f"gone past it, call ctx.removed({first_name!r}, {first_kind!r}) before it"
+        if len(ahead) == 1 and previous not in self.retired:
+            # The one recorded entry the code did not replay is the last of this scope: nothing was recorded
+            # after it, so retiring it with ctx.removed lets this run go on with the new code.
+            message = (
+                f"history diverged: the code reached the new {new} where this run recorded {first_kind} "
+                f"{first_name!r} (the last entry it recorded here). If {first_kind} {first_name!r} was "
+                f"removed, renamed or replaced by {new}, call ctx.removed({first_name!r}, {first_kind!r}) "
+                f"before it: this run then goes on with the new code. To keep the old {first_kind} for runs "
+                f"that recorded it instead, keep both paths behind a {gate}"
+            )
+        else:
+            # Entries recorded after the changed point (or right after a ctx.removed): retiring the first
+            # would still leave the later ones, which the new code does not replay.
+            message = (
+                f"history diverged: the code reached the new {new}, but this run had already recorded "
+                f"{listed} after the point the code replayed to, so the run is past this change and "
+                "ctx.removed() cannot fit it (the entries recorded after it would still not replay): keep "
+                f"the old path for runs like this one behind a {gate}"
             )
         raise self.diverged(
             errors.HistoryDivergedError(message, location=first_key, kind=first_kind, reached=before)

@@ -114,13 +114,18 @@ class Commit:
     code_version: Any = UNSET
     awaiting_code_version: Any = UNSET
     defer_until: Any = UNSET
+    replay_generation: Any = UNSET  # the actor's new ``replay_generation`` (an int, set by a replay)
 
     @property
     def lease_only(self) -> bool:
         """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
         columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists) and self.audit is None
+        return (
+            all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))
+            and not any(lists)
+            and self.audit is None
+        )
 
 
 @dataclass

@@ -33,6 +33,7 @@ class ActorRecord:
     code_version: str | None = None
     awaiting_code_version: str | None = None
     trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
+    replay_generation: int = 0  # bumped by each replay: steps recorded after it get new idempotency keys
 
 
 @dataclass

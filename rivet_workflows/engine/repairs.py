@@ -313,7 +313,10 @@ def _repair(
     runtime: Runtime, actor_id: str, plan: Any, action: str, who: str, reason: str | None
 ) -> RepairResult:
     """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts, archived)``, commit it with
-    its audit row (``action`` by ``who`` for ``reason``, the ``archived`` entries as they were) and wake."""
+    its audit row (``action`` by ``who`` for ``reason``, the ``archived`` entries as they were) and wake.
+
+    A repair that deletes entries bumps the actor's ``replay_generation``: the steps recorded again get
+    new idempotency keys (``step_context.idempotency_key``)."""
     store = runtime.store
     audit.action_record(actor_id, action, who, reason)  # refuse a bad action or who before claiming
     refused = _not_repairable(runtime, store.get_actor(actor_id))
@@ -340,6 +343,8 @@ def _repair(
             release=True,
             audit=audit.action_record(actor_id, action, who, reason, archived),
         )
+        if commit.deletes:
+            commit.replay_generation = record.replay_generation + 1
         result = store.commit(actor_id, token, commit)
         committed = True
         if not result.ok:

@@ -85,11 +85,14 @@ class Runtime:
         """Call a sync store function from async code on the thread that owns the DB connection.
 
         A data error of the database (``errors.is_data_error``) is raised as ``StoreRejectedError`` (cause: the
-        original); any other exception that is not a domain error of the store (see
-        ``errors.STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
+        original); ``StoreUnavailableError`` (a store that translated a dropped connection) and any other
+        exception that is not a domain error of the store (see ``errors.STORE_DOMAIN_ERRORS``) as the
+        ``StoreUnavailable`` signal.
         """
         try:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        except errors.StoreUnavailableError as exc:  # the store translated its own failure
+            raise errors.StoreUnavailable(str(exc)) from exc
         except Exception as exc:
             if errors.is_data_error(exc):
                 raise errors.StoreRejectedError(

@@ -61,25 +61,34 @@ class _StepQueue:
         session.writes.send(session.actor_id, name, body)
 
 
+def idempotency_key(actor_id: str, location: str, generation: int = 0) -> str:
+    """``step.idempotency_key`` of the entry at ``location``: ``"{actor_id}:{location}"``, with
+    ``"#{generation}"`` appended when the entry was recorded after the actor's ``generation``-th replay
+    (``EntryRecord.data["generation"]``, absent for 0: first runs keep the plain key)."""
+    return f"{actor_id}:{location}" + (f"#{generation}" if generation else "")
+
+
 class StepContext(ActorIdentity):
     """``step``: what a step body (and a rollback handler) receives (DESIGN.md section 2, step context).
 
     ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
     ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
     ``"{actor_id}:{location}"`` for external calls (the same on every attempt and every executor: bodies
-    run at least once, so an external call keyed by it is applied once). ``cancelled`` is a
+    run at least once, so an external call keyed by it is applied once); an entry recorded after the
+    actor's ``n``-th replay gets ``"{actor_id}:{location}#{n}"`` (``generation``), so a redone step is a new
+    call for an idempotent external API, not the original one. ``cancelled`` is a
     ``threading.Event`` set when the attempt is cancelled (its ``timeout`` passed, the run lost its lease,
     a race it ran in was decided); a sync body should check it (``step.cancelled.is_set()`` or
     ``step.cancelled.wait(seconds)`` instead of ``time.sleep``) and return (DESIGN.md section 12).
     """
 
-    def __init__(self, session: RunSession, location: str, attempt: int) -> None:
+    def __init__(self, session: RunSession, location: str, attempt: int, generation: int = 0) -> None:
         self._session = session
         #: an atomic attempt's own sends (delivered by its commit only); None: the run's write buffer
         self.outbox: list[tuple[str, str, Any, bool]] | None = None
         self.location = location
         self.attempt = attempt
-        self.idempotency_key = f"{session.actor_id}:{location}"
+        self.idempotency_key = idempotency_key(session.actor_id, location, generation)
         self.queue = _StepQueue(self)
         self.cancelled = threading.Event()
 

@@ -16,6 +16,43 @@ def _count(n: int, singular: str, plural: str) -> str:
     return f"{n} {singular if n == 1 else plural}"
 
 
+def _where(r: Any) -> str:
+    """`` at <location> (the code reached new entry <key>) (replay from <step> instead)``, the parts known."""
+    text = f" at {r.location}" if r.location else ""
+    if r.reached:
+        text += f" (the code reached new entry {r.reached})"
+    if r.replay_from:
+        text += f" (replay from {r.replay_from!r} instead)"
+    if r.other_version:
+        text += f" on entries of code version {r.other_version!r}"
+    if r.awaiting_code_version:
+        text += f" waiting for code version {r.awaiting_code_version!r}"
+    return text
+
+
+#: run ids listed per problem group of ``rivet check`` (the per-run lines above list them all)
+GROUP_IDS = 5
+
+
+def _summarise(command: Any, bad: list) -> None:
+    """The problems of ``rivet check`` grouped by what went wrong (outcome, actor type, location, the entry
+    reached, refusal code): one line with the count of runs, a few of their ids and the hint, once."""
+    groups: dict[tuple, list] = {}
+    for r in bad:
+        kind = (r.outcome, r.name, r.location, r.reached, r.code, r.replay_from, r.other_version)
+        groups.setdefault(kind, []).append(r)
+    if not groups:
+        return
+    out = command.stdout
+    out.write(f"problems by kind ({_count(len(groups), 'kind', 'kinds')}):")
+    for (outcome, name, *_), runs in sorted(groups.items(), key=lambda g: (-len(g[1]), str(g[0]))):
+        ids = ", ".join(r.actor_id for r in runs[:GROUP_IDS])
+        if len(runs) > GROUP_IDS:
+            ids += f" and {len(runs) - GROUP_IDS} more"
+        head = f"  {outcome} {name}{_where(runs[0])}: {_count(len(runs), 'run', 'runs')} ({ids})"
+        out.write(command.style.ERROR(head) + f"\n    {runs[0].message}")
+
+
 def add_parsers(subs: Any) -> None:
     """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
     check = subs.add_parser(
@@ -27,6 +64,9 @@ def add_parsers(subs: Any) -> None:
         "--include-failed",
         action="store_true",
         help="also check failed workflows, as recover would restart them (failed steps reset)",
+    )
+    check.add_argument(
+        "--verbose", action="store_true", help="print each problem's full explanation under its run's line"
     )
     gates = subs.add_parser(
         "gates", help="Version gates and removed entries with the in-flight instances pinned to each."
@@ -68,23 +108,16 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 django_runtime.get_runtime(), options.get("name"), include_failed=include_failed, track=track
             )
         bad = [r for r in results if r.outcome != "ok"]
+        verbose = bool(options.get("verbose"))
         for r in results:
             # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
             line = f"{r.outcome:8} {r.name} {display.short_key(r.key)} {r.actor_id} [{r.workflow_state}]"
-            if r.location:
-                line += f" at {r.location}"
-            if r.reached:
-                line += f" (the code reached new entry {r.reached})"
-            if r.replay_from:
-                line += f" (replay from {r.replay_from!r} instead)"
-            if r.other_version:
-                line += f" on entries of code version {r.other_version!r}"
-            if r.awaiting_code_version:
-                line += f" waiting for code version {r.awaiting_code_version!r}"
+            line += _where(r)
             if r.outcome != "ok":
-                out.write(command.style.ERROR(line) + f"\n    {r.message}")
+                out.write(command.style.ERROR(line) + (f"\n    {r.message}" if verbose else ""))
             else:
                 out.write(line)
+        _summarise(command, bad)
         what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
         checked = _count(len(results), what, what + "s")
         out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")

@@ -39,6 +39,7 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "code_version",
     "awaiting_code_version",
     "trace_context",
+    "replay_generation",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -132,7 +133,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
      updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
-     awaiting_code_version, trace_context) = values  # fmt: skip
+     awaiting_code_version, trace_context, replay_generation) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -153,6 +154,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         code_version=code_version,
         awaiting_code_version=awaiting_code_version,
         trace_context=trace_context,
+        replay_generation=replay_generation or 0,
     )
 
 
@@ -292,6 +294,7 @@ COMMIT_COLUMNS: tuple[str, ...] = (
     "step_lock_until",
     "code_version",
     "awaiting_code_version",
+    "replay_generation",
 )
 
 
@@ -314,6 +317,8 @@ def actor_changes(commit: ports.Commit) -> dict[str, Any]:
         changes["code_version"] = commit.code_version
     if commit.awaiting_code_version is not ports.UNSET:
         changes["awaiting_code_version"] = commit.awaiting_code_version
+    if commit.replay_generation is not ports.UNSET:
+        changes["replay_generation"] = int(commit.replay_generation)
     return changes
 
 

@@ -33,7 +33,7 @@ from django.db.models.sql import Query
 from .. import models
 from ..engine import errors, observe, ports, serde
 from . import mapper
-from .connection import Connections, writes_only_through
+from .connection import Connections, user_code, writes_only_through
 from .cron import CronStorage
 from .queues import QueueStorage
 
@@ -541,7 +541,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         ):
             return False, None
         state = serde.from_json(row["state"])
-        result = fn(state)
+        result = user_code(fn)(state)
         stored = serde.to_json(state, where="state")
         now = self.now()
         wakes = (

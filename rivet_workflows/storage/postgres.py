@@ -117,6 +117,9 @@ def _actor_sets(commit: ports.Commit, changes: dict[str, Any]) -> tuple[list[str
         if name in changes:
             sets.append(f"{name} = %s")
             params.append(changes[name])
+    if "replay_generation" in changes:
+        sets.append("replay_generation = %s")
+        params.append(changes["replay_generation"])
     release_now = commit.release and not commit.outbox
     if release_now:
         sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
@@ -190,9 +193,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
             "WITH c AS (SELECT clock_timestamp() AS now), "
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
-            "step_lock_until, destroyed, created_at, updated_at, trace_context) "
+            "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb FROM c "
+            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0 FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
             f"SELECT {_ACTOR_COLUMNS}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "

@@ -387,6 +387,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             row.code_version = c.code_version
         if c.awaiting_code_version is not ports.UNSET:
             row.awaiting_code_version = c.awaiting_code_version
+        if c.replay_generation is not ports.UNSET:
+            row.replay_generation = int(c.replay_generation)
         if not c.lease_only:
             row.updated_at = now
 

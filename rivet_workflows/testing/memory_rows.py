@@ -35,6 +35,7 @@ class ActorRow:
     code_version: str | None = None
     awaiting_code_version: str | None = None
     trace_context: dict | None = None
+    replay_generation: int = 0
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -70,6 +71,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         code_version=row.code_version,
         awaiting_code_version=row.awaiting_code_version,
         trace_context=dict(row.trace_context) if row.trace_context else None,
+        replay_generation=row.replay_generation,
     )
 
 

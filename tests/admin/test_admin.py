@@ -251,3 +251,25 @@ def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_ac
     html = admin_client_.get(change_url(handle.actor_id)).content.decode()
     assert 'id="rivet-audit"' in html and "card fixed" in html and "recover" in html
     assert "1: charge" in html  # the archived entries of each action, by key
+
+
+def test_the_trace_page_tries_the_websocket_only_under_asgi(
+    admin_client_, rivet, async_client, django_user_model
+):
+    """Under WSGI (runserver, gunicorn) no WebSocket can be served: the page polls without trying one (the
+    attempt logged a 404 on every load); under ASGI it gets the WebSocket path."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    handle = rivet.client.order.get_or_create("ws")
+    wsgi = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'data-ws-path=""' in wsgi
+
+    async def asgi_page():
+        user = await sync_to_async(django_user_model.objects.get)(username="root")
+        await async_client.aforce_login(user)
+        return (await async_client.get(change_url(handle.actor_id))).content.decode()
+
+    asgi = asyncio.run(asgi_page())
+    assert f'data-ws-path="/ws/rivet/actors/{handle.actor_id}/"' in asgi

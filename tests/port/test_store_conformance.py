@@ -360,6 +360,17 @@ def test_a_commit_writes_history_state_and_status_together(h):
     assert a.status == ports.ENTRY_COMPLETED
 
 
+def test_a_commit_sets_the_replay_generation_only_when_told(h):
+    actor_id = h.new_actor()
+    assert h.store.get_actor(actor_id).replay_generation == 0
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(replay_generation=3)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(state={"n": 1}, release=True)).ok
+    assert h.store.get_actor(actor_id).replay_generation == 3
+    assert h.store.claim(actor_id, "w", 30) is not None  # loaded by a claim too
+    assert h.store.get_actor(actor_id).replay_generation == 3
+
+
 def test_a_failing_commit_writes_nothing(h):
     actor_id = h.new_actor()
     token = h.store.claim(actor_id, "w", 30)

@@ -113,7 +113,10 @@ def test_async_actions_and_async_twins():
         c.state["count"] += amount
         return c.state["count"]
 
-    runtime, client, _ = build(counter=counter_actor(actions={"add_later": add_later}))
+    async def run(ctx):  # a workflow that would read the log (a run-less actor's queue is refused)
+        await ctx.queue.next("read", names=["log"])
+
+    runtime, client, _ = build(counter=counter_actor(actions={"add_later": add_later}, run=d.workflow(run)))
     handle = client.counter.get_or_create("a")
     assert handle.add_later(3) == 3
 
@@ -157,12 +160,18 @@ def test_plain_actor_is_not_made_due():
 
 
 def test_declared_queues_reject_unknown_names():
-    runtime, client, _ = build(w=d.workflow(run=run_forever, queues={"jobs": d.queue()}), free=d.actor())
+    runtime, client, _ = build(
+        w=d.workflow(run=run_forever, queues={"jobs": d.queue()}),
+        free=d.workflow(run=run_forever),
+        runless=d.actor(),
+    )
     handle = client.w.get_or_create("a")
     with pytest.raises(errors.QueueNotFoundError):
         handle.send("other", 1)
     assert handle.send("jobs", {"n": 1}) is None
     client.free.get_or_create("b").send("anything", 1)  # nothing declared: any name
+    with pytest.raises(errors.NoWorkflowError):  # no workflow would ever receive it
+        client.runless.get_or_create("c").send("anything", 1)
 
 
 def test_send_wakes_a_workflow_waiting_on_that_queue():
@@ -327,7 +336,9 @@ def test_actor_context_broadcast_queue_and_vars():
         c.queue.send("jobs", {"from": c.name, "key": c.key})
         return c.vars["conn"]
 
-    definition = d.actor(state={}, vars={"conn": None}, on_wake=on_wake, actions={"act": act})
+    definition = d.actor(
+        state={}, vars={"conn": None}, on_wake=on_wake, actions={"act": act}, run=d.workflow(run_forever)
+    )
     runtime, client, events = build(a=definition)
     handle = client.a.get_or_create("k")
     assert handle.act() == "open"

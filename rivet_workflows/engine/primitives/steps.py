@@ -233,6 +233,8 @@ async def run_step(
         history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
         entry = history.new(key, "step", now=now)
+        if session.actor.replay_generation:  # recorded after a replay: a new idempotency key
+            entry.data["generation"] = session.actor.replay_generation
         if rollback is not None:
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
@@ -266,7 +268,7 @@ async def run_step(
         entry.error = None
         entry.data = retry.start_attempt(entry.data, entry.attempts, now)
         session.writes.record(entry)
-        step = StepContext(session, key, entry.attempts)
+        step = StepContext(session, key, entry.attempts, entry.data.get("generation", 0))
         ephemeral = options.ephemeral and not session.lock.in_use
         if ephemeral:
             if not session.lock.held and not session.state_changed:

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator, StrictBool, StrictFloat
 
 from .. import inputs
 from ..engine import inspector, ports
-from ..engine.client import MAX_KEY_INT
+from ..engine.keys import MAX_KEY_INT
 
 #: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
 MAX_SEND_TIMEOUT = 300.0
@@ -37,7 +37,7 @@ def _integer_key_part(value: Any) -> Any:
 
 
 #: one part of an actor key: a string or an integer (a JSON number without fraction, not a bool) within
-#: +-(2**53 - 1), the same key type as the Python client's (``client.normalize_key``)
+#: +-(2**53 - 1), the same key type as the Python client's (``engine.keys.normalize_key``)
 KeyPart = (
     StorableText | Annotated[int, Field(ge=-MAX_KEY_INT, le=MAX_KEY_INT), BeforeValidator(_integer_key_part)]
 )

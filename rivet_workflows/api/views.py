@@ -10,8 +10,8 @@ from ninja import Path, Query, Router, Status
 from .. import access, inputs, models
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
-from ..engine.client import normalize_key
 from ..engine.delivery import send_message
+from ..engine.keys import normalize_key
 from . import schemas as s
 from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
 

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from . import actions, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
+from .keys import normalize_key
 from .reentrancy import check_not_reentrant
 from .settings import to_seconds
 
@@ -101,45 +102,6 @@ def _gave_up(
     else:
         detail = "the workflow has not received the message yet (is it waiting on this queue?)"
     return SendResult("timed_out", None, f"timed out: {detail}")
-
-
-#: the largest magnitude of an integer key part: what every JSON client carries exactly (2**53 - 1)
-MAX_KEY_INT = 2**53 - 1
-
-
-def display_part(part: Any) -> str:
-    """``repr(part)`` cut to 60 characters (for an error message)."""
-    text = repr(part)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def normalize_key(key: Any) -> list:
-    """An actor key as stored: a ``str`` or an ``int`` becomes ``[key]``, a list or tuple a list.
-
-    Every part is a ``str`` or an ``int`` (not a ``bool``) within +-``MAX_KEY_INT``, the same key type as
-    the HTTP API's. Raises ``InvalidKeyError`` (a ``TypeError``) for anything else: floats (NaN too),
-    bools, None, nested lists or dicts.
-    """
-    parts = [key] if isinstance(key, (str, int)) and not isinstance(key, bool) else key
-    if not isinstance(parts, (list, tuple)):
-        raise errors.InvalidKeyError(
-            f"an actor key is a str, an int or a list of them, got {type(key).__name__}",
-            type=type(key).__name__,
-        )
-    for index, part in enumerate(parts):
-        if isinstance(part, str) or (
-            isinstance(part, int) and not isinstance(part, bool) and abs(part) <= MAX_KEY_INT
-        ):
-            continue
-        integer = isinstance(part, int) and not isinstance(part, bool)
-        what = "an int out of range" if integer else type(part).__name__
-        raise errors.InvalidKeyError(
-            f"actor key part {index} is {display_part(part)} ({what}); a key part is a str or an int "
-            f"within +-{MAX_KEY_INT}",
-            index=index,
-            type=type(part).__name__,
-        )
-    return list(parts)
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from rivet_workflows.engine import errors
-from rivet_workflows.engine.client import MAX_KEY_INT, normalize_key
 from rivet_workflows.engine.definitions import actor, setup
+from rivet_workflows.engine.keys import MAX_KEY_INT, normalize_key
 from rivet_workflows.testing import make_runtime
 
 

@@ -11,7 +11,9 @@ from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import WorkflowContext
 from .engine.definitions import (
     ActorDefinition,
+    Concurrency,
     Loop,
+    RateLimit,
     Registry,
     actor,
     event,
@@ -44,6 +46,7 @@ from .engine.errors import (
     StepOnlyError,
     StoreRejectedError,
     WorkflowInFlightError,
+    WorkflowTimeoutError,
 )
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
@@ -80,6 +83,7 @@ __all__ = [
     "ActorNotFoundError",
     "ActorTypeNotRegisteredError",
     "Client",
+    "Concurrency",
     "CriticalError",
     "EntryInProgressError",
     "ErrorInfo",
@@ -93,9 +97,10 @@ __all__ = [
     "QueueWaitTimeoutError",
     "RaceError",
     "RaceResult",
+    "RateLimit",
     "ReentrantCallError",
-    "ReplayReport",
     "Registry",
+    "ReplayReport",
     "RivetWorkflowsError",
     "RollbackCheckpointError",
     "RollbackError",
@@ -115,6 +120,7 @@ __all__ = [
     "WorkflowErrorEvent",
     "WorkflowInFlightError",
     "WorkflowStepContextOf",
+    "WorkflowTimeoutError",
     "actor",
     "client",
     "drain",

@@ -116,7 +116,12 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     # eager: the task then runs inside the sender's call, which would only be held up.
     warm = 0.0 if run_actor.app.conf.task_always_eager else runtime.settings.warm_wait
     summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
-    _wake_soon(actor_id, summary.wake_at)
+    wake_at = summary.wake_at
+    if not summary.ran and token is None:
+        # Not claimed: another executor holds it, or its flow limits held it back. A rate limit frees a
+        # slot at its window's end: queue the run for then (a concurrency slot wakes it on release).
+        wake_at = runtime.store.flow_retry_at(actor_id)
+    _wake_soon(actor_id, wake_at)
 
 
 #: a run that ends waiting until at most this many seconds from now queues its next run with a Celery

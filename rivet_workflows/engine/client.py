@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from asgiref.sync import sync_to_async
 
 from . import actions, errors, ports, repairs, serde
+from .actor_context import ActorContext
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .reentrancy import check_not_reentrant
@@ -221,8 +223,14 @@ class ActorTypeClient:
         workflow = definition.run is not None
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
         store = runtime.store
+
+        def flow(state: Any) -> ports.Flow | None:
+            return flow_of(runtime, definition, key, state)
+
         if lookup_first:
-            record, created = store.get_or_create_actor(self.name, key, input, create_state, due=due)
+            record, created = store.get_or_create_actor(
+                self.name, key, input, create_state, due=due, flow=flow if definition.has_flow else None
+            )
         else:
             try:
                 state = create_state()
@@ -231,7 +239,7 @@ class ActorTypeClient:
                 if existing is None:
                     raise
                 return self._handle(existing), False
-            record, created = store.create_actor(self.name, key, input, state, due=due)
+            record, created = store.create_actor(self.name, key, input, state, due=due, flow=flow(state))
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:
@@ -239,6 +247,33 @@ class ActorTypeClient:
             if workflow:
                 runtime.wake(record.actor_id)
         return handle, created
+
+
+def flow_of(runtime: Runtime, definition: ActorDefinition, key: list, state: Any) -> ports.Flow | None:
+    """The ``ports.Flow`` recorded on a new actor of ``definition`` (None when the type has no flow control).
+
+    ``Concurrency.key(c)`` is called once, here, on an actor context with the new actor's ``key`` and initial
+    ``state`` (no actor id yet); its value's text is the concurrency group (``str(value)``; None -> ``""``).
+    A rate limit without a keyed concurrency limits the whole type (group ``""``). DESIGN.md section 12.
+    """
+    if not definition.has_flow:
+        return None
+    concurrency, rate = definition.concurrency, definition.rate_limit
+    group: str | None = None
+    if concurrency is not None or rate is not None:
+        group = ""
+        if concurrency is not None and concurrency.key is not None:
+            c = ActorContext(runtime, definition, "", key, copy.deepcopy(state))
+            value = concurrency.key(c)
+            group = "" if value is None else str(value)
+    return ports.Flow(
+        concurrency_key=group,
+        concurrency_limit=None if concurrency is None else concurrency.limit,
+        rate_count=None if rate is None else rate.count,
+        rate_per=None if rate is None else rate.per,
+        priority=definition.priority,
+        timeout=definition.timeout,
+    )
 
 
 class ActorHandle:
@@ -411,9 +446,23 @@ class ActorHandle:
         """
         return cancel_workflow(self.runtime, self.actor_id)
 
+    def pause(self, reason: str | None = None) -> bool:
+        """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
+        reads ``"paused"``. Sends are accepted and kept; a step running now finishes and no new step starts.
+        ``reason`` (str or None) is kept with the pause. True when this paused it, False when it was paused
+        already or its workflow has finished. ``ActorNotFoundError``."""
+        return repairs.pause(self.runtime, self.actor_id, reason)
+
+    def resume(self) -> bool:
+        """Resume a paused actor: it runs again, and what came due while it was paused (a send, a sleep's
+        end, the workflow's timeout) takes effect once. True when it was paused, False (a no-op) otherwise."""
+        return repairs.resume(self.runtime, self.actor_id)
+
     adestroy = _twin(destroy)
     arecover = _twin(recover)
     acancel = _twin(cancel)
+    apause = _twin(pause)
+    aresume = _twin(resume)
 
     # --- reads --------------------------------------------------------------------------------------
 
@@ -426,7 +475,8 @@ class ActorHandle:
         return self.record().state
 
     def workflow_state(self) -> str:
-        """The workflow status: pending, running, sleeping, completed, rolling_back, failed or cancelled."""
+        """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled or
+        paused (an operator paused the actor: ``pause()``)."""
         return self.record().workflow_state
 
     arecord = _twin(record)

@@ -96,14 +96,34 @@ class ReadOnlyStore(ports.BaseStore):
     # --- writes: refused -----------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
+
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        return self._store.flow_retry_at(actor_id)
+
+    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
+        return self._refuse("set_paused")
 
     def destroy_actor(self, actor_id: str) -> None:
         self._refuse("destroy_actor")

@@ -35,6 +35,12 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ActorNotFoundError
+from .records import CRON_EXPRESSION as CRON_EXPRESSION
+from .records import CRON_INTERVAL as CRON_INTERVAL
+from .records import CRON_ONCE as CRON_ONCE
+from .records import CronFireRecord as CronFireRecord
+from .records import CronRecord as CronRecord
+from .records import Flow as Flow
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -45,6 +51,9 @@ ROLLING_BACK = "rolling_back"
 FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+#: how an unfinished actor that an operator paused reads (``ActorRecord.workflow_state``); the stored
+#: workflow state stays as the run left it and is back on resume (DESIGN.md section 12)
+PAUSED = "paused"
 
 # Entry metadata status.
 ENTRY_PENDING = "pending"
@@ -93,6 +102,14 @@ class ActorRecord:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     lease_token: int = 0
+    #: flow controls recorded at creation (``Flow``): the concurrency group (None: no limit), priority
+    concurrency_key: str | None = None
+    priority: int = 0
+    #: the workflow's deadline (creation + ``timeout``), store clock; None: no timeout
+    deadline_at: datetime | None = None
+    #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
+    paused: bool = False
+    pause_reason: str | None = None
 
 
 @dataclass
@@ -177,63 +194,8 @@ class CommitResult:
     #: Dispatcher.wake once the transaction has committed
     woken: list[str] = field(default_factory=list)
     state: Any = UNSET  # fresh state when the commit took the step lock
-
-
-# --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
-
-#: kinds of a schedule entry
-CRON_INTERVAL = "interval"  # every interval_seconds
-CRON_EXPRESSION = "cron"  # a cron expression in a timezone
-CRON_ONCE = "once"  # a one-off scheduled action (c.schedule.after/at); next_fire_at None once fired
-
-
-@dataclass
-class CronRecord:
-    """One schedule entry of an actor: fire ``action(c, ScheduledFireInfo, *args)`` at ``next_fire_at``.
-
-    ``kind`` is derived: ``interval_seconds`` set -> interval, ``expression`` set -> cron, neither -> once.
-    ``id`` is the store's id (a str); ``next_fire_at`` and ``last_fired_at`` are store-clock instants.
-    """
-
-    actor_id: str
-    name: str
-    action: str
-    args: list = field(default_factory=list)
-    interval_seconds: float | None = None
-    expression: str | None = None
-    timezone: str = "UTC"
-    next_fire_at: datetime | None = None
-    last_fired_at: datetime | None = None
-    max_history: int = 100
-    created_at: datetime | None = None
-    id: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.interval_seconds is not None:
-            return CRON_INTERVAL
-        if self.expression:
-            return CRON_EXPRESSION
-        return CRON_ONCE
-
-    def same_schedule(self, other: CronRecord) -> bool:
-        """True when ``other`` fires on the same schedule (interval, expression and timezone)."""
-        return (self.interval_seconds, self.expression, self.timezone) == (
-            other.interval_seconds,
-            other.expression,
-            other.timezone,
-        )
-
-
-@dataclass
-class CronFireRecord:
-    """One firing of a schedule entry: the slot it served, when it ran, ``status`` ok|error, result/error."""
-
-    scheduled_at: datetime
-    fired_at: datetime
-    status: str = "ok"
-    result: Any = None
-    error: dict | None = None
+    #: the actor is paused (an operator paused it, maybe during this run): the run starts no new step
+    paused: bool = False
 
 
 @runtime_checkable
@@ -259,11 +221,19 @@ class Store(Protocol):
     # --- actors ------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
-        ``create_state()`` is called only when creating. ``due=True`` creates it due (``wake_at`` = the
+        ``create_state()`` is called only when creating; so is ``flow(state)``, whose ``Flow`` is recorded
+        on the new row (as ``create_actor``'s ``flow``). ``due=True`` creates it due (``wake_at`` = the
         store's now), else with ``wake_at`` None. A creator losing a concurrent race gets the winner's
         actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
         unserializable input or state (nothing written). Default: ``find_actor``, then ``create_actor``.
@@ -272,9 +242,12 @@ class Store(Protocol):
 
     @abstractmethod
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self, name: str, key: list, input: Any, state: Any, *, due: bool = False, flow: Flow | None = None
     ) -> tuple[ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+
+        ``flow`` (a ``Flow``) is recorded on the row in the same write: its concurrency group and limits,
+        rate limit and priority, and ``deadline_at`` = the store's now + ``flow.timeout``.
 
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
@@ -304,7 +277,14 @@ class Store(Protocol):
     @abstractmethod
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the lease if it is free or expired: bump and return the fencing token (None if held, or
-        the actor is gone). Keeps ``wake_at``; clears a dead step lock."""
+        the actor is gone). Keeps ``wake_at``; clears a dead step lock.
+
+        The flow rules of every claim (``claim``, ``claim_and_load``, ``claim_due``; DESIGN.md 12): a
+        paused actor is never claimed; an actor with a concurrency group is claimed only while fewer than
+        ``concurrency_limit`` actors of its ``(name, concurrency_key)`` hold a live lease, and only while
+        fewer than ``rate_count`` claims of the group happened in the last ``rate_per`` seconds (a claim
+        is recorded as a run start). The database decides, atomically with the claim: concurrent claims
+        never exceed a limit."""
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
@@ -320,8 +300,20 @@ class Store(Protocol):
 
     @abstractmethod
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest
-        ``wake_at`` first: ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired, not paused, within
+        their flow limits: see ``claim``), highest ``priority`` first, then earliest ``wake_at``:
+        ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+
+    @abstractmethod
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        """When the due actor ``actor_id``, held back by its rate limit, may be claimed (the oldest start in
+        its window + ``rate_per``); None when no rate limit holds it back."""
+
+    @abstractmethod
+    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
+        """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished workflow is
+        not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
+        its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ActorNotFoundError."""
 
     @abstractmethod
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
@@ -456,12 +448,20 @@ class BaseStore(Store):
     inline_calls = False
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
             return existing, False
-        return self.create_actor(name, key, input, create_state(), due=due)
+        state = create_state()
+        return self.create_actor(name, key, input, state, due=due, flow=None if flow is None else flow(state))
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float

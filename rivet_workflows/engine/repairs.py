@@ -26,6 +26,7 @@ __all__ = [
     "check_recover",
     "compensated",
     "history_after_recover",
+    "pause",
     "plan_recover",
     "plan_replay",
     "reason",
@@ -33,6 +34,7 @@ __all__ = [
     "refusal",
     "replay",
     "restartable",
+    "resume",
 ]
 
 #: the operations ``refusal`` judges
@@ -403,3 +405,29 @@ def check_recover(
         result.replay_from = refused.metadata.get("replay_from")
         return result
     return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)
+
+
+# --- pause and resume (DESIGN.md section 12) --------------------------------------------------------------
+# The one place where an operator pauses or resumes an actor: the client handle, the HTTP API, the admin and
+# ``manage.py rivet pause|resume`` all call these two functions (an audit of operator actions hooks in here).
+
+
+def pause(runtime: Runtime, actor_id: str, reason: str | None = None) -> bool:
+    """Pause the actor: it is never claimed while paused (sends are accepted and kept; a step running now
+    finishes, and its run starts no new step). ``reason`` (free text or None) is kept with the pause.
+    Returns True when it paused the actor, False when it was paused already or its workflow is finished.
+    ``ActorNotFoundError``."""
+    return runtime.store.set_paused(actor_id, True, reason)
+
+
+def resume(runtime: Runtime, actor_id: str) -> bool:
+    """Resume a paused actor and, when it is due (a send, a sleep or the workflow's timeout passed while
+    it was paused), hand it to the dispatcher at once: what came due meanwhile runs once. Returns False
+    (nothing done) when the actor was not paused. ``ActorNotFoundError``."""
+    store = runtime.store
+    if not store.set_paused(actor_id, False):
+        return False
+    record = store.get_actor(actor_id)
+    if record.wake_at is not None and record.wake_at <= store.now():
+        runtime.wake(actor_id)
+    return True

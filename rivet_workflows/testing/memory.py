@@ -55,6 +55,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         self._messages: dict[str, ports.MessageRecord] = {}
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
+        #: (name, concurrency group) -> run start instants within the rate window
+        self._starts: dict[tuple[str, str], list[datetime]] = {}
         self._init_schedules()
 
     def __repr__(self) -> str:
@@ -83,7 +85,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
     # --- actors -------------------------------------------------------------------------------------
 
     def get_or_create_actor(
-        self, name: str, key: list, input: Any, create_state: Callable[[], Any], *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        create_state: Callable[[], Any],
+        *,
+        due: bool = False,
+        flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -96,10 +105,18 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, create_state(), due)
+            state = create_state()
+            return self._insert(name, key, key_text, input, state, due, None if flow is None else flow(state))
 
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -108,10 +125,10 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due)
+            return self._insert(name, key, key_text, input, state, due, flow)
 
     def _insert(
-        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool
+        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool, flow: ports.Flow | None
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -127,6 +144,13 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             created_at=now,
             updated_at=now,
         )
+        if flow is not None:
+            row.concurrency_key = flow.concurrency_key
+            row.concurrency_limit = flow.concurrency_limit
+            row.rate_count, row.rate_per = flow.rate_count, flow.rate_per
+            row.priority = flow.priority
+            if flow.timeout is not None:
+                row.deadline_at = now + timedelta(seconds=flow.timeout)
         self._actors[row.actor_id] = row
         self._by_key[(name, key_text)] = row.actor_id
         self._history[row.actor_id] = {}
@@ -172,8 +196,9 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             if row is None:
                 return None
             now = self.now()
-            if rows.lease_live(row, now):
+            if rows.lease_live(row, now) or row.paused_at is not None or not self._admit(row, now):
                 return None
+            self._record_start(row, now)
             row.lease_token += 1
             row.lease_owner = owner
             row.lease_expires_at = now + timedelta(seconds=lease_seconds)
@@ -210,14 +235,102 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
                     for r in self._actors.values()
                     if r.wake_at is not None and r.wake_at <= now and not rows.lease_live(r, now)
                 ),
-                key=lambda r: (r.wake_at, r.created_at, r.actor_id),
+                key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id),
             )
             claimed = []
-            for row in due[: max(limit, 0)]:
+            for row in due:
+                if len(claimed) >= limit:
+                    break
                 token = self.claim(row.actor_id, owner, lease_seconds)
                 if token is not None:
                     claimed.append((row.actor_id, token))
             return claimed
+
+    # --- flow controls (DESIGN.md section 12) ----------------------------------------------------------
+
+    def _group(self, row: rows.ActorRow) -> tuple[str, str]:
+        return (row.name, row.concurrency_key or "")
+
+    def _admit(self, row: rows.ActorRow, now: datetime) -> bool:
+        """True when the flow limits of ``row``'s group let it be claimed at ``now`` (caller holds the lock)."""
+        if row.concurrency_key is None:
+            return True
+        group = self._group(row)
+        if row.concurrency_limit is not None:
+            live = sum(
+                1
+                for other in self._actors.values()
+                if self._group(other) == group
+                and other.concurrency_key is not None
+                and rows.lease_live(other, now)
+            )
+            if live >= row.concurrency_limit:
+                return False
+        if row.rate_count is not None and row.rate_per is not None:
+            if len(self._window(group, row.rate_per, now)) >= row.rate_count:
+                return False
+        return True
+
+    def _window(self, group: tuple[str, str], per: float, now: datetime) -> list[datetime]:
+        """The run starts of ``group`` within the last ``per`` seconds (older ones are dropped)."""
+        since = now - timedelta(seconds=per)
+        starts = [at for at in self._starts.get(group, []) if at > since]
+        self._starts[group] = starts
+        return starts
+
+    def _record_start(self, row: rows.ActorRow, now: datetime) -> None:
+        if row.concurrency_key is not None and row.rate_count is not None:
+            self._starts.setdefault(self._group(row), []).append(now)
+
+    def _next_in_group(self, row: rows.ActorRow, now: datetime) -> str | None:
+        """The due, unleased, unpaused actor of ``row``'s group to wake when ``row`` frees a slot."""
+        if row.concurrency_key is None or row.concurrency_limit is None:
+            return None
+        group = self._group(row)
+        waiting = [
+            r
+            for r in self._actors.values()
+            if r is not row
+            and r.concurrency_key is not None
+            and self._group(r) == group
+            and r.wake_at is not None
+            and r.wake_at <= now
+            and r.paused_at is None
+            and not rows.lease_live(r, now)
+        ]
+        if not waiting:
+            return None
+        return min(waiting, key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id)).actor_id
+
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        """When the rate limit lets the due actor ``actor_id`` be claimed (see ``ports.Store.flow_retry_at``)."""
+        with self._lock:
+            row = self._actors.get(actor_id)
+            if row is None or row.concurrency_key is None or row.rate_count is None or row.rate_per is None:
+                return None
+            now = self.now()
+            if row.wake_at is None or row.wake_at > now or row.paused_at is not None:
+                return None
+            starts = self._window(self._group(row), row.rate_per, now)
+            if len(starts) < row.rate_count:
+                return None
+            return min(starts) + timedelta(seconds=row.rate_per)
+
+    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
+        """Pause or resume the actor (see ``ports.Store.set_paused``); True when that changed it."""
+        with self._lock:
+            row = self._row(actor_id)
+            if paused:
+                if row.paused_at is not None or row.workflow_state in ports.FINISHED_STATES:
+                    return False
+                row.paused_at, row.pause_reason = self.now(), reason
+            else:
+                if row.paused_at is None:
+                    return False
+                row.paused_at, row.pause_reason = None, None
+            row.updated_at = self.now()
+            self._changed.notify_all()
+            return True
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease held with ``token`` by ``lease_seconds`` from now; False if the fence fails."""
@@ -320,6 +433,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             self._settle(row, release=c.release, now=now, woken=woken)
             result.wake_at = row.wake_at
             result.woken = woken
+            result.paused = row.paused_at is not None
             self._changed.notify_all()
             return result
 
@@ -374,6 +488,9 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
                 row.wake_at = now
         if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
             woken.append(row.actor_id)
+        following = self._next_in_group(row, now)  # a slot freed: wake the next due actor of the group
+        if following is not None and following not in woken:
+            woken.append(following)
 
     # --- actions ------------------------------------------------------------------------------------
 

@@ -32,6 +32,14 @@ class ActorRow:
     lease_expires_at: datetime | None = None
     lease_token: int = 0
     step_lock_until: datetime | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    rate_count: int | None = None
+    rate_per: float | None = None
+    priority: int = 0
+    deadline_at: datetime | None = None
+    paused_at: datetime | None = None
+    pause_reason: str | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -55,7 +63,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         input=serde.from_json(row.input),
         output=serde.from_json(row.output),
         error=serde.from_json(row.error),
-        workflow_state=row.workflow_state,
+        workflow_state=shown_state(row.workflow_state, row.paused_at is not None),
         wake_at=row.wake_at,
         waiting_for=list(row.waiting_for),
         created_at=row.created_at,
@@ -64,7 +72,17 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         lease_token=row.lease_token,
+        concurrency_key=row.concurrency_key,
+        priority=row.priority,
+        deadline_at=row.deadline_at,
+        paused=row.paused_at is not None,
+        pause_reason=row.pause_reason,
     )
+
+
+def shown_state(workflow_state: str, paused: bool) -> str:
+    """The workflow state a record shows: ``paused`` for a paused, unfinished workflow (ports.PAUSED)."""
+    return ports.PAUSED if paused and workflow_state not in ports.FINISHED_STATES else workflow_state
 
 
 def entry_out(entry: ports.EntryRecord) -> ports.EntryRecord:

@@ -22,6 +22,7 @@ READS = {
     "cron_list": (),
     "cron_due": (10,),
     "cron_next_deadline": (),
+    "flow_retry_at": ("ACTOR",),
 }
 WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
@@ -43,6 +44,7 @@ WRITES = {
     "cron_delete": ("ACTOR", "c"),
     "cron_advance": ("c1", None, None),
     "cron_record_fire": ("c1", None, 1),
+    "set_paused": ("ACTOR", True),
 }
 
 

@@ -53,13 +53,35 @@ $fn$;
 """
 
 
+#: The same check for a group with a concurrency limit and no rate limit (the common case), as a SQL
+#: function: about a third of the cost of the PL/pgSQL one. Two statements, so that the count's snapshot
+#: is taken after the lock was granted; the first one keeps whether it got the lock in a transaction-local
+#: setting for the second.
+FLOW_SLOT_SQL = """
+CREATE OR REPLACE FUNCTION rivet_flow_slot(
+    p_name text, p_group text, p_limit integer, p_actor text, p_wait boolean
+) RETURNS boolean LANGUAGE sql VOLATILE AS $fn$
+SELECT set_config('rivet.flow_lock', CASE WHEN p_wait
+    THEN pg_advisory_xact_lock(hashtextextended(p_name || chr(31) || p_group, 7823))::text || 'true'
+    ELSE pg_try_advisory_xact_lock(hashtextextended(p_name || chr(31) || p_group, 7823))::text END, true);
+SELECT current_setting('rivet.flow_lock')::boolean AND (SELECT count(*) FROM (
+    SELECT 1 FROM rivet_workflows_actor
+    WHERE name = p_name AND concurrency_key = p_group AND lease_owner IS NOT NULL
+      AND lease_expires_at > clock_timestamp() AND NOT destroyed AND actor_id <> p_actor
+    LIMIT p_limit) AS live) < p_limit;
+$fn$;
+"""
+
+
 def create_flow_admit(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(FLOW_ADMIT_SQL)
+        schema_editor.execute(FLOW_SLOT_SQL)
 
 
 def drop_flow_admit(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP FUNCTION IF EXISTS rivet_flow_slot(text, text, integer, text, boolean)")
         schema_editor.execute(
             "DROP FUNCTION IF EXISTS rivet_flow_admit(text, text, integer, integer, double precision, text, "
             "bigint, boolean)"

@@ -295,8 +295,9 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             )
             if won != 1:
                 return None
-            self._record_starts([candidate], now)
-            return candidate["lease_token"] + 1
+            token = self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+            self._record_starts([{**candidate, "lease_token": token - 1}], now)
+            return token
 
     def due_queryset(self, now: datetime):
         """The actors due at ``now`` and not paused, highest priority first, then earliest ``wake_at``

@@ -147,12 +147,18 @@ def _flow_params(flow: ports.Flow | None) -> list[Any]:
     ]
 
 
-#: the claim's flow check on the actor row aliased ``a`` (the admission function of migration 0004):
-#: no group, or the group's limits let one more in; ``%s`` = wait for the group's lock (else skip it)
-_ADMIT = (
-    "(CASE WHEN a.concurrency_key IS NULL THEN true ELSE rivet_flow_admit(a.name, a.concurrency_key, "
-    "a.concurrency_limit, a.rate_count, a.rate_per, a.actor_id, a.lease_token + 1, %s) END)"
-)
+#: the claim's flow check on the actor row aliased ``a`` (the admission functions of migration 0004):
+#: no group, or the group's limits let one more in; ``wait``: wait for the group's lock (else skip it)
+def _admit(wait: bool) -> str:
+    flag = "true" if wait else "false"
+    return (
+        "(CASE WHEN a.concurrency_key IS NULL OR (a.concurrency_limit IS NULL AND a.rate_count IS NULL) "
+        "THEN true WHEN a.rate_count IS NULL THEN rivet_flow_slot(a.name, a.concurrency_key, a.concurrency_limit, "
+        f"a.actor_id, {flag}) "
+        "ELSE rivet_flow_admit(a.name, a.concurrency_key, a.concurrency_limit, a.rate_count, a.rate_per, "
+        f"a.actor_id, a.lease_token + 1, {flag}) END)"
+    )
+
 
 #: the free slots of the candidate's group on the statement's snapshot (NULL: no concurrency limit)
 _ROOM = (
@@ -167,7 +173,7 @@ _ROOM = (
 _OVERFETCH = 4
 
 #: a quick pre-filter of claim_due's candidates on the statement's snapshot: a group already at its
-#: concurrency limit is passed over (so it does not fill the batch); ``_ADMIT`` decides exactly
+#: concurrency limit is passed over (so it does not fill the batch); ``_admit`` decides exactly
 _GROUP_HAS_ROOM = (
     "(a.concurrency_limit IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {actor} AS b WHERE b.name = a.name "
     "AND b.concurrency_key = a.concurrency_key AND b.lease_owner IS NOT NULL "
@@ -295,9 +301,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 "step_lock_until = NULL "
                 "FROM (SELECT clock_timestamp() AS now) AS c "
                 "WHERE a.actor_id = %s AND NOT a.destroyed AND a.paused_at IS NULL "
-                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_ADMIT} "
+                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_admit(True)} "
                 f"RETURNING {_ACTOR_COLUMNS_A}, c.now",
-                [owner, lease_seconds, actor_id, True],
+                [owner, lease_seconds, actor_id],
             )
             if history:
                 with connections[self.using].cursor() as entries:
@@ -338,9 +344,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 "step_lock_until = NULL "
                 "FROM pick, (SELECT clock_timestamp() AS now) AS c "
                 "WHERE a.actor_id = pick.actor_id AND a.paused_at IS NULL "
-                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_ADMIT} "
+                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_admit(False)} "
                 "RETURNING a.actor_id, a.lease_token, a.priority, a.wake_at, a.created_at",
-                [limit * _OVERFETCH, limit, owner, lease_seconds, False],
+                [limit * _OVERFETCH, limit, owner, lease_seconds],
             )
             rows = cursor.fetchall()
         rows.sort(key=lambda r: (-r[2], r[3], r[4], r[0]))

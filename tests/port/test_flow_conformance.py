@@ -184,3 +184,43 @@ def test_pausing_a_finished_workflow_changes_nothing(h):
     assert h.store.set_paused(actor_id, True) is False
     with pytest.raises(errors.ActorNotFoundError):
         h.store.set_paused("0" * 32, True)
+
+
+def test_claims_and_releases_racing_never_hold_more_than_the_limit(h):
+    if h.kind == "django" and is_postgres():
+        pytest.skip(
+            "the portable store's check is exact where writers are serialised; PostgresStore decides on PG"
+        )
+    import random
+
+    ids = [limited(h, str(i), limit=3) for i in range(10)]
+
+    def live() -> int:  # one consistent reading: under the store's lock, or one query
+        if isinstance(h.store, MemoryStore):
+            with h.store._lock:
+                now = h.store.now()
+                return sum(
+                    1 for a in ids if (r := h.store._actors[a]).lease_owner and r.lease_expires_at > now
+                )
+        from rivet_workflows import models
+
+        now = h.store.now()
+        return models.Actor.objects.filter(
+            pk__in=ids, lease_owner__isnull=False, lease_expires_at__gt=now
+        ).count()
+
+    def worker(i: int) -> int:
+        rng, peak = random.Random(i), 0
+        for _ in range(12):
+            if rng.random() < 0.5:
+                got = h.store.claim_due(f"s{i}", 2, 30)
+            else:
+                target = rng.choice(ids)
+                token = h.store.claim(target, f"w{i}", 30)
+                got = [] if token is None else [(target, token)]
+            peak = max(peak, live())
+            for actor_id, token in got:
+                h.store.release(actor_id, token)
+        return peak
+
+    assert max(run_in_threads(worker, 6)) <= 3

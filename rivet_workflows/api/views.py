@@ -312,7 +312,7 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/pause",
-    response={200: s.PauseOut, **_errors(404)},
+    response={200: s.PauseOut, **_errors(404, 413)},
     auth=inspector_write_auth,
     tags=["inspector"],
     summary="Pause the actor",
@@ -328,7 +328,7 @@ def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn |
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/resume",
-    response={200: s.PauseOut, **_errors(404)},
+    response={200: s.PauseOut, **_errors(404, 413)},
     auth=inspector_write_auth,
     tags=["inspector"],
     summary="Resume a paused actor",

@@ -331,7 +331,7 @@ class Store(Protocol):
 
     @abstractmethod
     def next_deadline(self) -> datetime | None:
-        """The earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+        """The earliest ``wake_at`` of any live, unfinished, unpaused actor (None if nothing is scheduled)."""
 
     # --- history and the run's writes ---------------------------------------------------------------
 

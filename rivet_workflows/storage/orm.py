@@ -448,10 +448,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             return token + 1 if won == 1 else None
 
     def next_deadline(self) -> datetime | None:
-        """Earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+        """Earliest ``wake_at`` of any live, unfinished, unpaused actor (None if nothing is scheduled)."""
         return (
             self._actors()
-            .filter(wake_at__isnull=False, destroyed=False)
+            .filter(wake_at__isnull=False, destroyed=False, paused_at__isnull=True)
             .exclude(workflow_state__in=list(ports.FINISHED_STATES))
             .aggregate(first=Min("wake_at"))["first"]
         )

@@ -368,12 +368,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             return ports.CommitResult(ok=True, wake_at=row.wake_at, woken=woken)
 
     def next_deadline(self) -> datetime | None:
-        """The earliest ``wake_at`` of any unfinished actor, or None."""
+        """The earliest ``wake_at`` of any unfinished, unpaused actor, or None."""
         with self._lock:
             deadlines = [
                 r.wake_at
                 for r in self._actors.values()
-                if r.wake_at is not None and r.workflow_state not in ports.FINISHED_STATES
+                if r.wake_at is not None
+                and r.workflow_state not in ports.FINISHED_STATES
+                and r.paused_at is None
             ]
             return min(deadlines) if deadlines else None
 

@@ -98,6 +98,8 @@ _BODY_BASES = {
     "call_action": {"args": []},
     "send_to_queue": {"body": 1},
     "replay_workflow": {},
+    "pause_workflow": {},
+    "resume_workflow": {},
 }
 
 

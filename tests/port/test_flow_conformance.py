@@ -224,3 +224,12 @@ def test_claims_and_releases_racing_never_hold_more_than_the_limit(h):
         return peak
 
     assert max(run_in_threads(worker, 6)) <= 3
+
+
+def test_a_paused_actor_sets_no_deadline(h):
+    actor_id = h.new_actor("p", due=True)
+    assert h.store.next_deadline() is not None
+    h.store.set_paused(actor_id, True)
+    assert h.store.next_deadline() is None  # drain does not wait for it
+    h.store.set_paused(actor_id, False)
+    assert h.store.next_deadline() is not None

@@ -46,7 +46,7 @@ FULL: dict[str, dict[str, Any]] = {
         "dbos": {"workflows": 2000, "processes": 2, "concurrency": 8},
     },
     "P8": {
-        "ours": {"actors": 10000, "batch": 100, "rounds": 3, "tenants": 1000, "limit": 10, "singles": 2000}
+        "ours": {"actors": 10000, "batch": 100, "rounds": 4, "tenants": 1000, "limit": 10, "singles": 500}
     },
 }
 SMOKE: dict[str, dict[str, Any]] = {

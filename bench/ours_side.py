@@ -596,7 +596,7 @@ def p8_flow_claim(
     ``actors``: every actor is admitted, so both claim the same number and the ratio is the price of the
     check) and of that type with a ``RateLimit`` too. Each is claimed completely by ``claim_due(batch)``
     calls (the sweep's claim) ``rounds`` times, the kinds interleaved, the best round taken (the median is
-    kept too); ``singles`` of them by ``claim`` (a run task's claim) likewise. Ratio limited / plain."""
+    kept too; the best of several rounds also drops the cold first one); ``singles`` of them by ``claim`` (a run task's claim) likewise. Ratio limited / plain."""
     _django()
     from django.db import connection
 
@@ -618,8 +618,6 @@ def p8_flow_claim(
         cur.execute(f"ANALYZE {models.Actor._meta.db_table}")
     out: dict[str, Any] = {"actors": actors, "batch": batch, "tenants": tenants, "limit": limit}
     out["setup_seconds"] = time.perf_counter() - t0
-    for name in kinds:
-        _claim_everything(store, f"p8_{name}", batch)  # warm-up round
     # Rounds interleave the kinds, and each kind's best round counts: the machine's other load (other
     # processes) then weighs on every kind alike instead of on whichever ran during a busy spell.
     times: dict[str, list[float]] = {name: [] for name in kinds}

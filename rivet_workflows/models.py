@@ -72,12 +72,13 @@ class Actor(models.Model):
                 condition=Q(wake_at__isnull=False),
             ),
             models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
-            # claim_due's order: highest priority first, then earliest wake_at
+            # claim_due's order for the actors with a priority (the rest come by wake_at, rivet_actor_due_idx):
+            # highest priority first, then earliest wake_at; partial, so sleepers of priority 0 cost nothing
             models.Index(
                 F("priority").desc(),
                 "wake_at",
                 name="rivet_actor_prio_due_idx",
-                condition=Q(wake_at__isnull=False),
+                condition=Q(wake_at__isnull=False) & ~Q(priority=0),
             ),
             # a claim of a limited actor counts the live leases of its group
             models.Index(

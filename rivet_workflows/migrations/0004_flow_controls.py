@@ -150,7 +150,7 @@ class Migration(migrations.Migration):
             index=models.Index(
                 models.OrderBy(models.F("priority"), descending=True),
                 models.F("wake_at"),
-                condition=models.Q(("wake_at__isnull", False)),
+                condition=models.Q(("wake_at__isnull", False), models.Q(("priority", 0), _negated=True)),
                 name="rivet_actor_prio_due_idx",
             ),
         ),

@@ -168,9 +168,10 @@ _ROOM = (
     "LIMIT a.concurrency_limit) AS live) END)"
 )
 
-#: claim_due reads (and locks) this many candidates per actor it may claim, to fill its batch past groups
-#: with fewer free slots than due actors
-_OVERFETCH = 4
+#: claim_due reads (and locks, SKIP LOCKED) this many candidates per actor it may claim: 1, so that
+#: concurrent sweeps spread over the due actors; a group with fewer free slots than due candidates makes a
+#: short batch, and the next claim passes the full group over (``_GROUP_HAS_ROOM``)
+_OVERFETCH = 1
 
 #: a quick pre-filter of claim_due's candidates on the statement's snapshot: a group already at its
 #: concurrency limit is passed over (so it does not fill the batch); ``_admit`` decides exactly
@@ -179,6 +180,20 @@ _GROUP_HAS_ROOM = (
     "AND b.concurrency_key = a.concurrency_key AND b.lease_owner IS NOT NULL "
     "AND b.lease_expires_at > statement_timestamp() LIMIT a.concurrency_limit) AS live) < a.concurrency_limit)"
 )
+
+
+def _candidates(priority: str, order: str) -> str:
+    """One branch of claim_due's candidates: due, unpaused actors with a free lease whose group has room,
+    matching ``priority`` (``a.priority = 0``: by wake_at on rivet_actor_due_idx; ``<> 0``: on the partial
+    rivet_actor_prio_due_idx), in ``order``, locked with SKIP LOCKED; LIMIT is the statement's parameter."""
+    return (
+        "SELECT a.actor_id, a.name, a.concurrency_key, a.priority, a.wake_at, a.created_at, "
+        f"{_ROOM.format(actor=_ACTOR)} AS room FROM {_ACTOR} AS a "
+        f"WHERE a.wake_at <= statement_timestamp() AND {priority} AND NOT a.destroyed AND a.paused_at IS NULL "
+        "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp()) "
+        f"AND {_GROUP_HAS_ROOM.format(actor=_ACTOR)} "
+        f"ORDER BY {order}, a.created_at, a.actor_id LIMIT %s FOR UPDATE OF a SKIP LOCKED"
+    )
 
 
 class PostgresStore(PostgresQueues, DjangoStore):
@@ -327,14 +342,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
             return []
         with connections[self.using].cursor() as cursor:
             cursor.execute(
-                "WITH cand AS (SELECT a.actor_id, a.name, a.concurrency_key, a.priority, a.wake_at, a.created_at, "
-                f"{_ROOM.format(actor=_ACTOR)} AS room FROM "
-                f"{_ACTOR} AS a WHERE a.wake_at <= statement_timestamp() AND NOT a.destroyed "
-                "AND a.paused_at IS NULL "
-                "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp()) "
-                f"AND {_GROUP_HAS_ROOM.format(actor=_ACTOR)} "
-                "ORDER BY a.priority DESC, a.wake_at, a.created_at, a.actor_id LIMIT %s "
-                "FOR UPDATE OF a SKIP LOCKED), "
+                f"WITH plain AS ({_candidates('a.priority = 0', 'a.wake_at')}), "
+                f"ranked AS ({_candidates('a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
+                "cand AS (SELECT * FROM plain UNION ALL SELECT * FROM ranked), "
                 "pick AS (SELECT r.actor_id FROM (SELECT cand.*, row_number() OVER (PARTITION BY cand.name, "
                 "cand.concurrency_key ORDER BY cand.priority DESC, cand.wake_at, cand.created_at, cand.actor_id) "
                 "AS n FROM cand) AS r WHERE r.room IS NULL OR r.n <= r.room "
@@ -346,7 +356,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 "WHERE a.actor_id = pick.actor_id AND a.paused_at IS NULL "
                 f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_admit(False)} "
                 "RETURNING a.actor_id, a.lease_token, a.priority, a.wake_at, a.created_at",
-                [limit * _OVERFETCH, limit, owner, lease_seconds],
+                [limit * _OVERFETCH, limit * _OVERFETCH, limit, owner, lease_seconds],
             )
             rows = cursor.fetchall()
         rows.sort(key=lambda r: (-r[2], r[3], r[4], r[0]))

@@ -75,15 +75,17 @@ def test_a_rate_limit_holds_across_processes(cluster, rt) -> None:
     cluster.wait_for(lambda: _finished(ids), 120, what="rated actors")
     starts = sorted(s for s, _, _ in _intervals(cluster, "rate", set(ids)))
     assert len(starts) == 9
-    # in any window of 2 s at most 3 starts (a small allowance for the clocks of the processes)
-    worst = max(sum(1 for t in starts if s <= t < s + 2.0 - 0.05) for s in starts)
+    # In any window of 2 s at most 3 starts. The limit counts claims (database clock); the effect is written
+    # when the step body starts, up to a few hundred ms later on a loaded machine: allow that much.
+    jitter = 0.3
+    worst = max(sum(1 for t in starts if s <= t < s + 2.0 - jitter) for s in starts)
     windows = [round(starts[i + 3] - starts[i], 2) for i in range(len(starts) - 3)]
     print(
         f"\nRateLimit(3, 2 s) over 9 actors on 2 workers: at most {worst} starts in a 2 s window; "
         f"gaps start[i+3]-start[i] {windows} s; all 9 in {starts[-1] - starts[0]:.2f} s"
     )
     assert worst <= 3
-    assert starts[-1] - starts[0] >= 4.0 - 0.1  # 9 starts need at least three windows
+    assert starts[-1] - starts[0] >= 4.0 - jitter  # 9 starts need at least three windows
 
 
 def test_pause_during_a_running_step(cluster, rt) -> None:

@@ -42,7 +42,13 @@ FULL: dict[str, dict[str, Any]] = {
         "dbos": {"messages": 20, "gap": 1.0},
     },
     "P7": {
-        "ours": {"workflows": 2000, "processes": 2, "concurrency": 8, "single_process_workflows": 1000},
+        "ours": {
+            "workflows": 2000,
+            "processes": 2,
+            "concurrency": 8,
+            "single_process_workflows": 1000,
+            "cap_seconds": 60.0,
+        },
         "dbos": {"workflows": 2000, "processes": 2, "concurrency": 8},
     },
     "P8": {
@@ -52,7 +58,7 @@ FULL: dict[str, dict[str, Any]] = {
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
     "P1": {
-        "ours": {"workflows": 5, "warmup": 1, "idle_window": 0},
+        "ours": {"workflows": 5, "warmup": 1, "idle_window": 0, "observed_workflows": 3},
         "dbos": {"workflows": 5, "warmup": 1, "idle_window": 0},
     },
     "P2": {"ours": {"messages": 5, "idle_window": 0}, "dbos": {"messages": 5, "idle_window": 0}},

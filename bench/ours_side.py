@@ -90,7 +90,9 @@ def celery_workers(
     logdir = Path(os.environ.get("BENCH_LOG_DIR") or tempfile.mkdtemp(prefix="rivet-bench-"))
     procs: list[tuple[subprocess.Popen, Path]] = []
     failed = True  # the worker logs stay in ``logdir`` for the post-mortem unless all went well
-    full_env = {**os.environ, **(env or {})}
+    # concurrency goes through the WORKER_CONCURRENCY setting (project settings: RIVET_WORKER_CONCURRENCY),
+    # which turns the solo pool of the command line into a thread pool of that size
+    full_env = {**os.environ, "RIVET_WORKER_CONCURRENCY": str(max(1, concurrency)), **(env or {})}
     try:
         for i in range(count):
             log = logdir / f"rivet-bench-worker-{os.getpid()}-{i}.log"
@@ -103,9 +105,7 @@ def celery_workers(
                 "project",
                 "worker",
                 "--pool",
-                "solo" if concurrency <= 1 else "threads",
-                "--concurrency",
-                str(max(1, concurrency)),
+                "solo",
                 "-l",
                 "info",
                 "-n",
@@ -199,7 +199,60 @@ def _engine_only_sequential(workflows: int) -> dict[str, float]:
     return {"memory_workflows_per_s": workflows / seconds}
 
 
-def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.0) -> dict[str, Any]:
+class _DropSpans:
+    """A span exporter that drops what it gets: spans are recorded and batched as in production, and the
+    measure is not about an exporter's network."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _observed_overhead(rw: Any, workflows: int, rounds: int = 2) -> dict[str, Any]:
+    """P1 (``workflows`` ten-step actors, one in-process drain) with tracing and metrics off, then on (an
+    OpenTelemetry SDK recording every span into a batch processor, prometheus-client counting), alternated
+    ``rounds`` times; the best workflows/s of each and their ratio (on / off, target >= 0.9)."""
+    from django.conf import settings
+    from django.test import override_settings
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_DropSpans()))
+    trace.set_tracer_provider(provider)
+    base = dict(settings.RIVET_WORKFLOWS)
+    best = {"off": 0.0, "on": 0.0}
+    for r in range(rounds):
+        for mode in ("off", "on"):
+            with override_settings(
+                RIVET_WORKFLOWS={**base, "METRICS": mode == "on", "TRACING": mode == "on"}
+            ):
+                client = rw.client()
+                t0 = time.perf_counter()
+                for i in range(workflows):
+                    client.bench_sequential.create(f"p1-observed-{mode}-{r}-{i}")
+                rw.drain(timeout=600)
+                best[mode] = max(best[mode], workflows / (time.perf_counter() - t0))
+    provider.shutdown()
+    return {
+        "observed_workflows": workflows,
+        "workflows_per_s_observed_off": best["off"],
+        "workflows_per_s_observed_on": best["on"],
+        "observed_ratio": best["on"] / best["off"] if best["off"] else None,
+    }
+
+
+def p1_sequential(
+    workflows: int = 200, warmup: int = 5, idle_window: float = 2.0, observed_workflows: int | None = None
+) -> dict[str, Any]:
     """Create ``workflows`` ten-step actors and run them with one in-process drain; workflows/s, commits/step."""
     rw = _django()
     from django.db import connection
@@ -235,8 +288,12 @@ def p1_sequential(workflows: int = 200, warmup: int = 5, idle_window: float = 2.
     per_workflow, per_long_workflow = commits / workflows, commits_long / long_workflows
     sql = _sql_profile(rw, lambda: client.bench_sequential.create("p1-profiled"))
     memory = _engine_only_sequential(workflows)
+    observed = _observed_overhead(
+        rw, observed_workflows if observed_workflows is not None else workflows // 2
+    )
     return {
         **memory,
+        **observed,
         "sql_per_workflow": sql,
         "long_workflows": long_workflows,
         "long_steps_per_workflow": 2 * steps,
@@ -732,10 +789,10 @@ def p7_throughput(
     cap_seconds: float = 120.0,
     single_process_workflows: int = 0,
 ) -> dict[str, Any]:
-    """``workflows`` independent ten-step actors started at once: ``processes`` Celery workers, each
-    running ``concurrency`` actors at once, are ready first; then this process creates every actor (one
-    create each, as fast as it can) and waits for the last step of each. Steps/s from the first create
-    to the last step (creation included). With ``single_process_workflows`` > 0 the same is measured
+    """``workflows`` independent ten-step actors started at once: this process creates every actor (all
+    due at once, their hints queued), then ``processes`` Celery workers, each running ``concurrency``
+    actors at once, start. Steps/s from the moment every worker is ready to the last step of the last
+    actor (creation not included: about one of the 13 transactions of a workflow). With ``single_process_workflows`` > 0 the same is measured
     first with one worker process (the scale-out ratio). Actors not finished within ``cap_seconds``
     count as missing (``finished`` < ``workflows``).
     """
@@ -757,17 +814,20 @@ def p7_throughput(
         rounds.insert(0, (1, single_process_workflows, "_1"))
     for n, count, suffix in rounds:
         _flush_redis()
+        # Every actor is created (and due, its hint queued) before any worker runs: they all start at
+        # once when the workers are ready, and creating them does not compete with the runs for the CPU.
+        t0 = time.monotonic()
+        for i in range(count):
+            client.bench_parallel.create(f"p7{suffix}-{i}")
+        created = time.monotonic() - t0
+        connection.close()
         meter = pg.CommitMeter(DBNAME)
-        with celery_workers(n, concurrency=concurrency):
-            meter.start()
-            t0, w0 = time.monotonic(), time.time()
-            for i in range(count):
-                client.bench_parallel.create(f"p7{suffix}-{i}")
-            created = time.monotonic() - t0
-            connection.close()
+        meter.start()
+        with celery_workers(n, concurrency=concurrency) as ready:
+            w0 = time.time() - (time.monotonic() - ready)
             got = _receive(sock, count, cap_seconds)
             seconds = max((g["at"] for g in got), default=time.time()) - w0
-            commits = meter.stop()
+        commits = meter.stop()
         out[f"create_seconds{suffix}"] = created
         out[f"seconds{suffix}"] = seconds
         out[f"finished{suffix}"] = len(got)

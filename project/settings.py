@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "channels",
     "ninja",  # django-ninja serves its bundled Swagger UI files: /api/rivet/docs needs no CDN
     "rivet_workflows",
+    "project.shop",  # the example app an atomic step writes (project/examples/atomic_order.py)
 ]
 
 MIDDLEWARE = [
@@ -184,6 +185,8 @@ RIVET_WORKFLOWS = {
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),
     "SWEEP_INTERVAL": float(os.environ.get("RIVET_SWEEP_INTERVAL", "1.0")),
+    # actors one worker process runs at once (a thread pool above 1; README, Performance)
+    "WORKER_CONCURRENCY": int(os.environ.get("RIVET_WORKER_CONCURRENCY", "1")),
 }
 
 LOGGING = {

@@ -3,10 +3,6 @@
 # Importing this package never imports Django: the engine is pure Python (a test asserts that
 # `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
 
-from __future__ import annotations
-
-from typing import Any
-
 from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import WorkflowContext
 from .engine.definitions import (
@@ -27,12 +23,14 @@ from .engine.errors import (
     ActorAlreadyExistsError,
     ActorNotFoundError,
     ActorTypeNotRegisteredError,
+    AtomicStepError,
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
     JoinError,
     MessageAlreadyCompletedError,
     PayloadTooLargeError,
+    QueryNotFoundError,
     QueueNotFoundError,
     QueueWaitTimeoutError,
     RaceError,
@@ -48,6 +46,7 @@ from .engine.errors import (
     WorkflowInFlightError,
     WorkflowTimeoutError,
 )
+from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
@@ -66,7 +65,7 @@ def client() -> Client:
     return _client()
 
 
-def drain(timeout: float = 10.0) -> Any:
+def drain(timeout: float = 10.0) -> DrainSummary:
     """Run, in this process, every actor with work due now, and keep going while a deadline falls within
     ``timeout`` seconds; never blocks past ``timeout``. Returns a summary (actors run, steps executed,
     still waiting). Same executor and leases as the Celery worker (DESIGN.md section 9)."""
@@ -82,9 +81,11 @@ __all__ = [
     "ActorHandle",
     "ActorNotFoundError",
     "ActorTypeNotRegisteredError",
+    "AtomicStepError",
     "Client",
     "Concurrency",
     "CriticalError",
+    "DrainSummary",
     "EntryInProgressError",
     "ErrorInfo",
     "HistoryDivergedError",
@@ -93,6 +94,7 @@ __all__ = [
     "MessageAlreadyCompletedError",
     "PayloadTooLargeError",
     "QueueMessage",
+    "QueryNotFoundError",
     "QueueNotFoundError",
     "QueueWaitTimeoutError",
     "RaceError",
@@ -129,3 +131,8 @@ __all__ = [
     "setup",
     "workflow",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names (``__all__``), not the submodules and helpers the package imports."""
+    return sorted(__all__)

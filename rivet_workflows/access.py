@@ -14,7 +14,8 @@ says so), or whatever a project's ``API_AUTH`` returns. Then:
   rule let through and may refuse it (falsy -> 403). It only narrows: it cannot let in a caller the role
   rule refused.
 
-Operations (``OPERATIONS``): ``create`` (POST /actors), ``call`` (an action), ``send`` (a queue message),
+Operations (``OPERATIONS``): ``create`` (POST /actors), ``call`` (an action), ``query`` (a query; the role
+rule treats it as ``call``), ``send`` (a queue message),
 ``read`` (GET /actors/{id}, a WebSocket subscription), ``list`` (GET /actors, called once per actor type).
 Inputs and error stacks are shown only to callers that may inspect (``may_inspect``): dev mode, the
 inspector token, staff with ``view_actor``.
@@ -42,9 +43,9 @@ VIEW_PERMISSION = "rivet_workflows.view_actor"
 #: permission of the replay/recover actions (models.Actor Meta.permissions)
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
 
-CREATE, CALL, SEND, READ, LIST = "create", "call", "send", "read", "list"
+CREATE, CALL, SEND, READ, LIST, QUERY = "create", "call", "send", "read", "list", "query"
 #: every operation the hook is asked about
-OPERATIONS = (CREATE, CALL, SEND, READ, LIST)
+OPERATIONS = (CREATE, CALL, SEND, READ, LIST, QUERY)
 _READ_ONLY = frozenset({READ, LIST})
 
 #: principals: the API token, the inspector token, dev mode (anonymous while DEV_MODE is on)
@@ -83,6 +84,21 @@ def bearer(headers: Mapping[str, str]) -> str | None:
         return None
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def operator_name(principal: Any, request: Any = None) -> str:
+    """``who`` of an operator action's audit row (DESIGN.md section 12): a user's user name, ``"token"``
+    for a bearer token; in dev mode the logged-in user's name when there is one, else ``"dev-mode"``."""
+    user = _user(principal)
+    if user is None and request is not None:
+        session_user = getattr(request, "user", None)
+        if principal == DEV_MODE and session_user is not None and session_user.is_authenticated:
+            user = session_user
+    if user is not None:
+        return user.get_username() or f"user {user.pk}"
+    if principal in (INSPECTOR_TOKEN, API_TOKEN):
+        return "token"
+    return "dev-mode" if principal == DEV_MODE else str(principal)
 
 
 def _user(principal: Any) -> Any:

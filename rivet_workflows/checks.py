@@ -180,3 +180,28 @@ def in_memory_layer_misses_workers(dispatcher: str | None = None) -> bool:
         return False
     broker = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
     return not broker.startswith("memory://")
+
+
+@checks.register(checks.Tags.compatibility, deploy=True)
+def check_code_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy``: W007 when workers would run without ``CODE_VERSION`` (Celery
+    dispatcher, neither ``RIVET_WORKFLOWS["CODE_VERSION"]`` nor ``RIVET_CODE_VERSION`` set): during a
+    rolling deploy an old-code worker would then fail runs new-code workers advanced (DESIGN.md section 12).
+    """
+    from .conf import RivetSettings
+
+    try:
+        conf = RivetSettings.load()
+    except (ValueError, TypeError):
+        return []  # check_settings reports E001
+    if conf.CODE_VERSION is not None or not conf.DISPATCHER.endswith("CeleryDispatcher"):
+        return []
+    return [
+        checks.Warning(
+            "CODE_VERSION is not set: during a rolling deploy an old-code worker fails the runs that "
+            "new-code workers took past a change (HistoryDivergedError) instead of leaving them to them.",
+            hint="Set RIVET_CODE_VERSION (a release tag or git sha) in every process's environment, or "
+            'RIVET_WORKFLOWS["CODE_VERSION"]; see the README, section Deploys.',
+            id="rivet_workflows.W007",
+        )
+    ]

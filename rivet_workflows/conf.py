@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": 2_097_152,
     "LIVE_WAIT_THRESHOLD": 0.5,
     "WARM_WAIT": 0.25,
+    "WORKER_CONCURRENCY": 1,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
     "STEP_ABANDON_SECONDS": 30.0,
@@ -35,7 +37,14 @@ DEFAULTS: dict[str, Any] = {
     "API_AUTH": None,
     "API_TOKEN": None,
     "AUTHORIZE": None,
+    "CODE_VERSION": None,
+    "METRICS": None,
+    "TRACING": True,
+    "TRACE_URL": None,
 }
+
+#: the environment variable CODE_VERSION defaults to (DESIGN.md section 12, rolling deploys)
+CODE_VERSION_ENV = "RIVET_CODE_VERSION"
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,10 @@ class RivetSettings:
         listens for a send (PostgreSQL LISTEN/NOTIFY) before it releases the actor; 0 disables it. A send
         in the window is received by the same run without a broker round trip; the worker is held for at
         most this long per wait (on other databases the run releases at once).
+    WORKER_CONCURRENCY: how many actors one Celery worker process runs at once, each on its own thread,
+        database connection and lease (1: the pool the worker command line chooses, unchanged; above 1
+        the worker runs a thread pool of that size). Also the number of threads (at least 4) that run
+        the near timers and the heard wakes of the process (``tasks.LocalRuns``).
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
@@ -75,6 +88,17 @@ class RivetSettings:
     AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
         bool`` asked about every actor API request and WebSocket subscription the role rule allowed;
         falsy refuses it (403 / close code 4403). Operations: ``access.OPERATIONS``. None: no hook.
+    CODE_VERSION: the name of the code this process runs (a release tag, a git sha), default the
+        environment variable ``RIVET_CODE_VERSION``, else None (unversioned). Every write of a run records
+        it; during a rolling deploy a worker whose replay diverges on entries written by another code
+        version leaves the run unchanged and due for a worker of that version instead of failing it
+        (DESIGN.md section 12). None (or "") keeps every divergence a failure.
+    METRICS: count steps, finished workflows, wake lateness and lease takeovers for Prometheus
+        (``rivet_workflows.metrics``); None (default): when prometheus-client is installed.
+    TRACING: report runs, step attempts, sends and creations as OpenTelemetry spans
+        (``rivet_workflows.tracing``; a no-op until the project configures an OpenTelemetry SDK).
+    TRACE_URL: link of a trace id in the admin, a template with ``{trace_id}``, e.g.
+        ``"http://jaeger:16686/trace/{trace_id}"`` (None: the id is shown without a link).
     """
 
     REGISTRY: str
@@ -88,6 +112,7 @@ class RivetSettings:
     MAX_BODY_BYTES: int
     LIVE_WAIT_THRESHOLD: float
     WARM_WAIT: float
+    WORKER_CONCURRENCY: int
     ACTION_TIMEOUT: float
     POLL_INTERVAL: float
     STEP_ABANDON_SECONDS: float
@@ -96,6 +121,10 @@ class RivetSettings:
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
+    CODE_VERSION: str | None = None
+    METRICS: bool | None = None
+    TRACING: bool = True
+    TRACE_URL: str | None = None
 
     @classmethod
     def load(cls) -> RivetSettings:
@@ -121,9 +150,21 @@ class RivetSettings:
             "CONNECTION_IDLE_CHECK",
         ):
             values[name] = float(values[name])
-        for name in ("SWEEP_BATCH", "MAX_PAYLOAD_BYTES", "MAX_KEY_BYTES", "MAX_BODY_BYTES"):
+        for name in (
+            "SWEEP_BATCH",
+            "WORKER_CONCURRENCY",
+            "MAX_PAYLOAD_BYTES",
+            "MAX_KEY_BYTES",
+            "MAX_BODY_BYTES",
+        ):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])
+        if values["CODE_VERSION"] is None:
+            values["CODE_VERSION"] = os.environ.get(CODE_VERSION_ENV)
+        version = values["CODE_VERSION"]
+        values["CODE_VERSION"] = (str(version).strip() or None) if version is not None else None
+        values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
+        values["TRACING"] = bool(values["TRACING"])
         return cls(**{name: values[name] for name in types})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,31 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes} min {rest} s"
+
+
+#: a W3C ``traceparent``: version, trace id, parent span id, flags (https://www.w3.org/TR/trace-context/)
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def trace_id(trace_context: Any) -> str | None:
+    """The trace id (32 hex digits) of a stored W3C trace context (``{"traceparent": "00-<trace id>-..."}``,
+    ``Actor.trace_context``), or None when there is none or it is malformed (or all zeros)."""
+    parent = trace_context.get("traceparent") if isinstance(trace_context, dict) else None
+    found = _TRACEPARENT.match(parent.strip().lower()) if isinstance(parent, str) else None
+    if found is None or set(found.group(1)) == {"0"}:
+        return None
+    return found.group(1)
+
+
+def trace_link(trace_context: Any, template: str | None) -> tuple[str | None, str | None]:
+    """``(trace id, link)`` of a stored trace context for the admin and ``rivet show``: the link fills the
+    ``{trace_id}`` of ``template`` (``RIVET_WORKFLOWS["TRACE_URL"]``, e.g.
+    ``"http://jaeger:16686/trace/{trace_id}"``). ``(None, None)`` without a trace context, ``(id, None)``
+    without a template."""
+    found = trace_id(trace_context)
+    if found is None or not template:
+        return found, None
+    return found, template.replace("{trace_id}", found)
 
 
 def _local(value: datetime) -> datetime:

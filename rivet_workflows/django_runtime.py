@@ -63,6 +63,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         poll_interval=conf.POLL_INTERVAL,
         step_abandon_seconds=conf.STEP_ABANDON_SECONDS,
         dev_mode=conf.DEV_MODE,
+        code_version=conf.CODE_VERSION,
     )
     from .realtime import broadcaster
 
@@ -73,8 +74,26 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         settings=settings,
         broadcaster=broadcaster.broadcast,
         on_history_change=broadcaster.history_changed,
+        observer=build_observer(conf),
     )
     return runtime  # Runtime() binds the registry
+
+
+def build_observer(conf: Any) -> Any:
+    """The engine observer of ``RIVET_WORKFLOWS``'s ``METRICS`` (None: when prometheus-client is installed)
+    and ``TRACING`` (DESIGN.md section 14): ``engine.observe.combine`` of the ones switched on."""
+    from . import metrics, tracing
+    from .engine import observe
+
+    observers = []
+    if conf.TRACING:
+        observers.append(tracing.observer())
+    if conf.METRICS or (conf.METRICS is None and metrics.available()):
+        found = metrics.observer()
+        if found is None:
+            raise ImportError("RIVET_WORKFLOWS['METRICS'] is on but prometheus-client is not installed")
+        observers.append(found)
+    return observe.combine(observers)
 
 
 def client() -> Any:

@@ -41,10 +41,18 @@ class Actor(models.Model):
     lease_owner = models.CharField(max_length=200, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.BigIntegerField(default=0)
+    replay_generation = models.PositiveIntegerField(default=0)
     step_lock_until = models.DateTimeField(null=True, blank=True)
     destroyed = models.BooleanField(default=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The code version (RIVET_WORKFLOWS["CODE_VERSION"]) of the last run commit, and the one the run waits
+    # for after a worker of another version left it during a rolling deploy (DESIGN.md section 12).
+    code_version = models.CharField(max_length=200, null=True, blank=True)
+    awaiting_code_version = models.CharField(max_length=200, null=True, blank=True)
+    #: the W3C trace context (``{"traceparent": ...}``) of the request that created the actor: its runs join
+    #: that trace (DESIGN.md section 14); None when no tracing was active
+    trace_context = models.JSONField(null=True, blank=True)
     # Flow controls recorded at creation (DESIGN.md section 12). ``concurrency_key`` is the group sharing
     # the limits (NULL: none); a claim counts the group's live leases (``concurrency_limit``) and its run
     # starts in the last ``rate_per`` seconds (``FlowStart``, ``rate_count``).
@@ -116,6 +124,8 @@ class HistoryEntry(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     rollback_completed_at = models.DateTimeField(null=True, blank=True)
     rollback_error = models.JSONField(null=True, blank=True)
+    #: the code version of the process that last wrote the entry (None: unversioned)
+    code_version = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -140,6 +150,8 @@ class QueueMessage(models.Model):
     status = models.CharField(max_length=20, default="pending")
     response = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    #: the W3C trace context of the send: the run that receives the message links to it
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "status", "id"], name="rivet_msg_fifo_idx")]
@@ -214,3 +226,36 @@ class FlowStart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}[{self.group}] @ {self.started_at}"
+
+
+class OperatorAction(models.Model):
+    """One operator action on an actor (replay, recover, cancel, pause, resume; ``bulk_*`` from a bulk
+    action): who did it, why, when, and the history entries it deleted or reset, archived as tagged JSON
+    (DESIGN.md section 12). Written in the same transaction as the change it records."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(
+        Actor, on_delete=models.CASCADE, related_name="operator_actions", db_index=False
+    )
+    action = models.CharField(max_length=40)
+    who = models.CharField(max_length=200)
+    reason = models.TextField(null=True, blank=True)
+    at = models.DateTimeField()
+    archived_entries = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["actor", "-id"], name="rivet_opaction_actor_idx")]
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.who} @ {self.at}"
+
+
+class Dashboard(Actor):
+    """A proxy of ``Actor`` (no table) that gives the admin dashboard its URL,
+    ``/admin/rivet_workflows/dashboard/``, and its line in the app index."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"

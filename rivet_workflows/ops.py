@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Q
 
 from . import models
-from .engine import dry_run, errors, inspector, ports, repairs, serde
+from .engine import audit, dry_run, errors, inspector, ports, repairs, serde
 
 #: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
 #: progress bar on a terminal); the default shows nothing
@@ -207,6 +207,8 @@ def recover(
     dry: bool = False,
     replay_check: bool = True,
     track: Track = _no_progress,
+    who: str = audit.COMMAND,
+    reason: str | None = None,
 ) -> RecoverReport:
     """Wake actors whose lease expired (their executor died; any worker takes them over) and restart failed
     workflows (``repairs.recover``: failed/exhausted steps back to pending). ``dry`` lists without acting:
@@ -214,7 +216,8 @@ def recover(
     (the refusal predicate of the HTTP API and the admin, then the dry replay), else as refused; with
     ``replay_check`` False only the predicate is asked (no replay: cheap for a summary of many failed
     workflows). Actors without a workflow are never counted. Filters: actor type ``names``,
-    ``actor_ids``; ``track`` shows the progress. Returns a RecoverReport.
+    ``actor_ids``; ``track`` shows the progress. Each restart writes an audit row by ``who`` for
+    ``reason``. Returns a RecoverReport.
     """
     report = RecoverReport()
     now = runtime.store.now()
@@ -261,7 +264,7 @@ def recover(
                     report.recovered.append(actor_id)
                 continue
             try:
-                repairs.recover(runtime, actor_id)
+                repairs.recover(runtime, actor_id, who=who, reason=reason)
             except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
                 continue
             except errors.RivetWorkflowsError as exc:
@@ -309,10 +312,12 @@ def pause(
     names: list[str] | None = None,
     reason: str | None = None,
     resume: bool = False,
+    who: str = audit.COMMAND,
 ) -> tuple[list[str], list[str]]:
     """``rivet pause|resume``: pause (``resume=False``) or resume the actors ``actor_ids`` and every
     unfinished actor of the types ``names`` through ``repairs.pause``/``repairs.resume`` (the one place
-    operator pauses happen). Returns ``(changed, unchanged)`` actor ids. ``ActorNotFoundError`` for an
+    operator pauses happen; each change writes an audit row by ``who`` for ``reason``). Returns
+    ``(changed, unchanged)`` actor ids. ``ActorNotFoundError`` for an
     unknown actor id; ``ValueError`` when neither ids nor names are given."""
     if not actor_ids and not names:
         raise ValueError("say which actors: --actor ID or --name TYPE")
@@ -323,6 +328,9 @@ def pause(
     changed: list[str] = []
     unchanged: list[str] = []
     for actor_id in chosen:
-        done = repairs.resume(runtime, actor_id) if resume else repairs.pause(runtime, actor_id, reason)
+        if resume:
+            done = repairs.resume(runtime, actor_id, reason, who=who)
+        else:
+            done = repairs.pause(runtime, actor_id, reason, who=who)
         (changed if done else unchanged).append(actor_id)
     return changed, unchanged

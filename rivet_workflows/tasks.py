@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import heapq
 import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from celery import shared_task
+from celery import shared_task, signals
 
 from .engine import ports
 from .engine.slots import ScheduledFireInfo
@@ -57,6 +61,24 @@ def install_quiet_sweep_logs() -> None:
 install_quiet_sweep_logs()
 
 
+@signals.worker_init.connect
+def apply_worker_concurrency(sender: Any = None, **kwargs: Any) -> None:
+    """``WORKER_CONCURRENCY`` > 1: the starting Celery worker runs a thread pool of that many threads
+    (``--pool threads --concurrency N``, whatever its command line chose): that many actors at once, each
+    on its own thread, database connection and lease, a step body of one never waiting for another's.
+    1 (the default) leaves the worker's pool as configured. Connected to Celery's ``worker_init``."""
+    from .conf import rivet_settings
+
+    concurrency = rivet_settings.WORKER_CONCURRENCY
+    if sender is None or concurrency <= 1:
+        return
+    sender.pool_cls = "threads"
+    sender.concurrency = concurrency
+    logger.info(
+        "WORKER_CONCURRENCY=%d: this worker runs %d actors at once (thread pool)", concurrency, concurrency
+    )
+
+
 def fire_to_dict(record: ports.CronRecord, fire: ScheduledFireInfo) -> dict:
     """A JSON-safe description of a fire the sweep claimed, the ``fire_schedule`` task's message;
     ``fire_from_dict`` reverses it."""
@@ -97,7 +119,6 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     harmless: a stale token's writes are fenced off.
     """
     from .django_runtime import get_runtime
-    from .engine import executor
 
     runtime = get_runtime()
     if token is not None:
@@ -106,6 +127,14 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
         token = runtime.store.handoff(actor_id, token, runtime.owner, runtime.settings.lease_seconds)
         if token is None:
             return
+    _run(runtime, actor_id, token)
+
+
+def _run(runtime: Any, actor_id: str, token: int | None) -> None:
+    """One worker run of ``actor_id`` (``token``: a lease already held, or None to claim it), then keep
+    its wake-up when it is near (``LocalRuns``)."""
+    from .engine import executor
+
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
     # a retry backoff) finish in memory instead of a round trip through the sweep; longer waits release
     # the worker (waiting costs nothing, DESIGN.md section 5).
@@ -116,6 +145,10 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     # eager: the task then runs inside the sender's call, which would only be held up.
     warm = 0.0 if run_actor.app.conf.task_always_eager else runtime.settings.warm_wait
     summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
+    if summary.left_for_other_version:
+        # Left for a worker of another code version (a rolling deploy): this process must not keep the
+        # wake-up, or it would always be the one to run it again; the sweep hands it to any worker.
+        return
     wake_at = summary.wake_at
     if not summary.ran and token is None:
         # Not claimed: another executor holds it, or its flow limits held it back. A rate limit frees a
@@ -124,27 +157,173 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     _wake_soon(actor_id, wake_at)
 
 
-#: a run that ends waiting until at most this many seconds from now queues its next run with a Celery
-#: countdown, so a short timer fires on time instead of at the next sweep; later wake-ups are the sweep's
-#: (long broker ETAs are fragile: the sweep is the backstop either way)
+#: a run that ends waiting until at most this many seconds from now keeps the wake-up in this worker
+#: process (``LocalRuns``), which runs the actor at that instant, so a short timer fires on time
+#: instead of at the next sweep; later wake-ups are the sweep's (it is the safety net for these too)
 SHORT_ETA_SECONDS = 5.0
+
+#: ``LocalRuns`` starts a timed run this many seconds before the deadline: the claim, the history load
+#: and the replay happen before it, and the run waits out the rest in memory (under
+#: LIVE_WAIT_THRESHOLD), so the step after the timer starts at the deadline; the lease it holds
+#: meanwhile keeps the sweep from handing the actor to another worker
+TIMER_LEAD_SECONDS = 0.05
+
+
+class LocalRuns:
+    """Runs a worker process starts itself, beside its Celery pool: the near wake-ups of the actors it
+    released (``add``), and released actors a send made due while a runner thread is idle (``run_now``,
+    from the ``listen_for_wakes`` thread).
+
+    ``add(actor_id, wake_at)`` keeps the deadline; a timer thread waits for the earliest one and, when
+    it is due, runs the actor on one of ``threads`` runner threads through the normal claim path
+    (``executor.run_actor`` claims the lease, fenced as every run is). If another executor got there
+    first (the sweep claimed it, a message woke it elsewhere) the claim fails and nothing happens; if
+    the process dies, the sweep finds the actor due. A timer fired early or twice is harmless (the run
+    replays to the wait and waits again). Runner threads are not the Celery pool's: a due timer does
+    not queue behind the broker's backlog of new work. One instance per process (``local_runs()``).
+    """
+
+    def __init__(self, threads: int = 1) -> None:
+        self._threads = max(1, threads)
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, str]] = []
+        self._due: dict[str, float] = {}  # actor id -> the deadline kept for it (newest add wins)
+        self._pool: ThreadPoolExecutor | None = None
+        self._thread: threading.Thread | None = None
+        self._busy = 0  # runs submitted and not finished
+
+    def add(self, actor_id: str, wake_at: datetime) -> None:
+        """Keep ``actor_id``'s wake-up at ``wake_at`` (an aware datetime; the run starts
+        ``TIMER_LEAD_SECONDS`` before it); replaces an earlier one."""
+        at = wake_at.timestamp() - TIMER_LEAD_SECONDS
+        with self._lock:
+            if self._due.get(actor_id) == at:
+                return
+            self._due[actor_id] = at
+            heapq.heappush(self._heap, (at, actor_id))
+            self._start()
+            self._lock.notify()
+
+    def run_now(self, actor_id: str) -> bool:
+        """Run ``actor_id`` (claiming it) on a runner thread if one is idle; False when all are busy (the
+        dispatcher's hint, sent as well, brings the actor to a worker through the broker)."""
+        with self._lock:
+            if self._busy >= self._threads:
+                return False
+            self._start()
+            self._busy += 1
+        assert self._pool is not None
+        self._pool.submit(self._fire, actor_id)
+        return True
+
+    def _start(self) -> None:  # under self._lock
+        if self._thread is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="rivet-local-run")
+            self._thread = threading.Thread(target=self._loop, name="rivet-timers", daemon=True)
+            self._thread.start()
+
+    def pending(self) -> int:
+        """How many wake-ups this process keeps."""
+        with self._lock:
+            return len(self._due)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._heap or self._heap[0][0] > time.time():
+                    self._lock.wait(None if not self._heap else self._heap[0][0] - time.time())
+                at, actor_id = heapq.heappop(self._heap)
+                if self._due.get(actor_id) != at:  # superseded by a later add
+                    continue
+                del self._due[actor_id]
+                self._busy += 1
+            assert self._pool is not None
+            self._pool.submit(self._fire, actor_id)
+
+    def _fire(self, actor_id: str) -> None:
+        from django.db import close_old_connections
+
+        from .django_runtime import get_runtime
+
+        # As Celery's Django fixup does around a task: drop a connection past CONN_MAX_AGE or broken.
+        close_old_connections()
+        try:
+            _run(get_runtime(), actor_id, None)
+        except Exception:  # the sweep is the safety net: it finds the actor due
+            logger.exception("local run of actor %s failed; the sweep will retry it", actor_id)
+        finally:
+            close_old_connections()
+            with self._lock:
+                self._busy -= 1
+
+
+#: fewest runner threads of ``LocalRuns``: timed runs wait out their last TIMER_LEAD_SECONDS on them
+LOCAL_RUN_THREADS = 4
+
+_local_runs: LocalRuns | None = None
+_local_runs_lock = threading.Lock()
+
+
+def local_runs() -> LocalRuns:
+    """This process's ``LocalRuns`` (created on first use, with ``WORKER_CONCURRENCY`` runner threads,
+    at least ``LOCAL_RUN_THREADS``)."""
+    global _local_runs
+    with _local_runs_lock:
+        if _local_runs is None:
+            from .conf import rivet_settings
+
+            _local_runs = LocalRuns(threads=max(LOCAL_RUN_THREADS, rivet_settings.WORKER_CONCURRENCY))
+        return _local_runs
+
+
+#: seconds one ``wait_for_wakes`` call of the listener blocks (it then checks its connection and listens on)
+WAKES_POLL_SECONDS = 5.0
+
+
+def listen_for_wakes(stop: threading.Event | None = None) -> None:
+    """The loop of a worker's wake listener thread: hear sends that make a released actor due
+    (``Store.wait_for_wakes``: PostgreSQL LISTEN/NOTIFY) and start each on an idle ``LocalRuns`` thread,
+    without the broker's round trip. The hint still goes through the broker; whoever claims the actor
+    first runs it, the other finds the lease taken. Returns when ``stop`` is set (checked between waits)
+    or when the store has no notifications."""
+    from .django_runtime import get_runtime
+
+    runs = local_runs()
+    while stop is None or not stop.is_set():
+        store = get_runtime().store
+        if not store.notifies_wakes:
+            return
+        try:
+            woken = store.wait_for_wakes(WAKES_POLL_SECONDS)
+        except Exception:  # the database is away: the broker's hints still work; listen again later
+            logger.exception("listening for wakes failed; retrying in 1 s")
+            time.sleep(1.0)
+            continue
+        for actor_id in woken:
+            runs.run_now(actor_id)
+    get_runtime().store.close_thread_connection()
+
+
+@signals.worker_ready.connect
+def start_wake_listener(sender: Any = None, **kwargs: Any) -> None:
+    """Start the wake listener thread (``listen_for_wakes``) in a worker whose tasks run in its own
+    process (solo or threads pool; a prefork worker's tasks run in its children). Connected to Celery's
+    ``worker_ready``."""
+    pool = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    name = f"{getattr(pool, '__module__', '')}.{getattr(pool, '__name__', '')}".lower()
+    if "solo" not in name and "thread" not in name:
+        return
+    threading.Thread(target=listen_for_wakes, name="rivet-wakes", daemon=True).start()
 
 
 def _wake_soon(actor_id: str, wake_at: datetime | None) -> None:
-    """Queue ``run_actor(actor_id)`` to arrive at ``wake_at`` when that is within SHORT_ETA_SECONDS.
-
-    An early or duplicate arrival is harmless (the run replays to the wait and waits or unwinds again; a
-    held lease makes it return at once); a lost one is caught by the sweep.
-    """
-    if wake_at is None or run_actor.app.conf.task_always_eager:  # eager: a countdown would run at once
+    """Keep ``actor_id``'s wake-up in this process (``LocalRuns``) when ``wake_at`` is within
+    SHORT_ETA_SECONDS; the sweep wakes it otherwise (and when this process dies first)."""
+    if wake_at is None or run_actor.app.conf.task_always_eager:  # eager: no worker process to keep it
         return
-    delay = (wake_at - datetime.now(UTC)).total_seconds()
-    if delay > SHORT_ETA_SECONDS:
+    if (wake_at - datetime.now(UTC)).total_seconds() > SHORT_ETA_SECONDS:
         return
-    try:
-        run_actor.apply_async((actor_id,), countdown=max(delay, 0.0))
-    except Exception:  # the broker is away: the sweep wakes the actor
-        logger.exception("could not queue the timed run of actor %s; the sweep will", actor_id)
+    local_runs().add(actor_id, wake_at)
 
 
 @shared_task(name=SWEEP_TASK, ignore_result=True)

@@ -5,8 +5,9 @@ What it does, in order (every wait is bounded; it exits 1 with a message when so
 1. starts the fake HTTP service the examples call, and a Celery worker subprocess with beat embedded
    (``celery -A project worker -B --pool=threads``) on the project's database and broker (SQLite and the
    filesystem broker by default; PostgreSQL/Redis with ``DATABASE_URL``/``REDIS_URL``);
-2. starts the crash scenario and SIGKILLs the worker (its whole process group) while that workflow is
-   inside its slow step, then starts a new worker;
+2. starts the crash scenarios (``crash``; ``shop``, whose atomic step placed a ``shop.Order`` row) and
+   SIGKILLs the worker (its whole process group) while both workflows are inside their slow steps, then
+   starts a new worker;
 3. starts every other scenario (``scenarios.enabled()``), sending real messages through the client, and
    prints progress until each reaches its expected end state;
 4. prints each actor's final state and a trace read from history (step, status, attempts, duration) and a
@@ -207,16 +208,16 @@ class Demo:
 
     def _run(self) -> int:
         deadline = self.t0 + self.args.timeout
-        crash = next((s for s in self.chosen if s.crash_point is not None), None)
+        crashes = [s for s in self.chosen if s.crash_point is not None]
         deploys = [s for s in self.chosen if s.deploy_point is not None]
-        first = ([crash] if crash else []) + deploys
+        first = crashes + deploys
         rest = [s for s in self.chosen if s not in first]
         # the first worker runs the code "before the deploy" when a deploy scenario is chosen
         self.start_worker(registry=before_deploy.REGISTRY_PATH if deploys else None)
         for scenario in first:
             self.start_scenario(scenario)
         if first:
-            self._restart_phase(crash, deploys, deadline)
+            self._restart_phase(crashes, deploys, deadline)
         for scenario in rest:
             self.start_scenario(scenario)
         last_report = 0.0
@@ -243,14 +244,14 @@ class Demo:
         return 0 if ok else 1
 
     def _restart_phase(
-        self, crash: scenarios.Scenario | None, deploys: list[scenarios.Scenario], deadline: float
+        self, crashes: list[scenarios.Scenario], deploys: list[scenarios.Scenario], deadline: float
     ) -> None:
-        """Wait until the crash scenario is inside its slow step and every deploy scenario reached its
+        """Wait until every crash scenario is inside its slow step and every deploy scenario reached its
         deploy point, then replace the worker: SIGKILL (a crash), or SIGTERM when crashing is off."""
-        kill = crash is not None and not self.args.no_crash
+        kill = bool(crashes) and not self.args.no_crash
         if not kill and not deploys:
             return
-        waiting = ([crash] if kill else []) + deploys
+        waiting = (crashes if kill else []) + deploys
         limit = min(deadline, time.monotonic() + 60)
         while time.monotonic() < limit:
             reached = [s for s in waiting if s.name not in self.failed and self._at_point(s)]
@@ -267,7 +268,8 @@ class Demo:
         worker = self.workers[-1]
         if kill:
             worker.kill()
-            msg = f"SIGKILLed worker #{worker.number} (pid {worker.pid}) while {crash.name!r} was inside its slow step"
+            names = " and ".join(repr(s.name) for s in crashes)
+            msg = f"SIGKILLed worker #{worker.number} (pid {worker.pid}) while {names} were inside their slow steps"
             self.crashes.append(msg)
             self.log(msg)
         else:
@@ -311,6 +313,8 @@ class Demo:
                     _say("  " + line)
         if "crash" in self.runs:
             self._crash_report(self.runs["crash"])
+        if "shop" in self.runs:
+            self._shop_report(self.runs["shop"])
         _say()
         _say("=" * 100)
         _say(f"{'scenario':<18} {'result':<7} {'time':>7}  detail")
@@ -339,6 +343,17 @@ class Demo:
             "(the killed attempt is retried)"
         )
         _say(f"  finish ran {counts['finish']}x")
+
+    def _shop_report(self, run: scenarios.ScenarioRun) -> None:
+        try:
+            orders, ships = scenarios.shop_orders(run), scenarios._ship_count(run)
+        except Exception as exc:  # the report is best effort
+            _say(f"\nShop order: cannot read ({type(exc).__name__}: {exc})")
+            return
+        _say()
+        _say("Atomic step across the crash (the Order row commits with the step, or not at all):")
+        _say(f"  shop.Order rows for the checkout: {orders} (placed before the kill: not placed again)")
+        _say(f"  ship started {ships}x (the killed attempt is retried)")
 
     def _destroy_actors(self) -> None:
         """Destroy the scenarios' actors and the helper actors their workflows created during this run

@@ -17,7 +17,7 @@ from typing import Any
 
 from rivet_workflows.engine import ports
 
-from . import crash_demo, fake_service, timeout
+from . import crash_demo, fake_service, shop_order, timeout
 
 # --- running a scenario --------------------------------------------------------------------------------
 
@@ -129,6 +129,8 @@ class Scenario:
     #: demo only: the scenario starts under the old code (first worker) and must reach this point before
     #: the worker is replaced by one running the current code (None: not a deploy scenario)
     deploy_point: Callable[[ScenarioRun], bool] | None = None
+    #: True when the scenario writes Django models (the example shop): not run on the in-memory store
+    needs_db: bool = False
     #: True when an actor of the scenario is expected to end failed (otherwise a failed workflow ends the
     #: scenario at once instead of waiting for its timeout)
     may_fail: bool = False
@@ -350,6 +352,36 @@ def _crash_point(run: ScenarioRun) -> bool:
     return _crash_count(run, "slow-work:start") >= 1
 
 
+#: seconds the shop example's ship step takes (the demo kills the worker in it)
+SHOP_SHIP_SECONDS = 3.0
+
+
+def _ship_count(run: ScenarioRun) -> int:
+    return run.service.count(f"/counters/{shop_order.counter_name(run.key('shop'), 'ship')}")
+
+
+def shop_orders(run: ScenarioRun) -> int:
+    """How many ``shop.Order`` rows the shop scenario's checkout has."""
+    from project.shop.models import Order
+
+    return Order.objects.filter(checkout=run.key("shop")).count()
+
+
+def _start_shop(run: ScenarioRun) -> None:
+    run.actor("shop", "shop_order_actor", input={"ship_seconds": SHOP_SHIP_SECONDS})
+
+
+def _check_shop(run: ScenarioRun) -> list[str]:
+    e = Expect().workflow(run, "shop", ports.COMPLETED)
+    e.eq("orders placed", shop_orders(run), 1)
+    state = run.state("shop")
+    return e.eq("state", (state["status"], state["order_id"] is not None), ("shipped", True)).problems
+
+
+def _shop_point(run: ScenarioRun) -> bool:
+    return _ship_count(run) >= 1
+
+
 # --- later scenarios (join, race, rollback, try blocks, versioning, on_error) --------------------------
 
 
@@ -564,6 +596,15 @@ SCENARIOS: dict[str, Scenario] = {
             timeout=90,
             crash_point=_crash_point,
         ),
+        Scenario(
+            "shop",
+            "atomic step placing an order (Django model) across a worker kill",
+            _start_shop,
+            _check_shop,
+            timeout=90,
+            crash_point=_shop_point,
+            needs_db=True,
+        ),
         Scenario("payment_flow", "try_ block (payment flow)", _start_payment_flow, _check_payment_flow),
         Scenario("fan_in_out", "fan-out / fan-in (join)", _start_fan_in_out, _check_fan_in_out),
         Scenario("scatter_gather", "scatter-gather across actors", _start_scatter, _check_scatter),
@@ -625,6 +666,7 @@ SKELETON_SCENARIOS = [
     "rpc",
     "setup_teardown",
     "crash",
+    "shop",
     "fan_in_out",
     "scatter_gather",
     "coordinator",

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -20,10 +21,14 @@ from django.views.decorators.http import require_POST
 
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
-from ..engine import errors, inspector, ports, repairs, serde
+from ..conf import rivet_settings
+from ..engine import audit, errors, inspector, ports, repairs, serde
+from ..engine.cancel import cancel as cancel_workflow
 from .trace import error_details, pretty, trace_rows
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
+#: most actors one bulk action takes (narrow the list with its filters for more)
+BULK_LIMIT = 500
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
 FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
@@ -81,6 +86,24 @@ def _stored(value: Any) -> Any:
         return value
 
 
+def _bulk_recover(actor_id: str, who: str, reason: str | None) -> bool:
+    repairs.recover(_runtime(), actor_id, who=who, reason=reason, bulk=True)
+    return True
+
+
+def _bulk_cancel(actor_id: str, who: str, reason: str | None) -> bool:
+    return cancel_workflow(_runtime(), actor_id, who=who, reason=reason, bulk=True)
+
+
+#: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
+#: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
+#: audit row per actor it changed.
+BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
+    "recover": ("recover", _bulk_recover),
+    "cancel": ("cancel", _bulk_cancel),
+}
+
+
 def state_badge(state: str) -> str:
     """An HTML badge for a workflow state (``no_workflow`` reads "no workflow")."""
     color = _STATE_COLORS.get(state, "#6c757d")
@@ -90,6 +113,16 @@ def state_badge(state: str) -> str:
         color,
         state.replace("_", " "),
     )
+
+
+def _audit_item(row: Any) -> dict:
+    """An audit row for the trace page: the row, the archived entries' keys and their pretty JSON."""
+    entries = audit.archived_records(row)
+    return {
+        "row": row,
+        "keys": [e.key for e in entries],
+        "text": pretty([serde.from_json(item) for item in row.archived_entries]) if entries else "",
+    }
 
 
 class WorkflowStateFilter(admin.SimpleListFilter):
@@ -114,6 +147,31 @@ class WorkflowStateFilter(admin.SimpleListFilter):
         return queryset.filter(workflow_state=value).exclude(name__in=run_less)
 
 
+class AwaitingCodeVersionFilter(admin.SimpleListFilter):
+    """The "waiting for code version" filter: runs a worker of another code version left unchanged during a
+    rolling deploy, by the version they wait for (DESIGN.md section 12)."""
+
+    title = "waiting for code version"
+    parameter_name = "awaiting_code_version"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        versions = (
+            models.Actor.objects.filter(awaiting_code_version__isnull=False, destroyed=False)
+            .order_by()
+            .values_list("awaiting_code_version", flat=True)
+            .distinct()
+        )
+        return [("*", "any")] + [(v, v) for v in sorted(set(versions))]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        if value == "*":
+            return queryset.filter(awaiting_code_version__isnull=False)
+        return queryset.filter(awaiting_code_version=value)
+
+
 @admin.register(models.Actor)
 class ActorAdmin(admin.ModelAdmin):
     """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
@@ -128,12 +186,13 @@ class ActorAdmin(admin.ModelAdmin):
         "updated_display",
     )
     list_display_links = ("name", "key_display")
-    list_filter = ("name", WorkflowStateFilter)
+    list_filter = ("name", WorkflowStateFilter, AwaitingCodeVersionFilter)
     search_fields = ("key_text", "actor_id")
     ordering = ("-updated_at",)
     list_per_page = 50
     empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
     show_full_result_count = False
+    actions = ["recover_selected", "cancel_selected"]
 
     # --- read-only ----------------------------------------------------------------------------------
 
@@ -149,16 +208,80 @@ class ActorAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).filter(destroyed=False)
 
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        """The bulk actions need the replay permission (``rivet_workflows.replay_workflow``)."""
+        return request.user.has_perm(REPLAY_PERMISSION)
+
+    # --- bulk actions (a confirmation page first) ---------------------------------------------------
+
+    @admin.action(description="Recover selected failed workflows", permissions=["replay"])
+    def recover_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "recover")
+
+    @admin.action(description="Cancel selected workflows", permissions=["replay"])
+    def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "cancel")
+
+    def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
+        """First a confirmation page listing the selected actors (with a reason field); once confirmed
+        (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
+        one message with what was done, skipped and refused."""
+        verb, run = BULK_ACTIONS[name]
+        ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
+        if len(ids) > BULK_LIMIT:
+            self.message_user(
+                request,
+                f"A bulk {verb} takes at most {BULK_LIMIT} actors at once; narrow the list with its filters.",
+                messages.ERROR,
+            )
+            return None
+        if request.POST.get("post") != "yes":
+            actors = list(models.Actor.objects.filter(pk__in=ids).order_by("-updated_at"))
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": f"{verb.capitalize()} {len(actors)} workflow{'s' if len(actors) != 1 else ''}?",
+                "verb": verb,
+                "action": f"{name}_selected",
+                "actors": [
+                    {"row": a, "key": display.short_key(a.key), "badge": state_badge(a.workflow_state)}
+                    for a in actors
+                ],
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "changelist_url": reverse("admin:rivet_workflows_actor_changelist"),
+            }
+            return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
+        who = request.user.get_username()
+        reason = request.POST.get("reason") or None
+        done, skipped, refused = 0, 0, []
+        for actor_id in ids:
+            try:
+                changed = run(actor_id, who, reason)
+            except errors.WorkflowNotFailedError:
+                changed = False
+            except errors.ActorNotFoundError:
+                changed = False
+            except errors.RivetWorkflowsError as exc:
+                refused.append(f"{actor_id}: {repairs.reason(exc)}")
+                continue
+            done += 1 if changed else 0
+            skipped += 0 if changed else 1
+        text = f"Bulk {verb}: {done} done, {skipped} had nothing to {verb}, {len(refused)} refused."
+        if refused:
+            text += " Refused: " + "; ".join(refused[:10]) + (" ..." if len(refused) > 10 else "")
+        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+        return None
+
     # --- columns ------------------------------------------------------------------------------------
 
     @admin.display(description="key", ordering="key_text")
     def key_display(self, obj: models.Actor) -> str:
         """The key as JSON (``["1/2"]`` is not ``[1, 2]``), cut to ``display.KEY_CHARS`` characters and at
-        most 14em wide (CSS ellipsis) so the other columns stay on screen; the whole key (up to
+        most 12em wide (CSS ellipsis) so the other columns stay on screen; the whole key (up to
         ``display.TOOLTIP_CHARS``) is its tooltip."""
         text = display.key_json(obj.key)
         return format_html(
-            '<span class="rivet-key" title="{}" style="display:inline-block;max-width:14em;overflow:hidden;'
+            '<span class="rivet-key" title="{}" style="display:inline-block;max-width:12em;overflow:hidden;'
             'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
             display.shorten(text, display.TOOLTIP_CHARS),
             display.shorten(text),
@@ -176,7 +299,11 @@ class ActorAdmin(admin.ModelAdmin):
 
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:
+        """The queues the workflow waits on, and the code version it waits for when a worker of another
+        version left it (a rolling deploy)."""
         names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
+        if obj.awaiting_code_version:
+            names.append(f"code version {obj.awaiting_code_version}")
         text = display.shorten(", ".join(names))
         return format_html(_BREAKABLE, text) if text else "—"
 
@@ -274,8 +401,11 @@ class ActorAdmin(admin.ModelAdmin):
             .order_by("name")
             .prefetch_related("fires")
         )
+        trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
         return {
             "record": record,
+            "trace_id": trace_id,
+            "trace_url": trace_url,
             "key_text": display.key_json(record.key),
             "key_short": display.short_key(record.key),
             "time_zone": display.time_zone_name(),
@@ -303,6 +433,9 @@ class ActorAdmin(admin.ModelAdmin):
                 for m in queue
             ],
             "crons": [{"entry": c, "fires": list(c.fires.order_by("-id")[:10])} for c in crons],
+            "operator_actions": [
+                _audit_item(row) for row in store.operator_actions(record.actor_id, limit=50)
+            ],
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
@@ -327,9 +460,12 @@ class ActorAdmin(admin.ModelAdmin):
             "subtitle": record.actor_id,
             "has_view_permission": True,
             "live_html": render_to_string("rivet_workflows/admin/_live.html", live, request=request),
+            "can_replay": live["can_replay"],
             "record": record,
             "trace_json_url": reverse("admin:rivet_workflows_actor_trace_json", args=[record.actor_id]),
-            "ws_path": f"/ws/rivet/actors/{record.actor_id}/",
+            # only a server speaking ASGI (daphne, channels' runserver) can take the WebSocket: under WSGI
+            # (runserver, gunicorn) the page polls at once instead of logging a 404 for the attempt
+            "ws_path": f"/ws/rivet/actors/{record.actor_id}/" if isinstance(request, ASGIRequest) else "",
             # worker processes cannot reach an in-memory channel layer: the page keeps polling every 2 s
             "ws_misses_workers": in_memory_layer_misses_workers(),
             "fallback_poll_ms": FALLBACK_POLL_MS,
@@ -367,9 +503,11 @@ class ActorAdmin(admin.ModelAdmin):
             raise PermissionDenied
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         entry_id = request.POST.get("entry_id") or None
+        who = request.user.get_username()
+        reason = request.POST.get("reason") or None
         try:
             if action == "recover":
-                result = repairs.recover(_runtime(), actor_id)
+                result = repairs.recover(_runtime(), actor_id, who=who, reason=reason)
                 reset = len(result.reset)
                 text = ngettext(
                     "Recovered the workflow: %(count)d step reset; it runs again now.",
@@ -377,7 +515,7 @@ class ActorAdmin(admin.ModelAdmin):
                     reset,
                 ) % {"count": reset}
             else:
-                result = repairs.replay(_runtime(), actor_id, entry_id)
+                result = repairs.replay(_runtime(), actor_id, entry_id, who=who, reason=reason)
                 where = f"step {entry_id!r}" if entry_id else "the start"
                 deleted = len(result.deleted)
                 text = ngettext(
@@ -417,16 +555,17 @@ class ActorAdmin(admin.ModelAdmin):
             raise PermissionDenied
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         reason = (request.POST.get("reason") or "").strip()[:1000] or None
+        who = request.user.get_username()
         try:
             if pause:
-                changed = repairs.pause(_runtime(), actor_id, reason)
+                changed = repairs.pause(_runtime(), actor_id, reason, who=who)
                 text = (
                     "Paused: no new step starts until it is resumed."
                     if changed
                     else "Not paused: it was paused already or has finished."
                 )
             else:
-                changed = repairs.resume(_runtime(), actor_id)
+                changed = repairs.resume(_runtime(), actor_id, reason, who=who)
                 text = "Resumed: it runs again." if changed else "Not resumed: it was not paused."
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils.translation import ngettext
 
 from .. import display
-from ..engine import inspector, ports
+from ..engine import inspector, ports, retry
 from ..engine.history import parent_key
 
 
@@ -131,6 +131,48 @@ class Detail:
 
 
 @dataclass
+class AttemptRow:
+    """One attempt of a step as the trace lists it: number, outcome, start and finish (page time zone, ms)
+    and the error as ``"Name: message"`` ("" when it succeeded)."""
+
+    attempt: int
+    outcome: str
+    started: str
+    finished: str
+    error: str
+
+    @property
+    def failed(self) -> bool:
+        """True for an attempt that did not succeed and is not running any more."""
+        return self.outcome not in ("completed", "running")
+
+
+def attempt_rows(entry: ports.EntryRecord) -> list[AttemptRow]:
+    """The attempts of a step entry (``inspector.attempt_log``) ready for the template; a lost attempt
+    (``worker lost``) shows "never finished"."""
+    rows = []
+    for item in inspector.attempt_log(entry):
+        error = item.get("error") or None
+        finished = item.get("finished_at")
+        if finished is not None:
+            shown_finish = display.format_time(finished, precise=True, date=False)
+        elif item.get("outcome") == "running":
+            shown_finish = ""
+        else:
+            shown_finish = "never finished"
+        rows.append(
+            AttemptRow(
+                attempt=int(item.get("attempt") or 0),
+                outcome=str(item.get("outcome") or ""),
+                started=display.format_time(item.get("started_at"), precise=True, date=False),
+                finished=shown_finish,
+                error=f"{error.get('name', 'Error')}: {error.get('message', '')}" if error else "",
+            )
+        )
+    return rows
+
+
+@dataclass
 class Row:
     """One trace row for the template."""
 
@@ -153,6 +195,8 @@ class Row:
     rollback: str = ""
     #: why "Replay from this step" is refused (``repairs.reason``; its tooltip), "" when it is allowed
     replay_reason: str = ""
+    #: a step's attempts, oldest first (``inspector.attempt_log``; case C57)
+    attempt_rows: list[AttemptRow] = field(default_factory=list)
 
     @property
     def indent(self) -> int:
@@ -168,6 +212,7 @@ def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
         if "output" in data:
             out.append(Detail("Output", pretty(data.pop("output"))))
         data.pop("failure", None)
+        data.pop(retry.ATTEMPT_LOG, None)  # listed as the row's attempts
     elif entry.kind == "loop":
         summary = f"iteration {data.get('iteration', 0)}"
         out.append(Detail("Loop state", pretty(data.pop("state", None))))
@@ -281,6 +326,7 @@ def _row(
         depth=node.depth,
         rollback=rollback,
         replay_reason=replay_reasons.get(node.key, "") if node.replayable else "",
+        attempt_rows=attempt_rows(entry) if entry is not None and entry.kind == "step" else [],
     )
 
 

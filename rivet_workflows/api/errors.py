@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.urls import NoReverseMatch, URLPattern, re_path, reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -133,7 +134,18 @@ def install(api: NinjaAPI) -> None:
 
     def rivet_error(request: HttpRequest, exc: errors.RivetWorkflowsError) -> HttpResponse:
         body = error_body(exc.group, exc.code, exc.message, exc.metadata)
-        return respond(api, request, exc.http_status, body)
+        response = respond(api, request, exc.http_status, body)
+        if isinstance(exc, errors.StoreUnavailableError):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
+    def database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
+        # a query of an endpoint's own (a list, a count) found the database unreachable: as a store call would
+        logger.warning("database unavailable in %s %s: %s", request.method, request.path, exc)
+        unavailable = errors.StoreUnavailableError(
+            f"the database is unavailable: {type(exc).__name__}: {str(exc).strip()}; try again shortly"
+        )
+        return rivet_error(request, unavailable)
 
     def validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         problems = [
@@ -173,6 +185,8 @@ def install(api: NinjaAPI) -> None:
         return respond(api, request, 500, body)
 
     api.add_exception_handler(Exception, internal)
+    api.add_exception_handler(OperationalError, database_down)
+    api.add_exception_handler(InterfaceError, database_down)
     api.add_exception_handler(RequestDataTooBig, too_big)
     api.add_exception_handler(Http404, not_found)
     api.add_exception_handler(HttpError, http_error)

@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import StrictBool, StrictFloat
+from pydantic import BeforeValidator, StrictBool, StrictFloat
 
 from .. import inputs
 from ..engine import inspector, ports
+from ..engine.client import MAX_KEY_INT
 
 #: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
 MAX_SEND_TIMEOUT = 300.0
@@ -22,6 +23,24 @@ ACTOR_ID_CHARS = 32
 
 #: text a database can store (no NUL; a lone surrogate is refused by the validator itself)
 StorableText = Annotated[str, Field(pattern=inputs.TEXT_PATTERN)]
+
+
+def _integer_key_part(value: Any) -> Any:
+    """A JSON number without a fraction (``10`` or ``10.0``) as an int; a bool or a fraction is refused."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a key part")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("a key part is a string or an integer")
+        return int(value)
+    return value
+
+
+#: one part of an actor key: a string or an integer (a JSON number without fraction, not a bool) within
+#: +-(2**53 - 1), the same key type as the Python client's (``client.normalize_key``)
+KeyPart = (
+    StorableText | Annotated[int, Field(ge=-MAX_KEY_INT, le=MAX_KEY_INT), BeforeValidator(_integer_key_part)]
+)
 
 #: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1), and
 #: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``, never stored)
@@ -47,11 +66,12 @@ class ErrorOut(Schema):
 
 
 class CreateActorIn(Schema):
-    """``POST /actors``: the actor type ``name``, its ``key`` (a string or a list of strings) and an optional
-    ``input`` (any JSON; tagged values are decoded)."""
+    """``POST /actors``: the actor type ``name``, its ``key`` (a string, an integer, or a list of strings
+    and integers: ``"eu"``, ``42``, ``["eu", 42]``) and an optional ``input`` (any JSON; tagged values are
+    decoded)."""
 
     name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
-    key: StorableText | list[StorableText]
+    key: KeyPart | list[KeyPart]
     input: Any = None
 
 
@@ -154,10 +174,38 @@ class HistoryOut(Schema):
     isWorkflowEnabled: bool
 
 
+#: longest ``reason`` of an operator action accepted over HTTP
+MAX_REASON_CHARS = 2000
+
+
 class ReplayIn(Schema):
-    """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything."""
+    """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything.
+    ``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
     entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class RecoverIn(Schema):
+    """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class OperatorActionOut(Schema):
+    """One operator action: ``action`` (replay, replay_all, recover, cancel, pause, resume, ``bulk_*``),
+    ``who`` (a user name or ``"token"``), ``reason``, ``at``, and ``archived_entries``: the history entries
+    it deleted or reset as they were (tagged JSON of the stored entry records)."""
+
+    action: str
+    who: str
+    reason: str | None
+    at: datetime
+    archived_entries: list[Any]
+
+
+class AuditOut(Schema):
+    items: list[OperatorActionOut]
 
 
 class PauseIn(Schema):

@@ -9,7 +9,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models
 from ..conf import rivet_settings
-from ..engine import errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.client import normalize_key
 from ..engine.delivery import send_message
 from . import schemas as s
@@ -112,12 +112,14 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
     try:
         handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
-    except errors.RivetWorkflowsError:
+    except errors.RivetWorkflowsError:  # StoreUnavailableError (503) for a database that went away
         raise
-    except Exception as exc:  # on_create raised: the actor was not created
+    except Exception as exc:  # user code raised (on_create, or create_state): the actor was not created
+        definition = definition_client.definition
+        hook = "on_create" if definition.on_create is not None else "create_state"
         raise UserCodeError(
-            f"on_create of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
-            hook="on_create",
+            f"{hook} of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            hook=hook,
             error=type(exc).__name__,
         ) from exc
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
@@ -240,9 +242,44 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     return _shown({"result": result})
 
 
+class QueryFailedError(errors.RivetWorkflowsError):
+    """A query raised an exception."""
+
+    group = "user"
+    code = "query_failed"
+    http_status = 400
+
+
+@router.post(
+    "/actors/{actor_id}/queries/{query}",
+    response={200: s.ActionOut, **_errors(404, 413)},
+    auth=api_auth,
+    summary="Run a query",
+    exclude_unset=True,  # ``types`` only when the result is not plain JSON
+)
+def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.ActionIn) -> Any:
+    """Run the read-only query ``query(c, *args)`` on the actor's last committed state and return
+    ``{result}`` (plain JSON, with ``types`` as in ``GET /actors/{id}``); it never waits for a running
+    step (DESIGN.md section 13). Unknown actor or query is a 404; an exception raised by the query (also
+    a write it tried: ``step_only``) a 400. Operation ``query`` (the role rule treats it as ``call``)."""
+    handle, _ = _handle(request, actor_id, access.QUERY)
+    handle.definition.get_query(query)  # QueryNotFoundError before anything runs
+    args = _decode(payload.args, "args")
+    try:
+        result = handle.query(query, *args)
+    except errors.RivetWorkflowsError:
+        raise
+    except Exception as exc:
+        raise QueryFailedError(
+            f"query {query!r} raised {type(exc).__name__}: {exc}", query=query, error=type(exc).__name__
+        ) from exc
+    serde.to_json(result, where="response")
+    return _shown({"result": result})
+
+
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 413)},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413)},
     auth=api_auth,
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON
@@ -252,7 +289,8 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
-    actor or undeclared queue -> 404. Operation ``send``."""
+    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow`` (nothing
+    would receive it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:
@@ -288,12 +326,15 @@ def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
 )
 def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn | None = None) -> Any:
     """Replay from the step ``entryId`` (or everything when it, or the whole body, is omitted or ``null``);
-    400 for an ``entryId`` the history has not or that is not a step; 409 ``workflow_in_flight`` while an
-    executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
-    code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
-    (``metadata.replay_from``). A refused replay changes nothing."""
+        400 for an ``entryId`` the history has not or that is not a step; 409 ``workflow_in_flight`` while an
+        executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
+        code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
+        (``metadata.replay_from``). A refused replay changes nothing. ``reason`` goes into the audit row (who: the
+    user name, or ``"token"``)."""
     entry_id = payload.entryId if payload is not None else None
-    return repairs.replay(runtime(), actor_id, entry_id).as_dict()
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    return repairs.replay(runtime(), actor_id, entry_id, who=who, reason=reason).as_dict()
 
 
 @router.post(
@@ -303,11 +344,14 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
     tags=["inspector"],
     summary="Recover a failed workflow",
 )
-def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
-    """Takes no body (one sent, ``null`` included, is ignored). Reset failed/exhausted steps and restart a failed workflow; 409 when it is not failed or in flight,
-    ``history_diverged`` when the reset history does not replay on the deployed code and ``rolled_back``
-    when the run was rolled back. A refused recover changes nothing."""
-    return repairs.recover(runtime(), actor_id).as_dict()
+def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.RecoverIn | None = None) -> Any:
+    """Body ``{reason?}`` (optional; ``null`` is no body). Reset failed/exhausted steps and restart a failed
+    workflow; 409 when it is not failed or in flight, ``history_diverged`` when the reset history does not
+    replay on the deployed code and ``rolled_back`` when the run was rolled back. A refused recover changes
+    nothing. ``reason`` goes into the audit row (who: the user name, or ``"token"``)."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    return repairs.recover(runtime(), actor_id, who=who, reason=reason).as_dict()
 
 
 @router.post(
@@ -320,9 +364,11 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId) -> Any:
 def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn | None = None) -> Any:
     """Pause the actor (DESIGN.md section 12): never claimed while paused, sends kept, a running step
     finishes and no new one starts. ``{reason?}``; ``changed`` False when it was paused already or finished.
-    404 for an unknown actor; 400/422 for a bad body."""
+    The audit row ``pause`` keeps ``reason`` and who (the user name, or ``"token"``). 404 for an unknown
+    actor; 400/422 for a bad body."""
     reason = payload.reason if payload is not None else None
-    changed = repairs.pause(runtime(), actor_id, reason)
+    who = access.operator_name(request.auth, request)
+    changed = repairs.pause(runtime(), actor_id, reason, who=who)
     return _pause_out(actor_id, changed)
 
 
@@ -335,8 +381,10 @@ def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn |
 )
 def resume_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn | None = None) -> Any:
     """Resume a paused actor; what came due meanwhile runs once. ``changed`` False (nothing done) when it
-    was not paused. ``{reason?}`` is accepted (kept by the audit of operator actions). 404, 400/422."""
-    changed = repairs.resume(runtime(), actor_id)
+    was not paused. ``{reason?}`` goes into the audit row ``resume`` (who as for pause). 404, 400/422."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    changed = repairs.resume(runtime(), actor_id, reason, who=who)
     return _pause_out(actor_id, changed)
 
 
@@ -348,3 +396,17 @@ def _pause_out(actor_id: str, changed: bool) -> dict[str, Any]:
         "workflowState": record.workflow_state,
         "pauseReason": record.pause_reason,
     }
+
+
+@router.get(
+    "/actors/{actor_id}/inspector/audit",
+    response={200: s.AuditOut, **_errors(404)},
+    auth=inspector_read_auth,
+    tags=["inspector"],
+    summary="Operator actions on the actor",
+)
+def operator_audit(request: HttpRequest, actor_id: ActorId) -> Any:
+    """``{items: [{action, who, reason, at, archived_entries}]}``, newest first: every replay, recover,
+    cancel, pause and resume done on the actor (DESIGN.md section 12), with the history entries each
+    deleted or reset as they were."""
+    return audit.history_of(runtime(), actor_id)

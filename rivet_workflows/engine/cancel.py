@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import ports
+from . import audit, ports
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -13,9 +13,18 @@ if TYPE_CHECKING:
 _ATTEMPTS = 20
 
 
-def cancel(runtime: Runtime, actor_id: str) -> bool:
+def cancel(
+    runtime: Runtime,
+    actor_id: str,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> bool:
     """Cancel the workflow of ``actor_id``: ``workflow_state`` becomes ``cancelled``, ``wake_at`` and
-    ``waiting_for`` are cleared, and no executor runs it again. Rollback handlers do not run.
+    ``waiting_for`` are cleared, and no executor runs it again. Rollback handlers do not run. The same
+    commit writes the audit row (``cancel``, ``bulk_cancel`` with ``bulk``) by ``who`` for ``reason``;
+    nothing is recorded when the workflow had finished already.
 
     A run in progress is fenced out: the lease is taken over (``store.handoff`` bumps the fencing token), so
     that run's next write is rejected and it stops (a step body already running finishes, but its outcome
@@ -24,6 +33,7 @@ def cancel(runtime: Runtime, actor_id: str) -> bool:
     """
     store, settings = runtime.store, runtime.settings
     owner = f"{runtime.owner}:cancel"
+    row = audit.action_record(actor_id, audit.bulk(audit.CANCEL) if bulk else audit.CANCEL, who, reason)
     for _ in range(_ATTEMPTS):
         record = store.get_actor(actor_id)
         if record.workflow_state in ports.FINISHED_STATES:
@@ -42,9 +52,11 @@ def cancel(runtime: Runtime, actor_id: str) -> bool:
                 waiting_for=[],
                 step_lock_until=None,
                 release=True,
+                audit=row,
             ),
         )
         if result.ok:
+            runtime.observer.workflow_finished(record.name, ports.CANCELLED)
             runtime.notify_history(actor_id)  # open trace pages show the cancelled state at once
             return True
     raise RuntimeError(f"could not cancel actor {actor_id}: its lease kept changing hands")

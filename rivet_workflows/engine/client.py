@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, ports, repairs, serde
-from .actor_context import ActorContext
+from . import actions, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
+from .flow import flow_of
+from .keys import MAX_KEY_INT as MAX_KEY_INT
+from .keys import display_part as display_part
+from .keys import normalize_key as normalize_key
 from .reentrancy import check_not_reentrant
+from .sending import DESTROYED, gave_up
+from .sending import SendResult as SendResult
 from .settings import to_seconds
 
 if TYPE_CHECKING:
@@ -27,20 +29,6 @@ logger = logging.getLogger("rivet_workflows")
 
 
 ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
-
-
-@dataclass(frozen=True)
-class SendResult:
-    """Outcome of ``handle.send(..., wait=True)``: ``status`` is ``"completed"`` (with the ``response`` the
-    workflow passed to ``message.complete``) or ``"timed_out"`` (``response`` None). Spec: "Queues".
-
-    ``detail`` says why a send gave up: the timeout passed (and what became of the message), or the
-    workflow ended (completed, failed, cancelled) without completing the message, which ends the wait early.
-    """
-
-    status: Literal["completed", "timed_out"]
-    response: Any = None
-    detail: str | None = field(default=None, compare=False)
 
 
 #: how often (seconds) a waiting send also checks whether the workflow ended without answering
@@ -56,8 +44,9 @@ class _Backoff:
 
     A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
     two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).
-    PostgreSQL's LISTEN/NOTIFY wake on the message's completion will replace the pause itself
-    (``ActorHandle._pause``), not this schedule.
+    Each pause is ``Store.wait_for_message_completed``, which ends early on the completion where the store
+    is told of it (PostgreSQL LISTEN/NOTIFY): the schedule bounds how often the sender looks, not how late
+    it sees the reply.
     """
 
     def __init__(self, first: float, deadline: float) -> None:
@@ -70,44 +59,6 @@ class _Backoff:
         pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
         self.pause = min(self.pause * 2, self.cap)
         return pause
-
-
-#: ``SendResult.detail`` of a waiting send whose actor was destroyed (its messages went with it)
-_DESTROYED = "the actor was destroyed before completing the message"
-
-
-def _gave_up(
-    runtime: Runtime, message: ports.MessageRecord, actor_id: str, timed_out: bool
-) -> SendResult | None:
-    """None while a waiting send should go on; else the ``timed_out`` result with its ``detail``."""
-    try:
-        state = runtime.store.get_actor(actor_id).workflow_state
-    except errors.ActorNotFoundError:
-        return SendResult("timed_out", None, _DESTROYED)
-    if state in ports.FINISHED_STATES:
-        return SendResult("timed_out", None, f"the workflow {state} without completing the message")
-    if not timed_out:
-        return None
-    if message.status == ports.MESSAGE_RECEIVED:
-        detail = (
-            "the workflow received the message but has not completed it (was it received with "
-            "completable=True, and does the workflow call message.complete()?)"
-        )
-    else:
-        detail = "the workflow has not received the message yet (is it waiting on this queue?)"
-    return SendResult("timed_out", None, f"timed out: {detail}")
-
-
-def normalize_key(key: Any) -> list:
-    """An actor key as stored: a ``str`` becomes ``[str]``, a list or tuple becomes a list.
-
-    Raises ``TypeError`` for anything else (keys are strings or sequences of JSON values).
-    """
-    if isinstance(key, str):
-        return [key]
-    if isinstance(key, (list, tuple)):
-        return list(key)
-    raise TypeError(f"an actor key is a str or a list of values, got {type(key).__name__}")
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -222,6 +173,20 @@ class ActorTypeClient:
 
         workflow = definition.run is not None
         due = workflow and definition.on_create is None  # on_create runs before the actor is due
+        with runtime.observer.create(self.name, key) as observation:  # the rivet.create span
+            handle, created = self._insert(
+                key, input, create_state, due, lookup_first, observation.trace_context()
+            )
+            observation.set("rivet.actor.id", handle.actor_id)
+        return handle, created
+
+    def _insert(
+        self, key: list, input: Any, create_state: Callable, due: bool, lookup_first: bool, trace_context: Any
+    ) -> tuple[ActorHandle, bool]:
+        """The store write of ``_get_or_create`` (with the creation's trace context), then ``on_create``
+        and the hand-over to the dispatcher for a new workflow actor."""
+        runtime, definition = self.runtime, self.definition
+        workflow = definition.run is not None
         store = runtime.store
 
         def flow(state: Any) -> ports.Flow | None:
@@ -229,7 +194,13 @@ class ActorTypeClient:
 
         if lookup_first:
             record, created = store.get_or_create_actor(
-                self.name, key, input, create_state, due=due, flow=flow if definition.has_flow else None
+                self.name,
+                key,
+                input,
+                create_state,
+                due=due,
+                trace_context=trace_context,
+                flow=flow if definition.has_flow else None,
             )
         else:
             try:
@@ -239,7 +210,9 @@ class ActorTypeClient:
                 if existing is None:
                     raise
                 return self._handle(existing), False
-            record, created = store.create_actor(self.name, key, input, state, due=due, flow=flow(state))
+            record, created = store.create_actor(
+                self.name, key, input, state, due=due, trace_context=trace_context, flow=flow(state)
+            )
         handle = self._handle(record)
         if created:
             if definition.on_create is not None:
@@ -247,33 +220,6 @@ class ActorTypeClient:
             if workflow:
                 runtime.wake(record.actor_id)
         return handle, created
-
-
-def flow_of(runtime: Runtime, definition: ActorDefinition, key: list, state: Any) -> ports.Flow | None:
-    """The ``ports.Flow`` recorded on a new actor of ``definition`` (None when the type has no flow control).
-
-    ``Concurrency.key(c)`` is called once, here, on an actor context with the new actor's ``key`` and initial
-    ``state`` (no actor id yet); its value's text is the concurrency group (``str(value)``; None -> ``""``).
-    A rate limit without a keyed concurrency limits the whole type (group ``""``). DESIGN.md section 12.
-    """
-    if not definition.has_flow:
-        return None
-    concurrency, rate = definition.concurrency, definition.rate_limit
-    group: str | None = None
-    if concurrency is not None or rate is not None:
-        group = ""
-        if concurrency is not None and concurrency.key is not None:
-            c = ActorContext(runtime, definition, "", key, copy.deepcopy(state))
-            value = concurrency.key(c)
-            group = "" if value is None else str(value)
-    return ports.Flow(
-        concurrency_key=group,
-        concurrency_limit=None if concurrency is None else concurrency.limit,
-        rate_count=None if rate is None else rate.count,
-        rate_per=None if rate is None else rate.per,
-        priority=definition.priority,
-        timeout=definition.timeout,
-    )
 
 
 class ActorHandle:
@@ -333,6 +279,27 @@ class ActorHandle:
         """Async twin of ``call``."""
         return await sync_to_async(self.call, thread_sensitive=True)(action, *args)
 
+    # --- queries ------------------------------------------------------------------------------------
+
+    def query(self, name: str, *args: Any) -> Any:
+        """Run the query ``name`` with ``args`` and return its result, at once: it reads the actor's last
+        committed state and vars and never waits for a running step (DESIGN.md section 13).
+
+        The query runs as ``fn(c, *args)`` on a read-only context (``engine.queries.QueryContext``);
+        arguments and result go through the serializer. Raises ``QueryNotFoundError``,
+        ``ActorNotFoundError``, ``StepOnlyError`` (the query tried to write), ``SerializationError``/
+        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor.
+        """
+        fn = self.definition.get_query(name)
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"query {name!r} arguments", max_bytes=limit)
+        return queries.run_query(runtime, self.definition, self.actor_id, self.key, fn, args)
+
+    async def aquery(self, name: str, *args: Any) -> Any:
+        """Async twin of ``query``."""
+        return await sync_to_async(self.query, thread_sensitive=True)(name, *args)
+
     # --- queues -------------------------------------------------------------------------------------
 
     def send(
@@ -344,8 +311,10 @@ class ActorHandle:
         until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
         ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
         ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
-        It polls the store: first after ``settings.poll_interval`` s, then backing off to every
-        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline. Raises ``QueueNotFoundError``,
+        It checks the message first after ``settings.poll_interval`` s, then backing off to every
+        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline; each pause is the store's
+        ``wait_for_message_completed``, which returns at once on the completion where the store is told
+        of it (MemoryStore, PostgresStore: LISTEN/NOTIFY), so the reply is seen without the poll delay. Raises ``QueueNotFoundError``,
         ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
         """
         if wait:
@@ -361,27 +330,23 @@ class ActorHandle:
             try:
                 current = self.runtime.store.get_message(message.id)
             except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, _DESTROYED)
+                return SendResult("timed_out", None, DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or time.monotonic() >= next_check:
                 next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                result = gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            self._pause(backoff.next_pause())
-
-    def _pause(self, seconds: float) -> None:
-        """The pause between two checks of a waiting send. The hook of a store that can wake the sender
-        when the message is completed (PostgreSQL LISTEN/NOTIFY, like ``wait_for_messages``): it would
-        block here up to ``seconds`` and return early on the notification."""
-        time.sleep(seconds)
+            # the pause: returns early when the store is told of the completion (Memory, PostgreSQL)
+            self.runtime.store.wait_for_message_completed(message.id, backoff.next_pause())
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
-        """Async twin of ``send`` (the same backoff, pausing with ``asyncio.sleep``: the loop is not blocked)."""
+        """Async twin of ``send`` (the same backoff; each pause is the store's ``wait_for_message_completed``
+        in a worker thread, so the loop is not blocked)."""
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         message = await sync_to_async(send_message, thread_sensitive=True)(
@@ -393,22 +358,23 @@ class ActorHandle:
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
-        gave_up = sync_to_async(_gave_up, thread_sensitive=True)
+        pause = sync_to_async(self.runtime.store.wait_for_message_completed, thread_sensitive=True)
+        ended = sync_to_async(gave_up, thread_sensitive=True)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             try:
                 current = await get(message.id)
             except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, _DESTROYED)
+                return SendResult("timed_out", None, DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or time.monotonic() >= next_check:
                 next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                result = await ended(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            await asyncio.sleep(backoff.next_pause())
+            await pause(message.id, backoff.next_pause())
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -420,8 +386,23 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
-    def recover(self) -> bool:
-        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover").
+    def replay(self, entry_id: str | None = None, reason: str | None = None) -> repairs.RepairResult:
+        """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9).
+
+        The entries from that step on are deleted (archived in the audit row, written with ``who``
+        ``"python"`` and ``reason``), the workflow output and error cleared, and the workflow runs again.
+        Returns the ``RepairResult`` (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing,
+        ``WorkflowInFlightError`` while an executor holds the actor, ``EntryNotFoundError``,
+        ``InvalidReplayTargetError``, ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see
+        ``repairs.replay``).
+        """
+        check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
+        return repairs.replay(self.runtime, self.actor_id, entry_id, reason=reason)
+
+    def recover(self, reason: str | None = None) -> bool:
+        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover"); the audit row records
+        ``who`` ``"python"`` and ``reason``.
 
         Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
         workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
@@ -433,18 +414,19 @@ class ActorHandle:
         if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
         try:
-            repairs.recover(self.runtime, self.actor_id)
+            repairs.recover(self.runtime, self.actor_id, reason=reason)
         except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
             return False
         return True
 
-    def cancel(self) -> bool:
+    def cancel(self, reason: str | None = None) -> bool:
         """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
+        The audit row records ``who`` ``"python"`` and ``reason``.
 
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
         """
-        return cancel_workflow(self.runtime, self.actor_id)
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
 
     def pause(self, reason: str | None = None) -> bool:
         """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
@@ -453,12 +435,14 @@ class ActorHandle:
         already or its workflow has finished. ``ActorNotFoundError``."""
         return repairs.pause(self.runtime, self.actor_id, reason)
 
-    def resume(self) -> bool:
+    def resume(self, reason: str | None = None) -> bool:
         """Resume a paused actor: it runs again, and what came due while it was paused (a send, a sleep's
-        end, the workflow's timeout) takes effect once. True when it was paused, False (a no-op) otherwise."""
-        return repairs.resume(self.runtime, self.actor_id)
+        end, the workflow's timeout) takes effect once. ``reason`` goes into the audit row (who:
+        ``"python"``). True when it was paused, False (a no-op) otherwise."""
+        return repairs.resume(self.runtime, self.actor_id, reason)
 
     adestroy = _twin(destroy)
+    areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
     apause = _twin(pause)

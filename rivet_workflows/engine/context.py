@@ -143,9 +143,10 @@ class WorkflowContext(ActorIdentity):
         max_retries: int = 3,
         retry_backoff_base: float | timedelta = 0.1,
         retry_backoff_max: float | timedelta = 30.0,
-        timeout: float | timedelta | None = 30.0,
+        timeout: float | timedelta | None = steps.DEFAULT_TIMEOUT,
         retry_on_timeout: bool = False,
         ephemeral: bool = False,
+        atomic: bool = False,
     ) -> Awaitable[Any]:
         """Run ``run(step)`` once, durably: ``await ctx.step("charge", fn)`` -> the body's return value.
 
@@ -162,12 +163,28 @@ class WorkflowContext(ActorIdentity):
         (an action, a waiting send, destroy): that raises ``ReentrantCallError`` at once; use
         ``step.state``, ``step.queue.send`` and ``step.destroy()``. The state the body leaves is checked
         like the output (``SerializationError``/``PayloadTooLargeError``: the step fails, not retried).
+
+        ``atomic=True`` (DESIGN.md section 13): the sync body runs inside the database transaction that
+        records the step's outcome, on the store's connection: its ORM writes (on the store's database
+        alias), the state change, its ``step.queue.send`` messages and the history entry commit together
+        or not at all, fenced by the lease. A failed attempt's writes, sends and state changes are rolled
+        back; a crash before the commit leaves nothing and the body runs again; after the commit it never
+        runs again. A write through another alias fails the step (``AtomicStepError``). An ``async`` body,
+        a ``timeout``, ``retry_on_timeout`` or ``ephemeral`` with it raise ``TypeError`` here. The
+        in-memory store runs it as a plain step (its ORM writes are not rolled back).
         """
         fn = run
         if fn is None or not callable(fn):
             raise TypeError(f"ctx.step({name!r}) needs a callable body: ctx.step(name, fn) or run=fn")
         options = steps.make_options(
-            max_retries, retry_backoff_base, retry_backoff_max, timeout, retry_on_timeout, ephemeral
+            max_retries,
+            retry_backoff_base,
+            retry_backoff_max,
+            timeout,
+            retry_on_timeout,
+            ephemeral,
+            atomic,
+            fn,
         )
         return self._run(name, "step", lambda key: steps.run_step(self, key, name, fn, options, rollback))
 
@@ -189,9 +206,11 @@ class WorkflowContext(ActorIdentity):
             options.pop("max_retries", 3),
             options.pop("retry_backoff_base", 0.1),
             options.pop("retry_backoff_max", 30.0),
-            options.pop("timeout", 30.0),
+            options.pop("timeout", steps.DEFAULT_TIMEOUT),
             options.pop("retry_on_timeout", False),
             options.pop("ephemeral", False),
+            options.pop("atomic", False),
+            fn,
         )
         if options:
             raise TypeError(f"unexpected try_step option(s): {sorted(options)}")

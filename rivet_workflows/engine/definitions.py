@@ -186,10 +186,11 @@ class ActorDefinition:
     Fields: ``state``/``vars`` initial values (deep-copied per actor), ``create_state(input)`` or
     ``create_state(info, input)`` (``info`` has ``.name`` and ``.key``), ``create_vars()`` or
     ``create_vars(c)``, ``queues``/``events`` (dict name -> declaration), ``actions`` (dict name ->
-    ``fn(c, *args)``, sync or async), hooks ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``,
-    ``on_destroy(c)``, ``run`` (a ``WorkflowHandler`` or None), ``options`` (dict), ``name`` (set by
-    ``setup``; None before), and the flow controls ``concurrency`` (``Concurrency``), ``rate_limit``
-    (``RateLimit``), ``priority`` (int) and ``timeout`` (seconds from creation, float; DESIGN.md 12).
+    ``fn(c, *args)``, sync or async), ``queries`` (dict name -> ``fn(c, *args)``, read-only), hooks
+    ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``, ``on_destroy(c)``, ``run`` (a
+    ``WorkflowHandler`` or None), ``options`` (dict), ``name`` (set by ``setup``; None before), and the flow
+    controls ``concurrency`` (``Concurrency``), ``rate_limit`` (``RateLimit``), ``priority`` (int) and
+    ``timeout`` (seconds from creation, float; DESIGN.md 12).
     """
 
     state: Any = None
@@ -199,6 +200,7 @@ class ActorDefinition:
     queues: dict[str, QueueDefinition] = field(default_factory=dict)
     events: dict[str, EventDefinition] = field(default_factory=dict)
     actions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
     on_create: Callable[..., Any] | None = None
     on_wake: Callable[..., Any] | None = None
     on_sleep: Callable[..., Any] | None = None
@@ -248,10 +250,27 @@ class ActorDefinition:
         """True when the type has a flow control that must be recorded on its actors' rows."""
         return bool(self.concurrency or self.rate_limit or self.priority or self.timeout)
 
+    def get_query(self, name: str) -> Callable[..., Any]:
+        """The query ``name``; raises ``QueryNotFoundError`` (metadata ``actor``, ``query``)."""
+        try:
+            return self.queries[name]
+        except (KeyError, TypeError):
+            raise errors.QueryNotFoundError(
+                f"actor {self.name!r} has no query {name!r}", actor=self.name, query=str(name)
+            ) from None
+
     def check_queue(self, name: str) -> None:
-        """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them."""
+        """Raise ``QueueNotFoundError`` if the actor declares queues and ``name`` is not one of them, and
+        ``NoWorkflowError`` if the actor has no workflow to receive the message (no run function)."""
         if not isinstance(name, str) or not name:
             raise errors.QueueNotFoundError(f"invalid queue name {name!r}", actor=self.name, queue=str(name))
+        if self.run is None:
+            raise errors.NoWorkflowError(
+                f"actor type {self.name!r} has no workflow (no run function): nothing would ever receive "
+                f"a message on queue {name!r}; call an action instead",
+                actor=self.name,
+                queue=name,
+            )
         if self.queues and name not in self.queues:
             raise errors.QueueNotFoundError(
                 f"actor {self.name!r} declares no queue {name!r} (declared: {sorted(self.queues)})",
@@ -278,6 +297,7 @@ def actor(
     on_destroy: Callable[..., Any] | None = None,
     run: WorkflowHandler | Callable[..., Any] | None = None,
     options: Mapping[str, Any] | None = None,
+    queries: Mapping[str, Callable[..., Any]] | None = None,
     concurrency: int | Concurrency | None = None,
     rate_limit: RateLimit | None = None,
     priority: int = 0,
@@ -286,6 +306,8 @@ def actor(
     """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
 
     ``run`` is a ``WorkflowHandler`` (from ``workflow(fn)``) or a bare ``async def run(ctx)`` (wrapped).
+    ``queries`` maps names to read-only handlers ``fn(c, *args)``: they read the last committed state and
+    vars without waiting for a running step (``handle.query``; DESIGN.md section 13).
     Flow controls (DESIGN.md section 12), enforced by the store when an actor is claimed:
     ``concurrency`` (an int N or ``Concurrency(limit, key)``: at most N actors of the type, or per key
     value, hold a lease at once), ``rate_limit`` (``RateLimit(count, per)``: at most ``count`` run starts
@@ -293,18 +315,20 @@ def actor(
     ``timeout`` (seconds or timedelta from the actor's creation: the workflow then fails with
     ``WorkflowTimeoutError``, also while it sleeps or waits). ``ValueError``/``TypeError`` for bad values.
     Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
-    a non-callable action or hook raises ``TypeError``.
+    a non-callable action, query or hook raises ``TypeError``.
     """
     if state is not None and create_state is not None:
         raise ValueError("give either state or create_state, not both")
     if vars is not None and create_vars is not None:
         raise ValueError("give either vars or create_vars, not both")
     action_map = dict(actions or {})
-    for name, fn in action_map.items():
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"action names must be non-empty strings, got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"action {name!r} must be callable")
+    query_map = dict(queries or {})
+    for what, handlers in (("action", action_map), ("query", query_map)):
+        for name, fn in handlers.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{what} names must be non-empty strings, got {name!r}")
+            if not callable(fn):
+                raise TypeError(f"{what} {name!r} must be callable")
     for label, hook in (
         ("create_state", create_state),
         ("create_vars", create_vars),
@@ -331,6 +355,7 @@ def actor(
         queues=_declarations(queues, QueueDefinition, "queues"),
         events=_declarations(events, EventDefinition, "events"),
         actions=action_map,
+        queries=query_map,
         on_create=on_create,
         on_wake=on_wake,
         on_sleep=on_sleep,

@@ -54,7 +54,15 @@ def send_message(
     """
     definition.check_queue(name)
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
-    message, hint = runtime.store.send_and_check(actor_id, name, body, completable)
+    observation = runtime.observer.send(definition.name or "", actor_id, name)
+    try:
+        message, hint = runtime.store.send_and_check(
+            actor_id, name, body, completable, trace_context=observation.trace_context()
+        )
+    except BaseException as exc:
+        observation.end(None, exc)
+        raise
+    observation.end()
     if hint is None:
         wake_if_due(runtime, actor_id)
     elif hint:

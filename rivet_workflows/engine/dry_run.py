@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from . import errors, ports, serde
+from . import errors, observe, ports, serde
 from .context import WorkflowContext
 from .history import ROOT, History
 from .session import RunSession, maybe_await
@@ -61,6 +61,9 @@ class ReadOnlyStore(ports.BaseStore):
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         return self._store.list_actors(name, limit=limit)
 
+    def actor_counts(self) -> observe.ActorCounts:
+        return self._store.actor_counts()
+
     def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
         return self._store.load_history(actor_id)
 
@@ -90,6 +93,11 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_next_deadline(self) -> datetime | None:
         return self._store.cron_next_deadline()
 
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        return self._store.operator_actions(actor_id, limit=limit)
+
     def close_thread_connection(self) -> None:
         self._store.close_thread_connection()
 
@@ -103,6 +111,7 @@ class ReadOnlyStore(ports.BaseStore):
         create_state: Callable[[], Any],
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
@@ -115,6 +124,7 @@ class ReadOnlyStore(ports.BaseStore):
         state: Any,
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
@@ -151,11 +161,30 @@ class ReadOnlyStore(ports.BaseStore):
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         return self._refuse("commit")
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        return self._refuse("run_in_commit")
+
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         return self._refuse("send")
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         return self._refuse("send_and_check")
 
@@ -164,6 +193,12 @@ class ReadOnlyStore(ports.BaseStore):
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        return self._refuse("wait_for_message_completed")
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        return self._refuse("wait_for_wakes")
 
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
@@ -182,6 +217,9 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
         self._refuse("cron_record_fire")
 
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        return self._refuse("record_operator_action")
+
 
 class _DrySession(RunSession):
     """A RunSession that never runs a step body, never fires on_error and never commits."""
@@ -194,6 +232,9 @@ class _DrySession(RunSession):
 
     async def flush(self, **fields: Any) -> ports.CommitResult:
         raise errors.DryRunStop("dry run: a commit would be written")
+
+    async def commit_in_transaction(self, body: Callable[[ports.Commit], None]) -> ports.CommitResult:
+        raise errors.DryRunStop("dry run: an atomic step would run")
 
 
 @dataclass
@@ -217,6 +258,10 @@ class CheckResult:
     error: dict | None = None
     code: str | None = None
     replay_from: str | None = None
+    #: diverged on entries written by this other code version (a worker of it can run the run); None: own
+    other_version: str | None = None
+    #: the code version the run waits for (a worker of another version left it), None: not waiting
+    awaiting_code_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -261,6 +306,7 @@ def check_actor(
     """
     definition = runtime.registry.get(actor.name)
     result = CheckResult(actor.actor_id, actor.name, list(actor.key), actor.workflow_state, OK)
+    result.awaiting_code_version = actor.awaiting_code_version
     if definition.run is None:
         return result
     dry = copy.copy(runtime)  # no __init__: the registry stays bound to the real runtime
@@ -279,6 +325,8 @@ def check_actor(
         result.outcome, result.message = DIVERGED, str(exc)
         result.location = getattr(exc, "location", None) or _location_of(exc)
         result.reached = exc.metadata.get("reached")
+        other, version = history.other_version(result.location, runtime.settings.code_version)
+        result.other_version = version if other else None
     except (errors.DryRunStop, errors.WaitSignal, errors.RollbackStop):
         pass
     except errors.WorkflowSignal:

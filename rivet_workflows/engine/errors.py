@@ -145,6 +145,18 @@ class ActorNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class InvalidKeyError(RivetWorkflowsError, TypeError):
+    """An actor key must be a string, an integer, or a list of strings and integers.
+
+    Raised by the client for any other part (a float, NaN, a bool, None, a nested list or dict, an integer
+    beyond +-(2**53 - 1), which JSON clients cannot carry exactly); ``metadata``: ``index`` of the part and
+    its ``type``. Also a ``TypeError``. Over HTTP the schema refuses such a key first (422)."""
+
+    group = "actor"
+    code = "invalid_key"
+    http_status = 422
+
+
 class ActorAlreadyExistsError(RivetWorkflowsError):
     """An actor with this name and key already exists."""
 
@@ -158,6 +170,14 @@ class ActionNotFoundError(RivetWorkflowsError):
 
     group = "actor"
     code = "action_not_found"
+    http_status = 404
+
+
+class QueryNotFoundError(RivetWorkflowsError):
+    """The actor has no such query."""
+
+    group = "actor"
+    code = "query_not_found"
     http_status = 404
 
 
@@ -184,6 +204,17 @@ class WorkflowTimeoutError(RivetWorkflowsError):
     ``on_error`` gets a ``workflow`` event. Metadata: ``timeout`` (seconds), ``deadline_at`` (ISO text)."""
 
     code = "workflow_timeout"
+
+
+class NoWorkflowError(RivetWorkflowsError):
+    """The actor's type has no workflow (no run function), so nothing would ever receive a queue message.
+
+    Raised by every send (``ActorHandle.send``, ``c.queue.send``, HTTP ``POST /actors/{id}/queues/{queue}``:
+    409 ``no_workflow``) before anything is stored; ``metadata``: ``actor`` (the type), ``queue``."""
+
+    group = "queue"
+    code = "no_workflow"
+    http_status = 409
 
 
 class MessageAlreadyCompletedError(RivetWorkflowsError):
@@ -260,6 +291,16 @@ class ReentrantCallError(CriticalError):
     http_status = 409
 
 
+class AtomicStepError(CriticalError):
+    """An atomic step's body wrote through a database alias other than the store's (DESIGN.md section 13).
+
+    Only the store's database takes part in the transaction that records the step, so such a write could
+    not be rolled back with the step: the attempt fails at that statement (a critical failure, not retried)
+    and its writes on the store's alias are rolled back. Metadata: ``alias``, ``store_alias``."""
+
+    code = "atomic_step"
+
+
 class StepTimeoutError(RivetWorkflowsError):
     """A step body (or rollback handler) ran past its ``timeout``; its task was cancelled.
 
@@ -283,13 +324,20 @@ class StoreRejectedError(RivetWorkflowsError):
 
 
 class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
-    """The store was unavailable while the executor ran an actor; its lease expires and the sweep resumes it.
+    """The store is unavailable (the database connection dropped, the server restarts...); try again later.
 
-    Raised by ``executor.run_actor`` when its run stopped on ``StoreUnavailable`` (``__cause__``: the store's
-    exception). The workflow is untouched. Also a ``RuntimeError``, as it was before it joined the root."""
+    Raised by a store call that failed for a reason outside the engine (the Django stores translate the
+    database's ``OperationalError``/``InterfaceError``; ``__cause__``: the original), so no caller takes it
+    for an error of user code: over HTTP a 503 ``{group: "server", code: "store_unavailable"}`` with
+    ``Retry-After``. Inside a workflow run it becomes the ``StoreUnavailable`` signal, and
+    ``executor.run_actor`` raises this error when its run stopped on it: the workflow is untouched, its
+    lease expires and the sweep resumes it. Also a ``RuntimeError``, as it was before it joined the root."""
 
     code = "store_unavailable"
+    group = "server"
     http_status = 503
+    #: seconds an HTTP client is told to wait before retrying (the ``Retry-After`` header)
+    retry_after = 5
 
 
 def is_data_error(exc: BaseException) -> bool:
@@ -324,6 +372,11 @@ class WaitSignal(WorkflowSignal):
         self.queue_names = frozenset(queue_names)
 
 
+class AtomicBodyFailed(Exception):  # noqa: N818 - a carrier, not an error of its own
+    """Carries the exception of an atomic step's body (``__cause__``) out of the store's transaction, which
+    it rolls back; the step primitive unwraps it (so the store call is not mistaken for a store failure)."""
+
+
 class EvictedSignal(WorkflowSignal):
     """The executor lost its lease or is shutting down: stop without writing."""
 
@@ -331,6 +384,22 @@ class EvictedSignal(WorkflowSignal):
 class RollbackStop(WorkflowSignal):
     """Replaying a workflow that is rolling back reached work that has not happened: stop forward progress
     and go on with the rollback (ENGINE-SEMANTICS.md section 7)."""
+
+
+class OtherCodeVersionSignal(WorkflowSignal):
+    """A replay diverged on history entries written by another code version (a rolling deploy: old-code and
+    new-code workers share the queue). The run stops and writes nothing; the executor releases the actor,
+    unchanged and due, for a process of that version (DESIGN.md section 12, case C65).
+
+    Attributes: ``code_version`` (the version that wrote the entry where the replay diverged) and
+    ``divergence`` (the ``HistoryDivergedError`` a process of the run's own
+    version would fail the workflow with).
+    """
+
+    def __init__(self, code_version: str = "", divergence: HistoryDivergedError | None = None) -> None:
+        super().__init__(code_version, divergence)
+        self.code_version = code_version
+        self.divergence = divergence
 
 
 class DryRunStop(WorkflowSignal):

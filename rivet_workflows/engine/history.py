@@ -88,9 +88,14 @@ class History:
     children so the divergence check of a scope costs O(children) and a subtree delete O(subtree).
     Invariant: every write made through ``put``/``delete`` is remembered until ``take_changes`` hands it to
     a ``Commit``.
+
+    ``code_version`` is the code version of the process replaying (None: unversioned). With one set, a
+    divergence on entries another code version wrote raises ``OtherCodeVersionSignal`` instead of
+    ``HistoryDivergedError`` (``diverged``; DESIGN.md section 12, rolling deploys).
     """
 
-    def __init__(self, entries: Iterable[ports.EntryRecord] = ()) -> None:
+    def __init__(self, entries: Iterable[ports.EntryRecord] = (), *, code_version: str | None = None) -> None:
+        self.code_version = code_version
         self.entries: dict[str, ports.EntryRecord] = {}
         self.children: dict[str, dict[str, None]] = {}
         self.visited: set[str] = set()
@@ -147,6 +152,38 @@ class History:
 
     # --- visits and divergence -----------------------------------------------------------------------
 
+    def written_at(self, key: str | None) -> list[ports.EntryRecord]:
+        """The recorded entries a divergence at ``key`` is about: the entry at ``key``, the entries below it
+        and, for a queue wait, its ``key:*`` entries; in creation order."""
+        if not key:
+            return []
+        found = {k: self.entries[k] for k in [key, *self.subtree(key)] if k in self.entries}
+        for sibling in self.children.get(parent_key(key), ()):
+            if sibling.startswith(f"{key}:") and sibling in self.entries:
+                found[sibling] = self.entries[sibling]
+        return sorted(found.values(), key=lambda e: e.seq)
+
+    def other_version(self, key: str | None, ours: str | None) -> tuple[bool, str | None]:
+        """``(True, version)`` when entries at ``key`` (``written_at``) were written by a code version other
+        than ``ours`` (the newest such entry's version), else ``(False, None)``. Entries written by an
+        unversioned process belong to no version, and an unversioned process (``ours`` None) owns every
+        entry: a divergence there fails the workflow as it always did."""
+        if ours is None:
+            return False, None
+        others = [e for e in self.written_at(key) if e.code_version is not None and e.code_version != ours]
+        if not others:
+            return False, None
+        return True, others[-1].code_version
+
+    def diverged(self, exc: errors.HistoryDivergedError) -> BaseException:
+        """What to raise for the divergence ``exc``: ``OtherCodeVersionSignal`` when the entries at its
+        ``location`` were written by another code version than this history's ``code_version``, else
+        ``exc`` itself."""
+        other, version = self.other_version(exc.metadata.get("location"), self.code_version)
+        if other:
+            return errors.OtherCodeVersionSignal(version, exc)
+        return exc
+
     def visit(self, key: str, kind: str, name: str) -> ports.EntryRecord | None:
         """Mark ``key`` visited and return its entry (None when there is none yet).
 
@@ -155,11 +192,13 @@ class History:
         entry = self.entries.get(key)
         self._mark(key, entry)
         if entry is not None and entry.kind != kind:
-            raise errors.HistoryDivergedError(
-                f"history diverged at {key!r}: expected {kind} {name!r}, found {entry.kind}",
-                location=key,
-                expected=kind,
-                found=entry.kind,
+            raise self.diverged(
+                errors.HistoryDivergedError(
+                    f"history diverged at {key!r}: expected {kind} {name!r}, found {entry.kind}",
+                    location=key,
+                    expected=kind,
+                    found=entry.kind,
+                )
             )
         return entry
 
@@ -216,12 +255,14 @@ class History:
             hint = ""
             if before is not None:
                 hint = f" (raised before creating the new {describe(before, before_kind)})"
-            raise errors.HistoryDivergedError(
-                f"history diverged: recorded {what} {key!r} {how}; if it was removed on purpose, call "
-                f"ctx.removed({name!r}, {kind!r}) where it used to be{hint}",
-                location=key,
-                kind=kind,
-                **({"reached": before} if before is not None else {}),
+            raise self.diverged(
+                errors.HistoryDivergedError(
+                    f"history diverged: recorded {what} {key!r} {how}; if it was removed on purpose, call "
+                    f"ctx.removed({name!r}, {kind!r}) where it used to be{hint}",
+                    location=key,
+                    kind=kind,
+                    **({"reached": before} if before is not None else {}),
+                )
             )
         # The code reached a new entry, and every recorded entry it has not replayed was recorded after the
         # last one it did replay: the run went on past this point under the old code.
@@ -236,21 +277,33 @@ class History:
         if len(ahead) > 3:
             listed += f" and {len(ahead) - 3} more"
         new = describe(before, before_kind)
-        message = (
-            f"history diverged: the code reached the new {new}, but this run had already recorded {listed} "
-            "after the point the code replayed to, so the run is past this change. ctx.removed() only helps "
-            "runs that have not reached that point yet: keep the old path for runs like this one behind a "
+        gate = (
             "version gate, e.g. `if await ctx.get_version('<gate-name>', 2) == 2: <new code> else: <old "
-            "code>` (a run already past this point resolves 1 and replays the old entries)"
+            "code>` (a run recorded before the gate resolves 1 and replays the old entries)"
         )
         previous = kids[last_seen] if last_seen >= 0 else None
-        just_removed = previous in self.retired
-        if len(ahead) == 1 and first_kind == (before_kind or first_kind) and not just_removed:
-            message += (
-                f"; or, if {first_kind} {first_name!r} was renamed or replaced by {new} and this run has not "
-                f"gone past it, call ctx.removed({first_name!r}, {first_kind!r}) before it"
+        if len(ahead) == 1 and previous not in self.retired:
+            # The one recorded entry the code did not replay is the last of this scope: nothing was recorded
+            # after it, so retiring it with ctx.removed lets this run go on with the new code.
+            message = (
+                f"history diverged: the code reached the new {new} where this run recorded {first_kind} "
+                f"{first_name!r} (the last entry it recorded here). If {first_kind} {first_name!r} was "
+                f"removed, renamed or replaced by {new}, call ctx.removed({first_name!r}, {first_kind!r}) "
+                f"before it: this run then goes on with the new code. To keep the old {first_kind} for runs "
+                f"that recorded it instead, keep both paths behind a {gate}"
             )
-        raise errors.HistoryDivergedError(message, location=first_key, kind=first_kind, reached=before)
+        else:
+            # Entries recorded after the changed point (or right after a ctx.removed): retiring the first
+            # would still leave the later ones, which the new code does not replay.
+            message = (
+                f"history diverged: the code reached the new {new}, but this run had already recorded "
+                f"{listed} after the point the code replayed to, so the run is past this change and "
+                "ctx.removed() cannot fit it (the entries recorded after it would still not replay): keep "
+                f"the old path for runs like this one behind a {gate}"
+            )
+        raise self.diverged(
+            errors.HistoryDivergedError(message, location=first_key, kind=first_kind, reached=before)
+        )
 
     # --- writes ------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors, ports, serde
+from . import errors, ports, retry, serde
 
 if TYPE_CHECKING:
     from .definitions import Registry
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_WORKFLOW",
+    "attempt_log",
     "entry_completed_at",
     "entry_status",
     "entry_view",
@@ -117,6 +118,53 @@ def entry_completed_at(
     return None
 
 
+#: the outcome of a step's last attempt, by the entry's status, for a step whose data has no attempt log
+_LAST_OUTCOME = {
+    ports.ENTRY_COMPLETED: retry.ATTEMPT_COMPLETED,
+    ports.ENTRY_RUNNING: retry.ATTEMPT_RUNNING,
+    ports.ENTRY_FAILED: retry.ATTEMPT_FAILED,
+    ports.ENTRY_EXHAUSTED: retry.ATTEMPT_FAILED,
+}
+
+
+def attempt_log(entry: ports.EntryRecord) -> list[dict]:
+    """The attempts of a step entry, oldest first (the last ``retry.MAX_LOGGED_ATTEMPTS``; case C57):
+    ``[{"attempt": n, "started_at": datetime | None, "finished_at": datetime | None, "outcome": str,
+    "error": {"name", "message"} | None}]``. Outcomes: ``running``, ``completed``, ``failed``,
+    ``timed out`` and ``worker lost`` (started, never finished: its executor died). A step recorded before
+    attempts were logged shows its last attempt, from the entry's own fields. ``[]`` for other kinds."""
+    if entry.kind != "step":
+        return []
+    logged = (entry.data or {}).get(retry.ATTEMPT_LOG)
+    if logged:
+        return [dict(item) for item in logged]
+    if entry.attempts <= 0:
+        return []
+    error = entry.error or None
+    if entry.status == ports.ENTRY_COMPLETED:
+        error = None
+    return [
+        {
+            "attempt": entry.attempts,
+            "started_at": entry.last_attempt_at,
+            "finished_at": entry.completed_at if entry.status == ports.ENTRY_COMPLETED else None,
+            "outcome": _LAST_OUTCOME.get(entry.status, entry.status),
+            "error": {"name": error.get("name"), "message": error.get("message")} if error else None,
+        }
+    ]
+
+
+def _attempt_view(item: dict) -> dict:
+    error = item.get("error")
+    return {
+        "attempt": item.get("attempt"),
+        "startedAt": _iso(item.get("started_at")),
+        "finishedAt": _iso(item.get("finished_at")),
+        "outcome": item.get("outcome"),
+        "error": plain(error)[0] if error else None,
+    }
+
+
 def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
     """True while an executor holds a live lease on the actor (replay and recover are refused then)."""
     return (
@@ -135,11 +183,17 @@ def entry_view(
     plain JSON (``plain``: ISO times, decimal strings, never storage tags), plus, when ``data`` holds values
     JSON cannot, ``"types"``: their JSON Pointers from the entry object (``/kind/data/deadline``) with their
     type (``datetime``, ``decimal``, ...). ``metadata`` is ``{"status", "attempts", "error",
-    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError"}``: ``status`` from
-    ``entry_status``, ``completedAt`` from ``entry_completed_at``, instants as ISO 8601 strings. ``by_key``
-    (the history by key) as for ``entry_status``.
+    "lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt", "rollbackError", "codeVersion"}``
+    (``codeVersion``: the code version of the process that last wrote the entry, None: unversioned), and for a step
+    ``"attemptLog"``: ``[{"attempt", "startedAt", "finishedAt", "outcome", "error": {"name", "message"} |
+    None}]`` (``attempt_log``; kept out of ``data``): ``status`` from ``entry_status``, ``completedAt`` from
+    ``entry_completed_at``, instants as ISO 8601 strings. ``by_key`` (the history by key) as for
+    ``entry_status``.
     """
-    data, types = plain(entry.data, "/kind/data")
+    shown = entry.data
+    if entry.kind == "step" and retry.ATTEMPT_LOG in (shown or {}):
+        shown = {k: v for k, v in shown.items() if k != retry.ATTEMPT_LOG}  # shown as attemptLog
+    data, types = plain(shown, "/kind/data")
     view: dict[str, Any] = {
         "id": entry.key,
         "location": list(entry.location),
@@ -156,7 +210,10 @@ def entry_view(
         "completedAt": _iso(entry_completed_at(entry, by_key)),
         "rollbackCompletedAt": _iso(entry.rollback_completed_at),
         "rollbackError": plain(entry.rollback_error)[0],
+        "codeVersion": entry.code_version,
     }
+    if entry.kind == "step":
+        meta["attemptLog"] = [_attempt_view(item) for item in attempt_log(entry)]
     return view, meta
 
 

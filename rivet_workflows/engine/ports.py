@@ -17,6 +17,8 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
   workflow is finished, sets ``wake_at = now`` when the workflow waits on that queue name or is
   currently leased. ``commit(..., release=True)`` re-checks, inside its own transaction, whether a
   pending message already matches the new ``waiting_for`` and if so sets ``wake_at = now``.
+* ``run_in_commit`` runs a callable (an atomic step's body) inside the transaction of the commit it builds:
+  a database store rolls the callable's own writes back with a failed or fenced commit.
 * ``updated_at`` moves on changes only: leases (``Commit.lease_only``), reads and no-op actions leave it.
 * Actions and step bodies are serialised on one actor: the commit that records a step attempt
   (status running, attempts + 1) also sets ``step_lock_until`` and returns the actor's fresh state
@@ -27,20 +29,29 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 
 from __future__ import annotations
 
-import dataclasses
+import time
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from . import observe
 from .errors import ActorNotFoundError
+
+# records kept apart for size (actors, entries, messages, schedules, the audit, commits), re-exported here
 from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
+from .records import UNSET as UNSET
+from .records import ActorRecord as ActorRecord
+from .records import Commit as Commit
+from .records import CommitResult as CommitResult
 from .records import CronFireRecord as CronFireRecord
 from .records import CronRecord as CronRecord
+from .records import EntryRecord as EntryRecord
 from .records import Flow as Flow
+from .records import MessageRecord as MessageRecord
+from .records import OperatorActionRecord as OperatorActionRecord
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -68,136 +79,6 @@ MESSAGE_RECEIVED = "received"  # recorded in history by a queue wait
 MESSAGE_COMPLETED = "completed"  # completable message answered with a response
 
 
-class _Unset:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-#: Marker for "leave this column as it is" in a Commit.
-UNSET: Any = _Unset()
-
-
-@dataclass
-class ActorRecord:
-    """One actor row: identity, state and workflow status."""
-
-    actor_id: str
-    name: str
-    key: list
-    state: Any = None
-    input: Any = None
-    output: Any = None
-    error: dict | None = None
-    workflow_state: str = PENDING
-    wake_at: datetime | None = None
-    waiting_for: list[str] = field(default_factory=list)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    destroyed: bool = False
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-    lease_token: int = 0
-    #: flow controls recorded at creation (``Flow``): the concurrency group (None: no limit), priority
-    concurrency_key: str | None = None
-    priority: int = 0
-    #: the workflow's deadline (creation + ``timeout``), store clock; None: no timeout
-    deadline_at: datetime | None = None
-    #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
-    paused: bool = False
-    pause_reason: str | None = None
-
-
-@dataclass
-class EntryRecord:
-    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
-
-    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
-    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it).
-    """
-
-    key: str
-    location: list
-    kind: str
-    data: dict = field(default_factory=dict)
-    status: str = ENTRY_PENDING
-    attempts: int = 0
-    error: dict | None = None
-    seq: int = 0
-    last_attempt_at: datetime | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    rollback_completed_at: datetime | None = None
-    rollback_error: dict | None = None
-
-    def copy(self) -> EntryRecord:
-        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
-
-
-@dataclass
-class MessageRecord:
-    """One queue message."""
-
-    id: str
-    actor_id: str
-    name: str
-    body: Any
-    created_at: datetime
-    completable: bool = False
-    status: str = MESSAGE_PENDING
-    response: Any = None
-    completed_at: datetime | None = None
-
-
-@dataclass
-class Commit:
-    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
-
-    state: Any = UNSET
-    workflow_state: Any = UNSET
-    input: Any = UNSET
-    output: Any = UNSET
-    error: Any = UNSET  # dict or None
-    wake_at: Any = UNSET  # datetime or None
-    waiting_for: Any = UNSET  # list[str]
-    upserts: list[EntryRecord] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)  # entry keys
-    receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
-    complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
-    #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
-    #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
-    outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
-    #: set the step lock until this instant (None clears it); UNSET leaves it
-    step_lock_until: Any = UNSET
-    #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
-    release: bool = False
-
-    @property
-    def lease_only(self) -> bool:
-        """True when only ``release``/``step_lock_until`` are set (it leaves ``updated_at``)."""
-        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
-        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return all(v is UNSET for v in (*columns, self.waiting_for)) and not any(lists)
-
-
-@dataclass
-class CommitResult:
-    """What a commit reports back: whether the fence held and, after a release, the actor's wake_at."""
-
-    ok: bool
-    wake_at: datetime | None = None
-    #: actor ids (outbox targets, and this actor after a release that found a due wake-up) to hand to
-    #: Dispatcher.wake once the transaction has committed
-    woken: list[str] = field(default_factory=list)
-    state: Any = UNSET  # fresh state when the commit took the step lock
-    #: the actor is paused (an operator paused it, maybe during this run): the run starts no new step
-    paused: bool = False
-
-
 @runtime_checkable
 class Store(Protocol):
     """The storage port: every capability the engine, the client and the adapters use of a store.
@@ -211,15 +92,14 @@ class Store(Protocol):
 
     #: True when every member is quick and safe from any thread: the engine calls it without a thread hop
     inline_calls: bool
+    notifies_wakes: bool  #: True when ``wait_for_wakes`` hears sends that make a released actor due
 
     # --- clock -------------------------------------------------------------------------------------
-
     @abstractmethod
     def now(self) -> datetime:
         """The store's clock as an aware UTC datetime (the database clock for a database store)."""
 
     # --- actors ------------------------------------------------------------------------------------
-
     def get_or_create_actor(
         self,
         name: str,
@@ -228,6 +108,7 @@ class Store(Protocol):
         create_state: Callable[[], Any],
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
@@ -238,13 +119,21 @@ class Store(Protocol):
         actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
         unserializable input or state (nothing written). Default: ``find_actor``, then ``create_actor``.
         """
-        ...
 
     @abstractmethod
     def create_actor(
-        self, name: str, key: list, input: Any, state: Any, *, due: bool = False, flow: Flow | None = None
+        self,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        *,
+        due: bool = False,
+        trace_context: dict | None = None,
+        flow: Flow | None = None,
     ) -> tuple[ActorRecord, bool]:
-        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write.
+        """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
+        ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
 
         ``flow`` (a ``Flow``) is recorded on the row in the same write: its concurrency group and limits,
         rate limit and priority, and ``deadline_at`` = the store's now + ``flow.timeout``.
@@ -267,13 +156,17 @@ class Store(Protocol):
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
 
+    def actor_counts(self) -> observe.ActorCounts:
+        """Live actors per ``(type, workflow_state)``, how many are due, how many unfinished ones hold an
+        expired lease (``observe.ActorCounts``; the metrics gauges, one query). Default: ``list_actors``."""
+        ...
+
     @abstractmethod
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and schedules; its key is free again and a running
         executor's next write is fenced off. ``ActorNotFoundError`` if there is no such actor."""
 
     # --- leases ------------------------------------------------------------------------------------
-
     @abstractmethod
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the lease if it is free or expired: bump and return the fencing token (None if held, or
@@ -291,12 +184,10 @@ class Store(Protocol):
     ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:
         """``claim`` plus a run's initial reads: ``(token, actor, history, now)`` (store clock), or None when
         the lease is held elsewhere or the actor is gone. Default: ``claim`` then ``load_for_run``."""
-        ...
 
     def load_for_run(self, actor_id: str) -> tuple[ActorRecord, list[EntryRecord], datetime]:
         """``(actor, history, now)`` for a run that holds the lease already; ``ActorNotFoundError``.
         Default: ``get_actor``, ``load_history`` and ``now``."""
-        ...
 
     @abstractmethod
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
@@ -327,14 +218,12 @@ class Store(Protocol):
 
     def release(self, actor_id: str, token: int) -> CommitResult:
         """Give the lease back without changing the workflow (``commit(Commit(release=True))``)."""
-        ...
 
     @abstractmethod
     def next_deadline(self) -> datetime | None:
         """The earliest ``wake_at`` of any live, unfinished, unpaused actor (None if nothing is scheduled)."""
 
     # --- history and the run's writes ---------------------------------------------------------------
-
     @abstractmethod
     def load_history(self, actor_id: str) -> list[EntryRecord]:
         """Every history entry of the actor in creation order (``seq``); ``ActorNotFoundError``."""
@@ -342,22 +231,43 @@ class Store(Protocol):
     @abstractmethod
     def commit(self, actor_id: str, token: int, commit: Commit) -> CommitResult:
         """Apply ``commit`` atomically if ``token`` still holds the lease; ``ok=False`` and nothing written
-        if not. The wake rule of the module docstring applies to the outbox and to ``release``."""
+        if not. The wake rule of the module docstring applies to the outbox and to ``release``, which
+        ``defer_until`` postpones (an earlier wake-up moves to it; a later one or none stays)."""
+
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        """Call ``body()`` (an atomic step's body; it returns the commit of its outcome) inside the
+        transaction applying that commit, fenced by ``token`` (DESIGN.md section 13): ``ok=False`` without
+        calling ``body`` when the lease is lost already; ``ok=False`` with the body's writes rolled back
+        when the fence fails at the commit; an exception of ``body`` rolls them back and propagates.
+        Default (a store that is not the body's database, e.g. the in-memory one): ``body()``, ``commit``."""
+        ...
 
     # --- queues ------------------------------------------------------------------------------------
-
     @abstractmethod
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> MessageRecord:
-        """Store a message and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> MessageRecord:
+        """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
         its workflow is finished. ``ActorNotFoundError``, ``SerializationError``."""
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
         Default: ``(send(...), None)``."""
-        ...
 
     @abstractmethod
     def pending_messages(self, actor_id: str, names: list[str] | None, limit: int) -> list[MessageRecord]:
@@ -376,10 +286,25 @@ class Store(Protocol):
         ``actor_id``, whose lease the caller holds (a warm queue wait); True then (the caller looks at its
         messages: it may be on another queue), False when the window passed. Default: False at once (a
         store without notifications: the run releases the actor as usual)."""
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until the queue message ``message_id`` is completed (or gone: its
+        actor was destroyed); True then, False when the window passed with the message still open.
+
+        A waiting send (``ActorHandle.send(wait=True)``, HTTP ``wait``) pauses here between two checks of
+        the message (case C55), so a store that can be told of a completion wakes the sender at once.
+        Default (``BaseStore``): sleep out the window, then look once (polling: the caller's backoff sets
+        the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY sent in the
+        commit that completes the message.
+        """
         ...
 
-    # --- actions -----------------------------------------------------------------------------------
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """Up to ``timeout`` s for sends making released actors due (``send_and_check``'s hint), heard by
+        every calling thread since its first call: their ids, each once, or []. Default: [] at once."""
+        return []
 
+    # --- actions -----------------------------------------------------------------------------------
     @abstractmethod
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
@@ -392,6 +317,20 @@ class Store(Protocol):
         actor with ``on_create`` not due and makes it due with the hook's state. Nothing is saved when
         ``fn`` raises. ``WorkflowInFlightError`` after ``timeout`` seconds, ``ActorNotFoundError``.
         """
+
+    # --- the operator audit -------------------------------------------------------------------------
+
+    @abstractmethod
+    def record_operator_action(self, action: OperatorActionRecord) -> OperatorActionRecord:
+        """Write ``action`` on its own (for an action with no fenced commit to ride on; a repair or a cancel
+        passes it as ``Commit.audit`` instead, so the two are written together) and return it with ``at``
+        (store clock) and ``id`` set. ``ActorNotFoundError`` for an unknown actor, ``SerializationError``
+        for archived entries that are not JSON."""
+
+    @abstractmethod
+    def operator_actions(self, actor_id: str, *, limit: int | None = None) -> list[OperatorActionRecord]:
+        """The audit rows of ``actor_id``, newest first (ties: the later written first), at most ``limit``
+        (None: all). An unknown actor has none."""
 
     # --- schedules (cron and one-off actions) -------------------------------------------------------
     # Firing is claimed by ``cron_advance``, a compare-and-set on ``next_fire_at``: of several sweeps that
@@ -434,11 +373,9 @@ class Store(Protocol):
         """The earliest ``next_fire_at`` of any entry of a live actor, or None."""
 
     # --- connections -------------------------------------------------------------------------------
-
     def close_thread_connection(self) -> None:
         """Close what the calling thread holds open (a database connection); called by threads the engine
         starts (the lease heartbeat) when they end. Default: nothing to close."""
-        ...
 
 
 class BaseStore(Store):
@@ -446,6 +383,7 @@ class BaseStore(Store):
     members (and override a default where they can do it faster or atomically)."""
 
     inline_calls = False
+    notifies_wakes = False
 
     def get_or_create_actor(
         self,
@@ -455,13 +393,25 @@ class BaseStore(Store):
         create_state: Callable[[], Any],
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
             return existing, False
         state = create_state()
-        return self.create_actor(name, key, input, state, due=due, flow=None if flow is None else flow(state))
+        return self.create_actor(
+            name,
+            key,
+            input,
+            state,
+            due=due,
+            trace_context=trace_context,
+            flow=None if flow is None else flow(state),
+        )
+
+    def actor_counts(self) -> observe.ActorCounts:
+        return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
@@ -482,13 +432,29 @@ class BaseStore(Store):
     def release(self, actor_id: str, token: int) -> CommitResult:
         return self.commit(actor_id, token, Commit(release=True))
 
+    def run_in_commit(self, actor_id: str, token: int, body: Callable[[], Commit]) -> CommitResult:
+        return self.commit(actor_id, token, body())
+
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[MessageRecord, bool | None]:
-        return self.send(actor_id, name, body, completable), None
+        return self.send(actor_id, name, body, completable, trace_context=trace_context), None
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        time.sleep(max(timeout, 0.0))
+        try:
+            return self.get_message(message_id).status == MESSAGE_COMPLETED
+        except LookupError:
+            return True
 
     def close_thread_connection(self) -> None:
         return None

@@ -1,10 +1,11 @@
-"""Records of the storage port that carry no store rule: an actor's flow controls and schedule entries.
-
-``engine.ports`` re-exports every name here (``ports.Flow``, ``ports.CronRecord``...); import them from there.
-"""
+"""Port records kept apart from ``ports`` for size: an actor's flow controls, actors, history entries, queue
+messages, schedule entries and their fires, operator audit rows (``ports`` re-exports each: use
+``ports.Flow``, ``ports.ActorRecord``, ``ports.CronRecord``, ``ports.OperatorActionRecord``), and the
+executor's write unit ``Commit`` with its ``CommitResult`` (the commit rule itself is each store's)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,6 +29,84 @@ class Flow:
     rate_per: float | None = None
     priority: int = 0
     timeout: float | None = None
+
+
+@dataclass
+class ActorRecord:
+    """One actor row: identity, state, workflow status, the last commit's and the awaited code version."""
+
+    actor_id: str
+    name: str
+    key: list
+    state: Any = None
+    input: Any = None
+    output: Any = None
+    error: dict | None = None
+    workflow_state: str = "pending"  # ports.PENDING
+    wake_at: datetime | None = None
+    waiting_for: list[str] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    destroyed: bool = False
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_token: int = 0
+    code_version: str | None = None
+    awaiting_code_version: str | None = None
+    trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
+    replay_generation: int = 0  # bumped by each replay: steps recorded after it get new idempotency keys
+    #: flow controls recorded at creation (``Flow``): the concurrency group (None: no limit), priority
+    concurrency_key: str | None = None
+    priority: int = 0
+    #: the workflow's deadline (creation + ``timeout``), store clock; None: no timeout
+    deadline_at: datetime | None = None
+    #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
+    paused: bool = False
+    pause_reason: str | None = None
+
+
+@dataclass
+class EntryRecord:
+    """One history entry with its metadata (ENGINE-SEMANTICS.md section 1).
+
+    ``key`` is the location string (``outer/~3/inner``, ``wait:count``); ``location`` the same path as a
+    list of names and iteration ints. ``seq`` orders entries by creation (replay-from-step uses it);
+    ``code_version``: the code version of the process that last wrote it (None: unversioned).
+    """
+
+    key: str
+    location: list
+    kind: str
+    data: dict = field(default_factory=dict)
+    status: str = "pending"  # ports.ENTRY_PENDING
+    attempts: int = 0
+    error: dict | None = None
+    seq: int = 0
+    last_attempt_at: datetime | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    rollback_completed_at: datetime | None = None
+    rollback_error: dict | None = None
+    code_version: str | None = None
+
+    def copy(self) -> EntryRecord:
+        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+
+
+@dataclass
+class MessageRecord:
+    """One queue message."""
+
+    id: str
+    actor_id: str
+    name: str
+    body: Any
+    created_at: datetime
+    completable: bool = False
+    status: str = "pending"  # ports.MESSAGE_PENDING
+    response: Any = None
+    completed_at: datetime | None = None
+    trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
 
 
 # --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------
@@ -85,3 +164,93 @@ class CronFireRecord:
     status: str = "ok"
     result: Any = None
     error: dict | None = None
+
+
+@dataclass
+class OperatorActionRecord:
+    """One audit row: an operator action on an actor (DESIGN.md section 12).
+
+    ``action``: ``replay``, ``replay_all``, ``recover``, ``cancel``, ``pause``, ``resume`` (``bulk_*`` when
+    it was one of a bulk action); ``who``: the user name, ``"token"`` (the inspector token), ``"python"``
+    (the Python API) or ``"command"`` (``manage.py rivet``); ``reason``: what the operator said, or None;
+    ``archived_entries``: the history entries the action deleted or reset, as they were, each the tagged
+    JSON (``serde.to_json``) of its ``EntryRecord`` fields (``engine.audit.archived_records`` decodes them);
+    ``at``: the store-clock instant it was written (the store sets it); ``id``: the store's id (a str).
+    """
+
+    actor_id: str
+    action: str
+    who: str
+    reason: str | None = None
+    archived_entries: list = field(default_factory=list)
+    at: datetime | None = None
+    id: str = ""
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: Marker for "leave this column as it is" in a Commit.
+UNSET: Any = _Unset()
+
+
+@dataclass
+class Commit:
+    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
+
+    state: Any = UNSET
+    workflow_state: Any = UNSET
+    input: Any = UNSET
+    output: Any = UNSET
+    error: Any = UNSET  # dict or None
+    wake_at: Any = UNSET  # datetime or None
+    waiting_for: Any = UNSET  # list[str]
+    upserts: list[EntryRecord] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)  # entry keys
+    receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
+    complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
+    #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
+    #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
+    outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
+    #: set the step lock until this instant (None clears it); UNSET leaves it
+    step_lock_until: Any = UNSET
+    #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
+    release: bool = False
+    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
+    audit: OperatorActionRecord | None = None
+    code_version: Any = UNSET
+    awaiting_code_version: Any = UNSET
+    defer_until: Any = UNSET
+    replay_generation: Any = UNSET  # the actor's new ``replay_generation`` (an int, set by a replay)
+
+    @property
+    def lease_only(self) -> bool:
+        """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
+        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
+        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
+        return (
+            all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))
+            and not any(lists)
+            and self.audit is None
+        )
+
+
+@dataclass
+class CommitResult:
+    """What a commit reports back: whether the fence held and, after a release, the actor's wake_at."""
+
+    ok: bool
+    wake_at: datetime | None = None
+    #: actor ids (outbox targets, and this actor after a release that found a due wake-up) to hand to
+    #: Dispatcher.wake once the transaction has committed
+    woken: list[str] = field(default_factory=list)
+    state: Any = UNSET  # fresh state when the commit took the step lock
+    #: the actor is paused (an operator paused it, maybe during this run): the run starts no new step
+    paused: bool = False

@@ -4,8 +4,8 @@ Pure engine code on the storage port: the HTTP API, the admin, ``manage.py rivet
 ``ActorHandle.recover`` all call it. Every repair takes the actor's lease with ``Store.claim`` (so it is
 refused with ``WorkflowInFlightError`` while an executor holds a live lease), writes one fenced ``Commit``
 that also releases the lease, and then hands the actor to the dispatcher: no store method beyond the port
-is needed, and a repair can never interleave with a running executor.
-"""
+is needed, and a repair can never interleave with a running executor. That commit carries the repair's
+audit row (``audit``: who, why, and the entries it deleted or reset, archived), so the two land together."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import dry_run, errors, inspector, ports
+from . import audit, dry_run, errors, inspector, ports
 from .history import parent_key
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "pause",
     "plan_recover",
     "plan_replay",
+    "plan_replay_resets",
     "reason",
     "recover",
     "refusal",
@@ -73,6 +74,36 @@ def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[
             boundary = ancestor
             break
     return [e.key for e in ordered if e.seq >= boundary.seq]
+
+
+def plan_replay_resets(entries: list[ports.EntryRecord], deletes: list[str]) -> list[ports.EntryRecord]:
+    """Upserts that reopen every kept join or race holding a deleted entry (a replay from a step inside a
+    branch): the join marks that branch running again, the race forgets its outcome; both go back to
+    running with no ``completed_at``. A finished join or race replays its recorded outcome without running
+    its branches (case C49), so without this the replayed branch would never run again.
+    """
+    by_key = {e.key: e for e in entries}
+    gone = set(deletes)
+    reopened: dict[str, ports.EntryRecord] = {}
+    for key in deletes:
+        child = key
+        parent = parent_key(key)
+        while parent:
+            holder = by_key.get(parent)
+            if holder is not None and holder.kind in ("join", "race") and parent not in gone:
+                reset = reopened.get(parent) or holder.copy()
+                branch = child[len(parent) + 1 :].split("/", 1)[0]
+                branches = {b: dict(v) for b, v in (reset.data.get("branches") or {}).items()}
+                if reset.kind == "join":
+                    branches[branch] = {"status": "running"}
+                    reset.data = {**reset.data, "branches": branches}
+                else:
+                    reset.data = {"winner": None, "branches": {b: {"status": "pending"} for b in branches}}
+                reset.status = ports.ENTRY_RUNNING
+                reset.completed_at = None
+                reopened[parent] = reset
+            child, parent = parent, parent_key(parent)
+    return list(reopened.values())
 
 
 def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
@@ -279,9 +310,16 @@ class RepairResult:
         }
 
 
-def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
-    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts)``, commit and wake."""
+def _repair(
+    runtime: Runtime, actor_id: str, plan: Any, action: str, who: str, reason: str | None
+) -> RepairResult:
+    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts, archived)``, commit it with
+    its audit row (``action`` by ``who`` for ``reason``, the ``archived`` entries as they were) and wake.
+
+    A repair that deletes entries bumps the actor's ``replay_generation``: the steps recorded again get
+    new idempotency keys (``step_context.idempotency_key``)."""
     store = runtime.store
+    audit.action_record(actor_id, action, who, reason)  # refuse a bad action or who before claiming
     refused = _not_repairable(runtime, store.get_actor(actor_id))
     if refused is not None:
         raise refused
@@ -293,7 +331,7 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     committed = False
     try:
         record = store.get_actor(actor_id)
-        deletes, upserts = plan(record, store.load_history(actor_id))
+        deletes, upserts, archived = plan(record, store.load_history(actor_id))
         commit = ports.Commit(
             deletes=list(deletes),
             upserts=list(upserts),
@@ -304,7 +342,10 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
             waiting_for=[],
             step_lock_until=None,
             release=True,
+            audit=audit.action_record(actor_id, action, who, reason, archived),
         )
+        if commit.deletes:
+            commit.replay_generation = record.replay_generation + 1
         result = store.commit(actor_id, token, commit)
         committed = True
         if not result.ok:
@@ -325,11 +366,21 @@ def _repair(runtime: Runtime, actor_id: str, plan: Any) -> RepairResult:
     )
 
 
-def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> RepairResult:
+def replay(
+    runtime: Runtime,
+    actor_id: str,
+    entry_id: str | None = None,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> RepairResult:
     """Replay ``actor_id``'s workflow from the step ``entry_id``, or from the start when it is None.
 
     Deletes the entries ``plan_replay`` names, clears the workflow output and error, sets the workflow
-    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9).
+    sleeping and due now, and wakes it (ENGINE-SEMANTICS.md section 9). The same commit writes the audit
+    row: action ``replay`` (``replay_all`` without ``entry_id``; ``bulk_...`` with ``bulk``) by ``who``
+    (a user name, ``"token"``, ``"python"``, ``"command"``) for ``reason``, the deleted entries archived.
 
     Before changing anything it checks the history it would keep: refused with ``WorkflowRolledBackError``
     (409 ``rolled_back``) when a kept step was compensated by a rollback (replay from the earliest
@@ -346,17 +397,30 @@ def replay(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> Repa
         if refused is not None:
             raise refused
         deletes = plan_replay(entries, entry_id)
+        resets = plan_replay_resets(entries, deletes)
         gone = set(deletes)
-        kept = [e for e in entries if e.key not in gone]
+        reset = {e.key: e for e in resets}
+        kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
         _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
-        return deletes, []
+        # archived: the deleted entries and the reopened joins/races, as they were before
+        return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
 
-    return _repair(runtime, actor_id, plan)
+    action = audit.REPLAY_ALL if entry_id is None else audit.REPLAY
+    return _repair(runtime, actor_id, plan, audit.bulk(action) if bulk else action, who, reason)
 
 
-def recover(runtime: Runtime, actor_id: str) -> RepairResult:
+def recover(
+    runtime: Runtime,
+    actor_id: str,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> RepairResult:
     """Recover a failed workflow: failed/exhausted steps back to pending with 0 attempts (``plan_recover``),
-    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3).
+    the workflow error cleared, the workflow sleeping and woken (ENGINE-SEMANTICS.md section 3). The same
+    commit writes the audit row (``recover``, or ``bulk_recover``; ``who`` and ``reason`` as ``replay``)
+    with the reset entries archived as they were before.
 
     Raises ``WorkflowNotFailedError`` (409) when the workflow is not failed, ``WorkflowRolledBackError``
     (409 ``rolled_back``) when the run was rolled back (a step's compensation ran: replay from that step or
@@ -373,9 +437,10 @@ def recover(runtime: Runtime, actor_id: str) -> RepairResult:
             raise refused
         upserts = plan_recover(entries)
         _refuse_divergence(runtime, record, history_after_recover(entries), "recover")
-        return [], upserts
+        reset = {e.key for e in upserts}
+        return [], upserts, [e for e in entries if e.key in reset]
 
-    return _repair(runtime, actor_id, plan)
+    return _repair(runtime, actor_id, plan, audit.bulk(audit.RECOVER) if bulk else audit.RECOVER, who, reason)
 
 
 def check_recover(
@@ -407,27 +472,28 @@ def check_recover(
     return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)
 
 
-# --- pause and resume (DESIGN.md section 12) --------------------------------------------------------------
-# The one place where an operator pauses or resumes an actor: the client handle, the HTTP API, the admin and
-# ``manage.py rivet pause|resume`` all call these two functions (an audit of operator actions hooks in here).
-
-
-def pause(runtime: Runtime, actor_id: str, reason: str | None = None) -> bool:
-    """Pause the actor: it is never claimed while paused (sends are accepted and kept; a step running now
-    finishes, and its run starts no new step). ``reason`` (free text or None) is kept with the pause.
-    Returns True when it paused the actor, False when it was paused already or its workflow is finished.
-    ``ActorNotFoundError``."""
-    return runtime.store.set_paused(actor_id, True, reason)
-
-
-def resume(runtime: Runtime, actor_id: str) -> bool:
-    """Resume a paused actor and, when it is due (a send, a sleep or the workflow's timeout passed while
-    it was paused), hand it to the dispatcher at once: what came due meanwhile runs once. Returns False
-    (nothing done) when the actor was not paused. ``ActorNotFoundError``."""
-    store = runtime.store
-    if not store.set_paused(actor_id, False):
+# --- pause and resume (DESIGN.md section 12): the one place an operator pauses or resumes an actor -------
+def pause(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+    """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
+    ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
+    ``"command"``), in the audit row ``pause`` written once paused (no lease: no fenced commit carries it).
+    True when it paused it, False if paused already or finished. ActorNotFoundError; ValueError (bad who)."""
+    row = audit.action_record(actor_id, audit.PAUSE, who, reason)  # refuse a bad who before the change
+    if not runtime.store.set_paused(actor_id, True, reason):
         return False
-    record = store.get_actor(actor_id)
-    if record.wake_at is not None and record.wake_at <= store.now():
+    runtime.store.record_operator_action(row)
+    return True
+
+
+def resume(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+    """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
+    it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
+    ``reason`` as ``pause``) once resumed. False (nothing done) when it was not paused; as ``pause`` else."""
+    row = audit.action_record(actor_id, audit.RESUME, who, reason)
+    if not runtime.store.set_paused(actor_id, False):
+        return False
+    runtime.store.record_operator_action(row)
+    wake_at = runtime.store.get_actor(actor_id).wake_at
+    if wake_at is not None and wake_at <= runtime.store.now():
         runtime.wake(actor_id)
     return True

@@ -30,6 +30,8 @@ class StepOptions:
     timeout: float | None = 30.0
     retry_on_timeout: bool = False
     ephemeral: bool = False
+    #: the body runs inside the transaction that records the step (DESIGN.md section 13)
+    atomic: bool = False
 
 
 def backoff_delay(attempts: int, base: float, maximum: float) -> float:
@@ -85,3 +87,77 @@ def failure_dict(kind: str, step_name: str, attempts: int, error: dict) -> StepF
     """The ``try_step`` failure: a ``StepFailure`` ``{kind, step_name, attempts, error: {name, message, stack?,
     metadata?}}`` (attribute and mapping access)."""
     return StepFailure(kind, step_name, attempts, dict(error))
+
+
+# --- the attempt log (case C57) -----------------------------------------------------------------------
+
+#: the key of a step entry's data that keeps its attempts: ``[{attempt, started_at, finished_at, outcome,
+#: error: {name, message} | None}]``, oldest first, the last ``MAX_LOGGED_ATTEMPTS`` of them
+ATTEMPT_LOG = "attempt_log"
+MAX_LOGGED_ATTEMPTS = 10
+#: longest error message kept per attempt (characters); the whole last error stays in the entry's ``error``
+MAX_LOGGED_MESSAGE = 1000
+
+# outcomes of one attempt
+ATTEMPT_RUNNING = "running"
+ATTEMPT_COMPLETED = "completed"
+ATTEMPT_FAILED = "failed"
+ATTEMPT_TIMED_OUT = "timed out"
+#: started, never finished: its executor died or lost the lease (found by the next holder of the lease)
+ATTEMPT_WORKER_LOST = "worker lost"
+
+
+def _logged_error(error: dict | None) -> dict | None:
+    if not error:
+        return None
+    message = str(error.get("message") or "")
+    if len(message) > MAX_LOGGED_MESSAGE:
+        message = message[: MAX_LOGGED_MESSAGE - 1] + "…"
+    return {"name": error.get("name"), "message": message}
+
+
+def start_attempt(data: dict, attempt: int, started_at: Any) -> dict:
+    """``data`` (a step entry's) with attempt number ``attempt`` logged as running since ``started_at``.
+
+    Returns a new dict with a new log list (the entry's previous data may be shared with a pending commit),
+    capped at the last ``MAX_LOGGED_ATTEMPTS`` attempts.
+    """
+    log = list(data.get(ATTEMPT_LOG) or [])
+    log.append(
+        {
+            "attempt": attempt,
+            "started_at": started_at,
+            "finished_at": None,
+            "outcome": ATTEMPT_RUNNING,
+            "error": None,
+        }
+    )
+    return {**data, ATTEMPT_LOG: log[-MAX_LOGGED_ATTEMPTS:]}
+
+
+def finish_attempt(
+    data: dict,
+    attempt: int,
+    outcome: str,
+    finished_at: Any,
+    error: dict | None = None,
+    started_at: Any = None,
+) -> dict:
+    """``data`` with attempt ``attempt`` logged as ended with ``outcome`` (an ``ATTEMPT_*``) at
+    ``finished_at`` (None for a lost attempt) and ``error`` (``serde.error_to_dict`` form; name and message
+    are kept). An attempt missing from the log (recorded before attempts were logged, or not committed
+    when it started) is added, started at ``started_at``. Returns a new dict; ``data`` is not changed."""
+    log = list(data.get(ATTEMPT_LOG) or [])
+    item = {
+        "attempt": attempt,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "outcome": outcome,
+        "error": _logged_error(error),
+    }
+    if log and log[-1].get("attempt") == attempt:
+        item["started_at"] = log[-1].get("started_at", started_at)
+        log[-1] = item
+    else:
+        log.append(item)
+    return {**data, ATTEMPT_LOG: log[-MAX_LOGGED_ATTEMPTS:]}

@@ -65,7 +65,7 @@ async def run(session: RunSession, error: dict) -> None:
         while True:
             attempt += 1
             await session.lock.acquire()
-            step = StepContext(session, key, attempt)
+            step = StepContext(session, key, attempt, entry.data.get("generation", 0) if entry else 0)
             try:
                 await run_attempt(lambda s, h=handler, o=output: h(s, o), step, options.timeout)
             except (asyncio.CancelledError, errors.WorkflowSignal):

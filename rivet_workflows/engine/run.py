@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, ports, rollback, serde
+from . import actions, errors, observe, ports, rollback, serde
 from .context import WorkflowContext
 from .heartbeat import Heartbeat
 from .history import ROOT, History
@@ -84,11 +84,17 @@ class RunOutcome:
 @dataclass
 class RunReport:
     """What ``execute`` hands back: ``outcome`` (None when the run was evicted: it lost its lease and wrote
-    nothing more), ``released`` (the final commit's result), ``steps_executed`` (attempts that ran a body)."""
+    nothing more, or left for another code version), ``released`` (the final commit's result),
+    ``steps_executed`` (attempts that ran a body), ``other_version`` (the replay diverged on entries
+    another code version wrote: the run wrote nothing more and did NOT release the lease, the caller
+    leaves the actor for that version; ``worker.run_actor`` does) and ``commits`` (commits the store
+    accepted in this run: 0 unless concurrent branches committed before the divergence was found)."""
 
     outcome: RunOutcome | None = None
     released: ports.CommitResult | None = None
     steps_executed: int = 0
+    other_version: errors.OtherCodeVersionSignal | None = None
+    commits: int = 0
     _session: RunSession | None = field(default=None, repr=False)
 
     def anchored_now(self) -> datetime | None:
@@ -107,7 +113,8 @@ async def execute(
     warm_wait: float = 0.0,
 ) -> RunReport:
     """Replay ``actor``'s workflow under the lease ``token`` to its next wait or its end and release the
-    lease in the final commit (DESIGN.md section 5). ``loaded`` is ``(history, store-clock now)`` when the
+    lease in the final commit (DESIGN.md section 5); a replay that diverges on entries another code version
+    wrote commits nothing more and keeps the lease for the caller (``RunReport.other_version``). ``loaded`` is ``(history, store-clock now)`` when the
     claim read them already (``Store.claim_and_load``); ``live_until``, ``warm_wait`` and ``stop_at`` as
     ``RunSession``. Raises ``StoreUnavailable`` (the store went away mid-run; nothing more was written) and
     the store's refusals (``SerializationError``, ``PayloadTooLargeError``, ``StoreRejectedError``)."""
@@ -139,6 +146,27 @@ class _Run:
         stop_at: float | None,
         warm_wait: float,
     ) -> RunReport:
+        """The run inside its observation (``Observer.run``: the ``rivet.run`` span, the lateness)."""
+        observer = self.runtime.observer
+        observation = observer.run(self.actor, loaded[1] if loaded is not None else None)
+        try:
+            report = await self._execute(live_until, loaded, stop_at, warm_wait)
+        except BaseException as exc:
+            observation.end(None, exc)
+            raise
+        outcome = report.outcome
+        observation.end(outcome.workflow_state if outcome is not None else observe.EVICTED)
+        if outcome is not None and outcome.workflow_state in (ports.COMPLETED, ports.FAILED):
+            observer.workflow_finished(self.actor.name, outcome.workflow_state)
+        return report
+
+    async def _execute(
+        self,
+        live_until: datetime | None,
+        loaded: tuple[list[ports.EntryRecord], datetime] | None,
+        stop_at: float | None,
+        warm_wait: float,
+    ) -> RunReport:
         session, c = await self._open(live_until, loaded, stop_at, warm_wait)
         report = RunReport(_session=session)
         main = asyncio.ensure_future(self._replay(session))
@@ -151,6 +179,10 @@ class _Run:
                 return self._report(report, session)
             raise
         except errors.EvictedSignal:
+            return self._report(report, session)
+        except errors.OtherCodeVersionSignal as signal:  # nothing pending is written; the caller releases
+            report.other_version = signal
+            self.runtime.vars.pop(self.actor.actor_id, None)
             return self._report(report, session)
         finally:
             beat.stop()  # joins: no renew may land after the release below
@@ -170,6 +202,7 @@ class _Run:
     @staticmethod
     def _report(report: RunReport, session: RunSession) -> RunReport:
         report.steps_executed = session.steps_executed
+        report.commits = session.commits
         return report
 
     async def _open(
@@ -190,7 +223,7 @@ class _Run:
             actor,
             definition,
             self.token,
-            History(entries),
+            History(entries, code_version=runtime.settings.code_version),
             live_until=live_until,
             warm_wait=warm_wait,
             stop_at=stop_at,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import errors, ports
+from . import errors, observe, ports
 from .client import Client
 from .settings import Settings
 
@@ -24,10 +24,11 @@ logger = logging.getLogger("rivet_workflows")
 class Runtime:
     """Store + dispatcher + registry + settings, plus the realtime hooks (DESIGN.md sections 5, 7).
 
-    ``store`` implements ``ports.Store``; ``dispatcher`` implements ``ports.Dispatcher``; ``broadcaster`` is
-    ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
-    ``on_history_change(actor_id)``. Creating a runtime binds ``registry`` to it. ``owner`` identifies this
-    process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
+        ``store`` implements ``ports.Store``; ``dispatcher`` implements ``ports.Dispatcher``; ``broadcaster`` is
+        ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
+        ``on_history_change(actor_id)``; ``observer`` an ``observe.Observer`` (tracing and metrics, DESIGN.md section 14;
+    None: no-op). Creating a runtime binds ``registry`` to it. ``owner`` identifies this
+        process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class Runtime:
         settings: Settings | None = None,
         broadcaster: Callable[[str, str, list], Any] | None = None,
         on_history_change: Callable[[str], Any] | None = None,
+        observer: observe.Observer | None = None,
     ) -> None:
         self.store = store
         self.dispatcher = dispatcher
@@ -45,6 +47,8 @@ class Runtime:
         self.settings = settings if settings is not None else Settings()
         self.broadcaster = broadcaster
         self.on_history_change = on_history_change
+        #: tracing and metrics hooks (``engine.observe``; the default does nothing)
+        self.observer = observer if observer is not None else observe.Observer()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: process-local ephemeral vars by actor_id (ENGINE-SEMANTICS.md section 10): the executor sets
         #: them after create_vars + on_wake and drops them after on_sleep; actions reuse them.
@@ -81,11 +85,14 @@ class Runtime:
         """Call a sync store function from async code on the thread that owns the DB connection.
 
         A data error of the database (``errors.is_data_error``) is raised as ``StoreRejectedError`` (cause: the
-        original); any other exception that is not a domain error of the store (see
-        ``errors.STORE_DOMAIN_ERRORS``), e.g. a dropped database connection, as the ``StoreUnavailable`` signal.
+        original); ``StoreUnavailableError`` (a store that translated a dropped connection) and any other
+        exception that is not a domain error of the store (see ``errors.STORE_DOMAIN_ERRORS``) as the
+        ``StoreUnavailable`` signal.
         """
         try:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        except errors.StoreUnavailableError as exc:  # the store translated its own failure
+            raise errors.StoreUnavailable(str(exc)) from exc
         except Exception as exc:
             if errors.is_data_error(exc):
                 raise errors.StoreRejectedError(

@@ -427,7 +427,9 @@ def error_to_dict(exc: BaseException) -> dict:
     ``name`` is the type's qualified name (``ValueError``, ``CriticalError``, ``Outer.Inner``); ``message``
     is ``str(exc)``; ``stack`` the formatted traceback (or None when the exception was never raised);
     ``metadata`` the exception's public attributes whose values are plain JSON (for ``RivetWorkflowsError``
-    its keyword metadata). The result is plain JSON.
+    its keyword metadata). A stored error in the metadata (``metadata.error`` of ``StepExhaustedError``)
+    loses its ``stack`` when ``stack`` already shows it (the cause's traceback): one copy. The result is
+    plain JSON.
     """
     message = _storable(exc.message if isinstance(exc, errors.RivetWorkflowsError) else str(exc))
     stack = _storable("".join(traceback.format_exception(exc))) if exc.__traceback__ is not None else None
@@ -437,5 +439,13 @@ def error_to_dict(exc: BaseException) -> dict:
         if key.startswith("_") or key in ("message", "args"):
             continue
         if _json_native(value):
-            attrs[key] = value
+            attrs[key] = _without_shown_stack(value, stack)
     return {"name": type(exc).__qualname__, "message": message, "stack": stack, "metadata": attrs}
+
+
+def _without_shown_stack(value: Any, stack: str | None) -> Any:
+    """``value`` without its ``stack`` when it is an error dict whose stack ``stack`` contains already."""
+    inner = value.get("stack") if isinstance(value, dict) else None
+    if isinstance(inner, str) and stack is not None and inner.strip() in stack:
+        return {k: v for k, v in value.items() if k != "stack"}
+    return value

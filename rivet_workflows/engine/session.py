@@ -104,6 +104,8 @@ class RunSession:
         self._write_lock = asyncio.Lock()
         self._anchor: tuple[datetime, float] | None = None
         self._inline = self.store.inline_calls is True
+        self._commits = 0
+        self._awaiting_cleared = False
 
     # --- the run's flags -----------------------------------------------------------------------------
 
@@ -265,38 +267,112 @@ class RunSession:
         async with self._write_lock:
             if self._evicted:
                 raise errors.EvictedSignal()
-            commit = self.writes.take()
-            self.lock.add_release(fields)
-            if "state" not in fields and (self.lock.held or self._state_changed):
-                fields["state"] = self._state
-            for name, value in fields.items():
-                setattr(commit, name, value)
-            if not self._started and commit.workflow_state is ports.UNSET:
-                commit.workflow_state = ports.RUNNING
+            commit = self._prepare(fields)
             try:
                 result = await self.call(self.store.commit, self.actor_id, self.token, commit)
             except BaseException:
                 self.writes.restore(commit)
                 raise
-            if not result.ok:
-                self._evicted = True
+            return self._committed(commit, result)
+
+    async def commit_in_transaction(self, body: Callable[[ports.Commit], None]) -> ports.CommitResult:
+        """One fenced commit (as ``flush``) in whose transaction ``body(commit)`` runs first: an atomic step
+        (``Store.run_in_commit``, DESIGN.md section 13). ``body`` runs on the store's thread, adds its
+        outcome to ``commit`` (upserts, outbox) and raises ``AtomicBodyFailed`` (cause: the body's
+        exception) to roll its writes back; the state it leaves is written with the commit.
+
+        Raises the body's exception (the pending writes are kept for the next commit), ``EvictedSignal``
+        when the fence rejected the commit (nothing of the body was kept), or a store failure as ``call``.
+        Other commits of the run wait meanwhile (the run's write lock is held).
+        """
+        async with self._write_lock:
+            if self._evicted:
                 raise errors.EvictedSignal()
-            self._started = True
-            self._paused = result.paused
-            if commit.state is not ports.UNSET:
-                self._state_changed = False
-            self.lock.committed(commit)
-            if result.state is not ports.UNSET and commit.state is ports.UNSET:
-                self._state = result.state
-            for actor_id in result.woken:
-                if actor_id != self.actor_id:
-                    self.runtime.wake(actor_id)
-            # Open trace pages re-read on this push: the history, and also the header and buttons, which a
-            # commit that only moves the workflow state or gives the lease back changes (the release after
-            # a warm wait has no entry to write; without a push the page said "running" until its poll).
-            if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
-                self.runtime.notify_history(self.actor_id)
-            return result
+            commit = self._prepare({})
+
+            def build() -> ports.Commit:
+                body(commit)
+                if self.lock.held or self._state_changed:
+                    commit.state = self._state  # the body may have assigned a new state object
+                self._stamp_version(commit)  # the body's entries too
+                return commit
+
+            def run() -> tuple[ports.CommitResult | None, BaseException | None]:
+                try:
+                    return self.store.run_in_commit(self.actor_id, self.token, build), None
+                except errors.AtomicBodyFailed as carrier:
+                    return None, carrier.__cause__ or carrier
+
+            try:
+                # always on a thread, also for an in-memory store: the body may use the ORM
+                result, failure = await self.runtime.call(run)
+            except BaseException:
+                self.writes.restore(commit)
+                raise
+            if failure is not None:
+                self.writes.restore(commit)
+                raise failure
+            assert result is not None
+            return self._committed(commit, result)
+
+    def _prepare(self, fields: dict[str, Any]) -> ports.Commit:
+        """The next commit: every pending write plus ``fields`` and what ``flush`` adds (its docstring)."""
+        commit = self.writes.take()
+        self.lock.add_release(fields)
+        if "state" not in fields and (self.lock.held or self._state_changed):
+            fields["state"] = self._state
+        for name, value in fields.items():
+            setattr(commit, name, value)
+        if not self._started and commit.workflow_state is ports.UNSET:
+            commit.workflow_state = ports.RUNNING
+        self._stamp_version(commit)
+        return commit
+
+    def _committed(self, commit: ports.Commit, result: ports.CommitResult) -> ports.CommitResult:
+        """Take in the store's answer to ``commit``: ``EvictedSignal`` when fenced off, else the run's
+        bookkeeping (state, step lock, wake-ups of other actors, the trace page's push)."""
+        if not result.ok:
+            self._evicted = True
+            raise errors.EvictedSignal()
+        self._started = True
+        self._paused = result.paused
+        self._commits += 1
+        if commit.awaiting_code_version is not ports.UNSET:
+            self._awaiting_cleared = True
+        if commit.state is not ports.UNSET:
+            self._state_changed = False
+        self.lock.committed(commit)
+        if result.state is not ports.UNSET and commit.state is ports.UNSET:
+            self._state = result.state
+        for actor_id in result.woken:
+            if actor_id != self.actor_id:
+                self.runtime.wake(actor_id)
+        # Open trace pages re-read on this push: the history, and also the header and buttons, which a
+        # commit that only moves the workflow state or gives the lease back changes (the release after
+        # a warm wait has no entry to write; without a push the page said "running" until its poll).
+        if commit.upserts or commit.deletes or commit.release or commit.workflow_state is not ports.UNSET:
+            self.runtime.notify_history(self.actor_id)
+        return result
+
+    def _stamp_version(self, commit: ports.Commit) -> None:
+        """Record this process's code version on what ``commit`` writes: each upserted entry and, unless the
+        commit is lease bookkeeping only, the actor row; the first commit of a run that another version's
+        worker had left clears ``awaiting_code_version`` (DESIGN.md section 12)."""
+        version = self.settings.code_version
+        for entry in commit.upserts:
+            entry.code_version = version
+            recorded = self.history.entries.get(entry.key)
+            if recorded is not None:
+                recorded.code_version = version
+        if not commit.lease_only:
+            commit.code_version = version
+        if self.actor.awaiting_code_version is not None and not self._awaiting_cleared:
+            commit.awaiting_code_version = None
+
+    @property
+    def commits(self) -> int:
+        """How many commits of this run the store accepted so far."""
+        return self._commits
 
     async def flush_pending(self) -> None:
         """``flush`` when a write (or the step lock's release) is waiting, so nothing rides on a wait."""

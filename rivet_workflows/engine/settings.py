@@ -43,6 +43,10 @@ class Settings:
     * ``step_abandon_seconds``: how long after a step's timeout its cancelled body may take to return
       before the attempt is abandoned (logged) and a retry may run beside it.
     * ``dev_mode``: relaxes inspector authorization.
+    * ``code_version``: the name of the code this process runs (a release, a git sha; None: unversioned).
+      Every write of a run records it; a replay that diverges on entries another code version wrote leaves
+      the run, unchanged, for a process of that version (DESIGN.md section 12, rolling deploys). None:
+      every divergence fails the workflow.
     """
 
     lease_seconds: float = 30.0
@@ -55,3 +59,4 @@ class Settings:
     poll_interval: float = 0.02
     step_abandon_seconds: float = 30.0
     dev_mode: bool = True
+    code_version: str | None = None

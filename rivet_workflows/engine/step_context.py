@@ -55,7 +55,17 @@ class _StepQueue:
         body = serde.roundtrip(
             body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
         )
+        if self._step.outbox is not None:  # an atomic step: sent with its own commit, or not at all
+            self._step.outbox.append((session.actor_id, name, body, False))
+            return
         session.writes.send(session.actor_id, name, body)
+
+
+def idempotency_key(actor_id: str, location: str, generation: int = 0) -> str:
+    """``step.idempotency_key`` of the entry at ``location``: ``"{actor_id}:{location}"``, with
+    ``"#{generation}"`` appended when the entry was recorded after the actor's ``generation``-th replay
+    (``EntryRecord.data["generation"]``, absent for 0: first runs keep the plain key)."""
+    return f"{actor_id}:{location}" + (f"#{generation}" if generation else "")
 
 
 class StepContext(ActorIdentity):
@@ -64,17 +74,21 @@ class StepContext(ActorIdentity):
     ``state`` is the run's one state object (mutate it in place or assign ``step.state = ...``),
     ``vars`` the ephemeral vars, ``attempt`` the 1-based attempt number, ``idempotency_key`` the stable
     ``"{actor_id}:{location}"`` for external calls (the same on every attempt and every executor: bodies
-    run at least once, so an external call keyed by it is applied once). ``cancelled`` is a
+    run at least once, so an external call keyed by it is applied once); an entry recorded after the
+    actor's ``n``-th replay gets ``"{actor_id}:{location}#{n}"`` (``generation``), so a redone step is a new
+    call for an idempotent external API, not the original one. ``cancelled`` is a
     ``threading.Event`` set when the attempt is cancelled (its ``timeout`` passed, the run lost its lease,
     a race it ran in was decided); a sync body should check it (``step.cancelled.is_set()`` or
     ``step.cancelled.wait(seconds)`` instead of ``time.sleep``) and return (DESIGN.md section 12).
     """
 
-    def __init__(self, session: RunSession, location: str, attempt: int) -> None:
+    def __init__(self, session: RunSession, location: str, attempt: int, generation: int = 0) -> None:
         self._session = session
+        #: an atomic attempt's own sends (delivered by its commit only); None: the run's write buffer
+        self.outbox: list[tuple[str, str, Any, bool]] | None = None
         self.location = location
         self.attempt = attempt
-        self.idempotency_key = f"{session.actor_id}:{location}"
+        self.idempotency_key = idempotency_key(session.actor_id, location, generation)
         self.queue = _StepQueue(self)
         self.cancelled = threading.Event()
 
@@ -115,6 +129,11 @@ class StepContext(ActorIdentity):
         return f"<StepContext {self.idempotency_key} attempt={self.attempt}>"
 
 
+def is_async(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` is an ``async def`` function (or an object whose ``__call__`` is one)."""
+    return _is_async(fn)
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         type(fn).__call__ if not inspect.isfunction(fn) else None
@@ -122,40 +141,54 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 class _Body:
-    """One body's progress as seen from the loop and from its thread: whether it began and returned."""
+    """One body's progress, shared by the loop and the body's thread (a handshake under a lock): the body
+    either begins (``begin`` True) and later ``returned`` is set, or it is settled before it began
+    (``settled`` True) and then never runs."""
 
     def __init__(self) -> None:
-        self.began = False
+        self._lock = threading.Lock()
+        self._began = False
+        self._skip = False
         self.returned = threading.Event()
 
-    def over(self, task: asyncio.Future) -> bool:
-        """True when the body returned, or its task ended before the body began."""
-        return self.returned.is_set() or (task.done() and not self.began)
+    def begin(self) -> bool:
+        """Called first thing by the body (in its thread for a sync body): False when it must not run."""
+        with self._lock:
+            if self._skip:
+                return False
+            self._began = True
+            return True
+
+    def settled(self) -> bool:
+        """True when the body returned, or had not begun (it never will now)."""
+        with self._lock:
+            if not self._began:
+                self._skip = True
+                return True
+        return self.returned.is_set()
 
 
 async def _call_body(fn: Callable[..., Any], arg: StepContext, body: _Body) -> Any:
     # runs in its own task (a copy of the context): marks this body as a step of the actor, so a client
     # call back into the same actor fails at once (actor_context.check_not_reentrant) instead of hanging
-    body.began = True
     RUNNING_STEP_OF.set(arg.actor_id)
     if _is_async(fn):
+        if not body.begin():
+            raise asyncio.CancelledError()
         try:
             return await fn(arg)
         finally:
             body.returned.set()
 
     def call(step: StepContext) -> Any:
+        if not body.begin():  # the attempt was settled (timed out) before this thread picked it up
+            return None
         try:
             return fn(step)
         finally:
             body.returned.set()  # the thread is done: a retry may start
 
-    try:
-        result = await sync_to_async(call, thread_sensitive=False)(arg)
-    except BaseException:
-        if not body.returned.is_set() and not arg.cancelled.is_set():
-            body.returned.set()  # failed before its thread ran (nothing left running)
-        raise
+    result = await sync_to_async(call, thread_sensitive=False)(arg)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -167,7 +200,7 @@ async def _await_return(task: asyncio.Future, body: _Body, seconds: float) -> bo
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     await asyncio.wait({task}, timeout=seconds)
-    while not body.over(task):
+    while not body.settled():
         remaining = deadline - loop.time()
         if remaining <= 0:
             return False

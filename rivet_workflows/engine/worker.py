@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -22,7 +24,8 @@ logger = logging.getLogger("rivet_workflows")
 class RunSummary:
     """What ``run_actor`` did: ``ran`` (False when another executor held the lease or nothing was due),
     ``runs`` (replays performed), ``steps_executed`` (step attempts that ran a body), the final
-    ``workflow_state`` and ``wake_at``."""
+    ``workflow_state`` and ``wake_at``; ``left_for_other_version`` when the replay diverged on entries of
+    another code version and the actor was left, unchanged, for it (``awaiting_code_version``)."""
 
     actor_id: str
     ran: bool = False
@@ -30,6 +33,9 @@ class RunSummary:
     steps_executed: int = 0
     workflow_state: str | None = None
     wake_at: datetime | None = None
+    #: True when the run was left for another code version (``awaiting_code_version`` names it)
+    left_for_other_version: bool = False
+    awaiting_code_version: str | None = None
 
 
 #: errors of a store write that retrying cannot fix (``StoreRejectedError``: a database DataError)
@@ -40,6 +46,86 @@ _UNREGISTERED_LOGGED: set[str] = set()
 
 #: how long an actor of an unregistered type is left alone before an executor looks at it again (seconds)
 UNREGISTERED_RETRY_SECONDS = 300.0
+
+
+#: a run left for another code version is due again after BASE * 2**(n-1) seconds, n = how many times this
+#: process left it in a row, at most MAX: a worker of the wrong version backs off instead of spinning on it,
+#: while a worker of the right version (any worker once the deploy is done) takes it within seconds
+OTHER_VERSION_RETRY_BASE_SECONDS = 1.0
+OTHER_VERSION_RETRY_MAX_SECONDS = 15.0
+
+
+class _LeftRuns:
+    """The runs this process left for another code version: ``actor_id -> (version, times in a row)``, the
+    newest ``limit`` kept. Says when a leave is the first (logged as a warning) and how long to back off."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._limit = limit
+        self._runs: OrderedDict[str, tuple[str | None, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def leave(self, actor_id: str, version: str | None) -> int:
+        """Count one more leave of ``actor_id`` for ``version``; returns how many in a row (1 = first)."""
+        with self._lock:
+            previous = self._runs.pop(actor_id, None)
+            times = previous[1] + 1 if previous is not None and previous[0] == version else 1
+            self._runs[actor_id] = (version, times)
+            while len(self._runs) > self._limit:
+                self._runs.popitem(last=False)
+            return times
+
+    def forget(self, actor_id: str) -> None:
+        """``actor_id`` ran here (or is gone): a later leave is a first one again."""
+        if self._runs:
+            with self._lock:
+                self._runs.pop(actor_id, None)
+
+
+_LEFT = _LeftRuns()
+
+
+def _leave_for_version(
+    runtime: Runtime, actor: ports.ActorRecord, token: int, report: run.RunReport
+) -> ports.CommitResult:
+    """Release ``actor``, whose replay diverged on entries another code version wrote (``report``), without
+    changing its workflow: no pending write of the run is committed, the workflow stays as it is, due again
+    after a backoff (``OTHER_VERSION_RETRY_*``; a send wakes it at once as usual) and marked as awaiting that
+    version. Logged once per actor and version by this process (DESIGN.md section 12, case C65)."""
+    signal = report.other_version
+    assert signal is not None
+    ours = runtime.settings.code_version
+    times = _LEFT.leave(actor.actor_id, signal.code_version)
+    delay = min(OTHER_VERSION_RETRY_MAX_SECONDS, OTHER_VERSION_RETRY_BASE_SECONDS * 2 ** (times - 1))
+    if times == 1:
+        logger.warning(
+            "actor %s (%s, key %r): the replay on code version %r diverged on history entries written by "
+            "code version %r; the run is left unchanged for a worker of that version (or a newer one once the "
+            "deploy is done), not failed%s. Divergence: %s",
+            actor.actor_id,
+            actor.name,
+            actor.key,
+            ours,
+            signal.code_version,
+            " (commits of concurrent branches made before the divergence was found are kept)"
+            if report.commits
+            else "",
+            signal.divergence,
+        )
+    else:
+        logger.debug(
+            "actor %s left again for code version %r (retry in %gs)",
+            actor.actor_id,
+            signal.code_version,
+            delay,
+        )
+    commit = ports.Commit(
+        release=True,
+        step_lock_until=None,
+        defer_until=runtime.store.now() + timedelta(seconds=delay),
+    )
+    if actor.awaiting_code_version != signal.code_version:
+        commit.awaiting_code_version = signal.code_version
+    return runtime.store.commit(actor.actor_id, token, commit)
 
 
 def _log_failure(actor: ports.ActorRecord, error: dict | None) -> None:
@@ -67,6 +153,7 @@ def _fail_refused(runtime: Runtime, actor: ports.ActorRecord, token: int, exc: B
         waiting_for=[],
         step_lock_until=None,
         release=True,
+        code_version=runtime.settings.code_version,
     )
     return bool(runtime.store.commit(actor.actor_id, token, commit).ok)
 
@@ -163,6 +250,14 @@ def run_actor(
         summary.ran = True
         summary.runs += 1
         summary.steps_executed += report.steps_executed
+        if report.other_version is not None:
+            left = _leave_for_version(runtime, actor, token, report)
+            summary.left_for_other_version = True
+            summary.awaiting_code_version = report.other_version.code_version
+            summary.workflow_state = actor.workflow_state
+            summary.wake_at = left.wake_at if left.ok else None
+            return summary
+        _LEFT.forget(actor_id)
         result, outcome = report.released, report.outcome
         if result is None or outcome is None:  # evicted: the lease is someone else's now
             return summary

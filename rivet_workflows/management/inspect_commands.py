@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from .. import display
+from ..conf import rivet_settings
 from ..engine import errors, inspector, ports
 from . import console
 
@@ -169,6 +170,9 @@ def _show(command: Any, actor_id: str) -> None:
         lines.append(f"leased by {record.lease_owner} until {_time(record.lease_expires_at)}")
     if record.error:
         lines.append(f"error     {_error_text(record.error)}")
+    trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
+    if trace_id:
+        lines.append(f"trace     {trace_url or trace_id}")
     out.write("\n".join(lines) + "\n")
     if not entries:
         out.write("no history yet\n")

@@ -16,6 +16,43 @@ def _count(n: int, singular: str, plural: str) -> str:
     return f"{n} {singular if n == 1 else plural}"
 
 
+def _where(r: Any) -> str:
+    """`` at <location> (the code reached new entry <key>) (replay from <step> instead)``, the parts known."""
+    text = f" at {r.location}" if r.location else ""
+    if r.reached:
+        text += f" (the code reached new entry {r.reached})"
+    if r.replay_from:
+        text += f" (replay from {r.replay_from!r} instead)"
+    if r.other_version:
+        text += f" on entries of code version {r.other_version!r}"
+    if r.awaiting_code_version:
+        text += f" waiting for code version {r.awaiting_code_version!r}"
+    return text
+
+
+#: run ids listed per problem group of ``rivet check`` (the per-run lines above list them all)
+GROUP_IDS = 5
+
+
+def _summarise(command: Any, bad: list) -> None:
+    """The problems of ``rivet check`` grouped by what went wrong (outcome, actor type, location, the entry
+    reached, refusal code): one line with the count of runs, a few of their ids and the hint, once."""
+    groups: dict[tuple, list] = {}
+    for r in bad:
+        kind = (r.outcome, r.name, r.location, r.reached, r.code, r.replay_from, r.other_version)
+        groups.setdefault(kind, []).append(r)
+    if not groups:
+        return
+    out = command.stdout
+    out.write(f"problems by kind ({_count(len(groups), 'kind', 'kinds')}):")
+    for (outcome, name, *_), runs in sorted(groups.items(), key=lambda g: (-len(g[1]), str(g[0]))):
+        ids = ", ".join(r.actor_id for r in runs[:GROUP_IDS])
+        if len(runs) > GROUP_IDS:
+            ids += f" and {len(runs) - GROUP_IDS} more"
+        head = f"  {outcome} {name}{_where(runs[0])}: {_count(len(runs), 'run', 'runs')} ({ids})"
+        out.write(command.style.ERROR(head) + f"\n    {runs[0].message}")
+
+
 def add_parsers(subs: Any) -> None:
     """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
     check = subs.add_parser(
@@ -27,6 +64,9 @@ def add_parsers(subs: Any) -> None:
         "--include-failed",
         action="store_true",
         help="also check failed workflows, as recover would restart them (failed steps reset)",
+    )
+    check.add_argument(
+        "--verbose", action="store_true", help="print each problem's full explanation under its run's line"
     )
     gates = subs.add_parser(
         "gates", help="Version gates and removed entries with the in-flight instances pinned to each."
@@ -47,6 +87,7 @@ def add_parsers(subs: Any) -> None:
     recover.add_argument("--leases-only", action="store_true", help="do not restart or list failed workflows")
     recover.add_argument("--failed-only", action="store_true", help="do not touch expired leases")
     recover.add_argument("--dry-run", action="store_true", help="list what would be done")
+    recover.add_argument("--reason", help="why (kept in each restarted workflow's operator actions)")
     for verb, text in (
         ("pause", "Pause actors: never claimed while paused; a running step finishes, no new step starts."),
         ("resume", "Resume paused actors: what came due while paused runs once."),
@@ -54,8 +95,7 @@ def add_parsers(subs: Any) -> None:
         sub = subs.add_parser(verb, help=text)
         sub.add_argument("--actor", action="append", help="this actor id (repeatable)")
         sub.add_argument("--name", action="append", help="every unfinished actor of this type (repeatable)")
-        if verb == "pause":
-            sub.add_argument("--reason", help="free text kept with the pause")
+        sub.add_argument("--reason", help=f"why (kept with the {verb} in each actor's operator actions)")
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
@@ -76,22 +116,34 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 django_runtime.get_runtime(), options.get("name"), include_failed=include_failed, track=track
             )
         bad = [r for r in results if r.outcome != "ok"]
+        verbose = bool(options.get("verbose"))
         for r in results:
             # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
             line = f"{r.outcome:8} {r.name} {display.short_key(r.key)} {r.actor_id} [{r.workflow_state}]"
-            if r.location:
-                line += f" at {r.location}"
-            if r.reached:
-                line += f" (the code reached new entry {r.reached})"
-            if r.replay_from:
-                line += f" (replay from {r.replay_from!r} instead)"
+            line += _where(r)
             if r.outcome != "ok":
-                out.write(command.style.ERROR(line) + f"\n    {r.message}")
+                out.write(command.style.ERROR(line) + (f"\n    {r.message}" if verbose else ""))
             else:
                 out.write(line)
+        _summarise(command, bad)
         what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
         checked = _count(len(results), what, what + "s")
         out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
+        awaiting = [r for r in results if r.awaiting_code_version]
+        if awaiting:  # left during a rolling deploy by a worker of another version (DESIGN.md section 12)
+            out.write(
+                _count(len(awaiting), "workflow waits", "workflows wait")
+                + " for a worker of another code version: "
+                + ", ".join(sorted({str(r.awaiting_code_version) for r in awaiting}))
+            )
+        other = [r for r in bad if r.other_version]
+        if other:
+            out.write(
+                _count(len(other), "workflow diverges", "workflows diverge")
+                + " only on entries another code version wrote (a worker of that version runs them; "
+                "retiring it leaves them waiting): "
+                + ", ".join(sorted({str(r.other_version) for r in other}))
+            )
         refused = [r for r in bad if r.outcome == "refused"]
         problems = []
         if len(bad) > len(refused):
@@ -164,6 +216,7 @@ def _recover(command: Any, options: dict) -> None:
     with console.progress(command.stderr) as track:
         report = ops.recover(
             runtime,
+            reason=options.get("reason"),
             names=names,
             actor_ids=actor_ids,
             leases=not options.get("failed_only"),

@@ -13,6 +13,12 @@ if nothing happened, under the same lease and token. A call the database refused
 session before the call arrived (``_never_ran``: PostgreSQL's idle-session timeout) is retried once on a
 new connection. A failure whose outcome is unknown (sent, then the connection broke) is raised as before.
 Inside an enclosing transaction nothing is checked or retried (the transaction is the caller's).
+
+A store call that still fails because the database is unreachable (Django's or the driver's
+``OperationalError``/``InterfaceError``: a dropped connection, a terminated backend, a server restart) raises
+the engine's ``StoreUnavailableError`` (``__cause__``: the original), at every nesting depth, so no caller
+blames it on user code (the HTTP API answers 503 ``store_unavailable``). An exception raised by user code
+the store runs (the action of ``run_action``, ``user_code``) passes through as it is.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
-from ..engine import ports
+from ..engine import errors, ports
 from .locks import ActorLocks
 
 #: the store members that use a connection: every member of the port but the one that closes it
@@ -40,6 +46,8 @@ class _Calls(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.last: dict[str, float] = {}
+        #: the exception user code run by the store raised last (``user_code``): passed through untranslated
+        self.user_error: BaseException | None = None
 
 
 _calls = _Calls()
@@ -58,15 +66,56 @@ def _note_query(execute: Callable[..., Any], sql: str, params: Any, many: bool, 
 _WRAPPED: set[Callable[..., Any]] = set()
 
 
+def user_code(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (user code a store member runs, e.g. an action) marked so that what it raises, a database
+    error too, leaves the store as it is instead of as ``StoreUnavailableError`` (it is the user's)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            _calls.user_error = exc
+            raise
+
+    return run
+
+
+def is_unavailable(self: Connections, exc: BaseException) -> bool:
+    """True when ``exc`` says the database cannot be reached (not a refusal of the statement): Django's or the
+    driver's ``OperationalError``/``InterfaceError`` that user code run by the store did not raise. A
+    deadlock or lock timeout is an ``OperationalError`` too, but ``_retry_on_deadlock`` handles those."""
+    if exc is _calls.user_error:
+        return False
+    driver = getattr(connections[self.using], "Database", None)
+    kinds: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+    if driver is not None:
+        kinds += (driver.OperationalError, driver.InterfaceError)
+    return isinstance(exc, kinds)
+
+
+def _unavailable(exc: BaseException) -> errors.StoreUnavailableError:
+    return errors.StoreUnavailableError(
+        f"the database is unavailable: {type(exc).__name__}: {str(exc).strip()}; try again shortly"
+    )
+
+
 def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a store member: the outermost store call of a thread checks an idle connection first and
-    retries once a call the database never ran (see the module docstring); nested calls run as they are."""
+    retries once a call the database never ran (see the module docstring); nested calls run as they are.
+    At every depth a failure of the database itself (``is_unavailable``) leaves as ``StoreUnavailableError``."""
 
     @functools.wraps(method)
     def call(self: Connections, *args: Any, **kwargs: Any) -> Any:
         if _calls.depth:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if is_unavailable(self, exc):
+                    raise _unavailable(exc) from exc
+                raise
         _calls.depth = 1
+        _calls.user_error = None
         try:
             self._check_idle_connection()
             try:
@@ -77,12 +126,67 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
                     raise
                 connection.close()
                 return method(self, *args, **kwargs)
+        except Exception as exc:
+            if is_unavailable(self, exc):
+                raise _unavailable(exc) from exc
+            raise
         finally:
             _calls.depth = 0
+            _calls.user_error = None
             self._note_connection_use()
 
     _WRAPPED.add(call)
     return call
+
+
+#: the first keyword of a statement that writes (what an atomic step may send only through the store's alias)
+_WRITES = frozenset(
+    {
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "REPLACE",
+        "MERGE",
+        "UPSERT",
+        "CREATE",
+        "ALTER",
+        "DROP",
+        "TRUNCATE",
+        "COPY",
+    }
+)
+
+
+def _is_write(sql: Any) -> bool:
+    words = str(sql).lstrip(" \t\n(").split(None, 1)
+    return bool(words) and words[0].upper() in _WRITES
+
+
+@contextlib.contextmanager
+def writes_only_through(alias: str) -> Iterator[None]:
+    """For the ``with`` body on this thread, a write through any database alias but ``alias`` raises
+    ``AtomicStepError`` before it is sent (an execute wrapper on the thread's other connections; reads
+    pass). An atomic step's body runs so: only ``alias`` is in the transaction that records the step."""
+
+    def refuse(other: str) -> Callable[..., Any]:
+        def wrapper(execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: dict) -> Any:
+            if _is_write(sql):
+                raise errors.AtomicStepError(
+                    f"an atomic step wrote through the database alias {other!r}; only the store's alias "
+                    f"{alias!r} commits with the step (use .using({alias!r}), or a plain step for writes "
+                    "elsewhere)",
+                    alias=other,
+                    store_alias=alias,
+                )
+            return execute(sql, params, many, context)
+
+        return wrapper
+
+    with contextlib.ExitStack() as stack:
+        for other in connections:
+            if other != alias:
+                stack.enter_context(connections[other].execute_wrapper(refuse(other)))
+        yield
 
 
 class Connections:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import models
-from ..engine import ports, serde
+from ..engine import errors, ports, serde
 
 #: actor columns in the order ``actor_record`` reads them (and raw SQL selects them)
 ACTOR_COLUMNS: tuple[str, ...] = (
@@ -36,6 +36,10 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "lease_owner",
     "lease_expires_at",
     "lease_token",
+    "code_version",
+    "awaiting_code_version",
+    "trace_context",
+    "replay_generation",
     "concurrency_key",
     "priority",
     "deadline_at",
@@ -58,6 +62,7 @@ ENTRY_COLUMNS: tuple[str, ...] = (
     "completed_at",
     "rollback_completed_at",
     "rollback_error",
+    "code_version",
 )
 
 #: history entry columns an upsert writes after ``actor_id``, in the order of ``entry_params``
@@ -74,6 +79,7 @@ ENTRY_WRITE_COLUMNS: tuple[str, ...] = (
     "completed_at",
     "rollback_completed_at",
     "rollback_error",
+    "code_version",
 )
 
 #: the history columns an upsert of an existing key overwrites (``created_at`` and ``id`` are kept)
@@ -131,7 +137,8 @@ def key_text(key: list) -> str:
 def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
-     updated_at, destroyed, lease_owner, lease_expires_at, lease_token, concurrency_key, priority,
+     updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
+     awaiting_code_version, trace_context, replay_generation, concurrency_key, priority,
      deadline_at, paused_at, pause_reason) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
@@ -150,6 +157,10 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         lease_owner=lease_owner,
         lease_expires_at=lease_expires_at,
         lease_token=lease_token,
+        code_version=code_version,
+        awaiting_code_version=awaiting_code_version,
+        trace_context=trace_context,
+        replay_generation=replay_generation or 0,
         concurrency_key=concurrency_key,
         priority=priority or 0,
         deadline_at=deadline_at,
@@ -179,7 +190,7 @@ def flow_columns(flow: ports.Flow | None) -> dict[str, Any]:
 def entry_record(values: Sequence[Any]) -> ports.EntryRecord:
     """The ``EntryRecord`` of one history row given as its ``ENTRY_COLUMNS`` values."""
     (key, location, kind, data, status, attempts, error, seq, last_attempt_at, created_at, completed_at,
-     rollback_completed_at, rollback_error) = values  # fmt: skip
+     rollback_completed_at, rollback_error, code_version) = values  # fmt: skip
     return ports.EntryRecord(
         key=key,
         location=list(location),
@@ -194,6 +205,7 @@ def entry_record(values: Sequence[Any]) -> ports.EntryRecord:
         completed_at=completed_at,
         rollback_completed_at=rollback_completed_at,
         rollback_error=serde.from_json(rollback_error),
+        code_version=code_version,
     )
 
 
@@ -229,6 +241,7 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         status=row.status,
         response=serde.from_json(row.response),
         completed_at=row.completed_at,
+        trace_context=row.trace_context,
     )
 
 
@@ -288,6 +301,7 @@ def entry_values(rec: ports.EntryRecord, created_at: datetime | None) -> dict[st
         "completed_at": rec.completed_at,
         "rollback_completed_at": rec.rollback_completed_at,
         "rollback_error": serde.to_json(rec.rollback_error, where=f"rollback error of {rec.key!r}"),
+        "code_version": rec.code_version,
     }
 
 
@@ -307,6 +321,9 @@ COMMIT_COLUMNS: tuple[str, ...] = (
     "wake_at",
     "waiting_for",
     "step_lock_until",
+    "code_version",
+    "awaiting_code_version",
+    "replay_generation",
 )
 
 
@@ -325,6 +342,12 @@ def actor_changes(commit: ports.Commit) -> dict[str, Any]:
         changes["waiting_for"] = list(commit.waiting_for or [])
     if commit.step_lock_until is not ports.UNSET:
         changes["step_lock_until"] = commit.step_lock_until
+    if commit.code_version is not ports.UNSET:
+        changes["code_version"] = commit.code_version
+    if commit.awaiting_code_version is not ports.UNSET:
+        changes["awaiting_code_version"] = commit.awaiting_code_version
+    if commit.replay_generation is not ports.UNSET:
+        changes["replay_generation"] = int(commit.replay_generation)
     return changes
 
 
@@ -336,3 +359,28 @@ def same_json(a: Any, b: Any) -> bool:
 def is_json_column(column: str) -> bool:
     """True for an actor column stored as JSON (jsonb on PostgreSQL)."""
     return column in _ACTOR_JSON
+
+
+def audit_archive(action: ports.OperatorActionRecord) -> list:
+    """The ``archived_entries`` column of an audit row (already tagged JSON); ``SerializationError`` when
+    it is not JSON (nothing is written then)."""
+    try:
+        return json.loads(json.dumps(action.archived_entries))
+    except (TypeError, ValueError) as exc:
+        raise errors.SerializationError(
+            f"archived entries of operator action {action.action!r} are not JSON: {exc}",
+            where="operator action",
+        ) from exc
+
+
+def operator_action_from_model(row: models.OperatorAction) -> ports.OperatorActionRecord:
+    """An ``OperatorAction`` row as a port record (``at`` in UTC)."""
+    return ports.OperatorActionRecord(
+        actor_id=row.actor_id,
+        action=row.action,
+        who=row.who,
+        reason=row.reason,
+        archived_entries=list(row.archived_entries or []),
+        at=utc(row.at),
+        id=str(row.id),
+    )

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections
-from django.db.models import Case, DateTimeField, F, Min, Q, Value, When
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import mapper
-from .connection import Connections
+from .connection import Connections, user_code, writes_only_through
 from .cron import CronStorage
 from .queues import QueueStorage
 
@@ -196,6 +196,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         state: Any,
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
@@ -220,6 +221,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                     wake_at=now if due else None,
                     created_at=now,
                     updated_at=now,
+                    trace_context=trace_context,
                     deadline_at=(
                         None
                         if flow is None or flow.timeout is None
@@ -250,6 +252,27 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         if name is not None:
             rows = rows.filter(name=name)
         return [mapper.actor_from_model(row) for row in (rows if limit is None else rows[:limit])]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` in one grouped query on the database clock (one row per type and state)."""
+        now = Now()
+        due = Q(lease_free(now), wake_at__isnull=False, wake_at__lte=now)
+        expired = Q(lease_owner__isnull=False, lease_expires_at__lt=now) & ~Q(
+            workflow_state__in=sorted(ports.FINISHED_STATES)
+        )
+        grouped = (
+            self._actors()
+            .filter(destroyed=False)
+            .values_list("name", "workflow_state")
+            .annotate(n=Count("pk"), due=Count("pk", filter=due), expired=Count("pk", filter=expired))
+            .order_by()
+        )
+        counts = observe.ActorCounts()
+        for name, state, n, n_due, n_expired in grouped:
+            counts.by_state[(name, state)] = n
+            counts.due += n_due
+            counts.leases_expired += n_expired
+        return counts
 
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.
@@ -491,10 +514,36 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             self._upsert_entries(actor_id, commit.upserts, written.now)
             self._write_messages(actor_id, commit, written.now)
             woken = self._deliver_outbox(commit, written.now)
+            if commit.audit is not None:
+                self._write_audit(actor_id, commit.audit, written.now)
             wake_at = self._settle(actor_id, commit, written, woken)
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken, paused=written.paused)
         if isinstance(commit.step_lock_until, datetime):
             result.state = serde.from_json(written.state)
+        return result
+
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """Run ``body()`` (an atomic step's body; it returns the commit of its outcome) in the transaction
+        that applies that commit, on the store's alias (DESIGN.md section 13, ports docstring).
+
+        One transaction per call (a savepoint inside an enclosing one): a fence check first (a zombie's
+        body never runs), then ``body()`` (writes through another alias raise ``AtomicStepError``), then
+        the commit template (``_apply``) whose fenced actor write re-checks the lease in the same
+        transaction; a failed fence marks the transaction for rollback, so the body's writes never land.
+        An exception of ``body`` rolls everything back and propagates. On SQLite the actor's file lock and
+        the database's write lock are held while ``body`` runs: keep atomic bodies short.
+        """
+        with self._serialised(actor_id):
+            with self._atomic():
+                if not self._actors().filter(lease_fence(actor_id, token)).exists():
+                    return ports.CommitResult(ok=False)
+                with writes_only_through(self.using):
+                    commit = body()
+                result = self._apply(actor_id, token, commit)
+                if not result.ok:
+                    transaction.set_rollback(True, using=self.using)
         return result
 
     def _lock_actors(self, actor_id: str, commit: ports.Commit) -> None:
@@ -557,7 +606,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         self, actor_id: str, commit: ports.Commit, written: Written, woken: list[str]
     ) -> datetime | None:
         """The end of the rule: a finished actor is never due; on ``release`` free the lease and make the
-        actor due now if a pending message matches its ``waiting_for``. Returns the final ``wake_at`` and
+        actor due now if a pending message matches its ``waiting_for`` (not before ``defer_until``, when the
+        commit sets it). Returns the final ``wake_at`` and
         appends this actor to ``woken`` when a release leaves it due."""
         final = (
             self._actors()
@@ -579,6 +629,9 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 and self._has_matching_message(actor_id, final["waiting_for"] or [])
             ):
                 wake_at = tail["wake_at"] = written.now
+            defer = commit.defer_until
+            if isinstance(defer, datetime) and wake_at is not None and wake_at < defer:
+                wake_at = tail["wake_at"] = defer  # a run left for another code version backs off
             if wake_at is not None and wake_at <= written.now and actor_id not in woken:
                 woken.append(actor_id)
         if tail:
@@ -590,6 +643,39 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         return wake_at
 
     # ------------------------------------------------------------------ actions
+
+    # ------------------------------------------------------------------ the operator audit
+
+    def _write_audit(
+        self, actor_id: str, action: ports.OperatorActionRecord, now: datetime
+    ) -> ports.OperatorActionRecord:
+        row = models.OperatorAction.objects.using(self.using).create(
+            actor_id=actor_id,
+            action=action.action,
+            who=action.who,
+            reason=action.reason,
+            at=now,
+            archived_entries=mapper.audit_archive(action),
+        )
+        return mapper.operator_action_from_model(row)
+
+    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
+        """Write ``action`` on its own (``ports.Store``); ``ActorNotFoundError``, ``SerializationError``."""
+        with self._atomic():
+            if not self._actors().filter(pk=action.actor_id, destroyed=False).exists():
+                raise errors.ActorNotFoundError(
+                    f"no actor with id {action.actor_id!r}", actor_id=action.actor_id
+                )
+            return self._write_audit(action.actor_id, action, self.now())
+
+    def operator_actions(
+        self, actor_id: str, *, limit: int | None = None
+    ) -> list[ports.OperatorActionRecord]:
+        """The actor's audit rows, newest first (served by ``rivet_opaction_actor_idx``)."""
+        rows = models.OperatorAction.objects.using(self.using).filter(actor_id=actor_id).order_by("-id")
+        if limit is not None:
+            rows = rows[:limit]
+        return [mapper.operator_action_from_model(row) for row in rows]
 
     def run_action(
         self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
@@ -643,7 +729,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         ):
             return False, None
         state = serde.from_json(row["state"])
-        result = fn(state)
+        result = user_code(fn)(state)
         stored = serde.to_json(state, where="state")
         now = self.now()
         wakes = (

@@ -41,13 +41,13 @@ _ACTOR_COLUMNS = ", ".join(mapper.ACTOR_COLUMNS)
 _ACTOR_COLUMNS_A = ", ".join(f"a.{c}" for c in mapper.ACTOR_COLUMNS)
 _ENTRY_COLUMNS = ", ".join('"key"' if c == "key" else c for c in mapper.ENTRY_COLUMNS)
 _ENTRY_INSERT = f'INSERT INTO {_ENTRY} (actor_id, "key", ' + ", ".join(mapper.ENTRY_WRITE_COLUMNS[1:]) + ")"
-_UPSERT_ROW = "(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb)"
+_UPSERT_ROW = "(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s)"
 _UPSERT_TAIL = ' ON CONFLICT (actor_id, "key") DO UPDATE SET ' + ", ".join(
     f"{c} = EXCLUDED.{c}" for c in mapper.ENTRY_UPDATE_COLUMNS
 )
 _VALUES_ROW = (
     "(%s, %s::jsonb, %s, %s::jsonb, %s, %s::integer, %s::jsonb, %s::timestamptz, %s::timestamptz, "
-    "%s::timestamptz, %s::timestamptz, %s::jsonb)"
+    "%s::timestamptz, %s::timestamptz, %s::jsonb, %s::text)"
 )
 
 #: SQLSTATEs of a session the server ended while it was idle (nothing of a call sent after it ran)
@@ -77,8 +77,10 @@ def _pipeline() -> bool:
 
 def _one_statement(commit: ports.Commit) -> bool:
     """True when the commit is one statement's work: actor columns, history upserts and message receipts
-    only, and a release that needs no pending-message re-check (no queue wait, or a finished workflow)."""
-    if commit.outbox or commit.deletes or commit.complete_messages:
+    only (no audit row), and a release that needs no pending-message re-check (no queue wait, or a finished workflow)."""
+    if commit.outbox or commit.deletes or commit.complete_messages or commit.audit is not None:
+        return False
+    if commit.defer_until is not ports.UNSET:
         return False
     if not commit.release:
         return True
@@ -114,6 +116,13 @@ def _actor_sets(commit: ports.Commit, changes: dict[str, Any]) -> tuple[list[str
     if "waiting_for" in changes:
         sets.append("waiting_for = %s::jsonb")
         params.append(mapper.jsonb(changes["waiting_for"]))
+    for name in ("code_version", "awaiting_code_version"):
+        if name in changes:
+            sets.append(f"{name} = %s")
+            params.append(changes[name])
+    if "replay_generation" in changes:
+        sets.append("replay_generation = %s")
+        params.append(changes["replay_generation"])
     release_now = commit.release and not commit.outbox
     if release_now:
         sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
@@ -237,6 +246,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         state: Any,
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """``DjangoStore.create_actor`` as one autocommit statement in the common case: ``INSERT ... ON
@@ -251,10 +261,10 @@ class PostgresStore(PostgresQueues, DjangoStore):
             "WITH c AS (SELECT clock_timestamp() AS now), "
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
-            "step_lock_until, destroyed, created_at, updated_at, concurrency_key, concurrency_limit, "
-            "rate_count, rate_per, priority, deadline_at) "
+            "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation, "
+            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, "
+            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
             "%s, %s, %s, %s, %s, c.now + %s * interval '1 second' FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
@@ -269,6 +279,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
             mapper.jsonb(state_json),
             mapper.jsonb(input_json),
             ports.PENDING,
+            mapper.jsonb(trace_context),
             *_flow_params(flow),
             name,
             key_text,
@@ -457,6 +468,10 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 )
                 if cursor.fetchone() is not None:
                     wake_at = now
+            defer = commit.defer_until
+            if isinstance(defer, datetime) and wake_at is not None and wake_at < defer:
+                cursor.execute(f"UPDATE {_ACTOR} SET wake_at = %s WHERE actor_id = %s", [defer, actor_id])
+                wake_at = defer  # a run left for another code version backs off
         if wake_at is not None and wake_at <= now and actor_id not in woken:
             woken.append(actor_id)
         self._wake_next_in_group(actor_id, written.name, written.concurrency_key, now, woken)
@@ -501,10 +516,10 @@ class PostgresStore(PostgresQueues, DjangoStore):
             sql += (
                 f", i AS ({_ENTRY_INSERT} "
                 "SELECT %s, v.k, v.loc, v.kind, v.data, v.status, v.attempts, v.error, v.last_attempt_at, "
-                "COALESCE(v.created_at, u.now), v.completed_at, v.rollback_completed_at, v.rollback_error "
-                f"FROM (VALUES {', '.join([_VALUES_ROW] * len(commit.upserts))}) AS v(k, loc, kind, data, "
-                "status, attempts, error, last_attempt_at, created_at, completed_at, rollback_completed_at, "
-                "rollback_error) CROSS JOIN u" + _UPSERT_TAIL + ")"
+                "COALESCE(v.created_at, u.now), v.completed_at, v.rollback_completed_at, v.rollback_error, "
+                f"v.code_version FROM (VALUES {', '.join([_VALUES_ROW] * len(commit.upserts))}) AS v(k, loc, "
+                "kind, data, status, attempts, error, last_attempt_at, created_at, completed_at, "
+                "rollback_completed_at, rollback_error, code_version) CROSS JOIN u" + _UPSERT_TAIL + ")"
             )
             params += [actor_id, *rows]
         if commit.receive_messages:  # the messages a queue wait took, marked received (only if still pending)

@@ -7,6 +7,7 @@ A mixin placed before ``DjangoStore`` in ``PostgresStore``'s bases: the host pro
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -26,10 +27,24 @@ def wake_channel(actor_id: str) -> str:
     return f"rivet_wake_{actor_id}"
 
 
+def completion_channel(message_id: str | int) -> str:
+    """The NOTIFY channel a sender waiting on queue message ``message_id`` (digits) listens on."""
+    return f"rivet_done_{message_id}"
+
+
+#: the NOTIFY channel of sends that make a released actor due (payload: its id); idle workers listen
+WAKES_CHANNEL = "rivet_wakes"
+
+#: per thread: alias -> the driver connection that LISTENs on WAKES_CHANNEL
+_listening = threading.local()
+
+
 class PostgresQueues:
-    """``send``/``send_and_check``/``wait_for_messages`` of ``PostgresStore`` and its delivery notify."""
+    """``send``/``send_and_check``/``wait_for_messages``/``wait_for_message_completed`` of ``PostgresStore``
+    and the notifies of a delivery and of a completion."""
 
     using: str
+    notifies_wakes = True
 
     def _notify_waiter(self, actor_id: str) -> None:
         """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding
@@ -37,35 +52,90 @@ class PostgresQueues:
         with connections[self.using].cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def _notify_completed(self, message_ids: list[int]) -> None:
+        """NOTIFY the senders waiting on ``message_ids`` (one statement); delivered at commit, so the woken
+        sender reads the completed message."""
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_notify('rivet_done_' || m, '') FROM unnest(%s::bigint[]) AS m", [list(message_ids)]
+            )
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """A waiting send's pause (``Store``): LISTEN on the message's channel, look at the message, then
+        wait up to ``timeout`` seconds for the NOTIFY of the commit that completes it; UNLISTEN before
+        returning. Listening starts before the look, so a completion committed at any point is either seen
+        by the look or announced while waiting. Inside a transaction (no notification is delivered there)
+        it polls like ``BaseStore``; when the server closed the connection it returns False (the connection
+        is closed; the next call opens a new one)."""
+        connection = connections[self.using]
+        if connection.in_atomic_block or not str(message_id).isdigit():
+            return super().wait_for_message_completed(message_id, timeout)  # type: ignore[misc]
+        channel = completion_channel(message_id)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with connection.cursor() as cursor:
+            cursor.execute(f'LISTEN "{channel}"')
+            pg = connection.connection
+            try:
+                for _ in pg.notifies(timeout=0):  # drop notifications left from earlier waits
+                    pass
+                cursor.execute(f"SELECT status FROM {_MESSAGE} WHERE id = %s", [int(message_id)])
+                row = cursor.fetchone()
+                if row is None or row[0] == ports.MESSAGE_COMPLETED:
+                    return True
+                remaining = deadline - time.monotonic()
+                return remaining > 0 and bool(list(pg.notifies(timeout=remaining, stop_after=1)))
+            except connection.Database.OperationalError:
+                connection.close()
+                return False
+            finally:
+                if connection.connection is not None:
+                    cursor.execute(f'UNLISTEN "{channel}"')
+
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """``DjangoStore.send`` as one statement (see ``send_and_check``)."""
-        return self.send_and_check(actor_id, name, body, completable)[0]
+        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` as one statement (same contract as ``_deliver``): lock the actor row, insert the message,
         apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
         its lease, and it is unfinished and not due yet) and notify a run holding the lease (delivered at
         commit). Returns ``(message, hint)``: ``hint`` is ``delivery.wake_if_due``'s answer read in the
-        same statement (the actor is due now and no live lease is held). Raises ActorNotFoundError (missing
-        or destroyed actor) and SerializationError (body)."""
+        same statement (the actor is due now and no live lease is held); when it is True the statement
+        also NOTIFYs ``WAKES_CHANNEL`` with the actor id (``wait_for_wakes``). Raises ActorNotFoundError
+        (missing or destroyed actor) and SerializationError (body)."""
         encoded = serde.to_json(body, where=f"body of queue message {name!r}")
         live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
         sql = (
             "WITH c AS (SELECT clock_timestamp() AS now), "
             "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
             f"FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
-            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status) "
-            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s FROM a, c RETURNING id, created_at), "
+            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status, trace_context) "
+            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb FROM a, c RETURNING id, created_at), "
             f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
             f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
             "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
-            "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1) "
+            "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1)"
+            f", h AS (SELECT (EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
+            "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) AS hint FROM a, c) "
             f"SELECT m.id, m.created_at, CASE WHEN a.lease_owner IS NOT NULL AND {live} "
-            "THEN pg_notify(%s, '') END, "
-            "(EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
-            "AND NOT (a.lease_owner IS NOT NULL AND a.lease_expires_at > c.now) FROM m, a, c"
+            "THEN pg_notify(%s, '') END, h.hint, "
+            "CASE WHEN h.hint THEN pg_notify(%s, a.actor_id) END FROM m, a, h"
         )
         params = [
             actor_id,
@@ -73,8 +143,10 @@ class PostgresQueues:
             mapper.jsonb(encoded),
             completable,
             ports.MESSAGE_PENDING,
+            mapper.jsonb(trace_context),
             name,
             wake_channel(actor_id),
+            WAKES_CHANNEL,
         ]
         with connections[self.using].cursor() as cursor:
             cursor.execute(sql, params)
@@ -89,6 +161,7 @@ class PostgresQueues:
             created_at=mapper.utc(row[1]),
             completable=completable,
             status=ports.MESSAGE_PENDING,
+            trace_context=trace_context,
         )
         return message, bool(row[3])
 
@@ -128,6 +201,29 @@ class PostgresQueues:
             finally:
                 if connection.connection is not None:
                     cursor.execute(f'UNLISTEN "{channel}"')
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """LISTEN on ``WAKES_CHANNEL`` (once per connection; the thread keeps listening between calls) and
+        wait up to ``timeout`` seconds for sends that made a released actor due; their actor ids, oldest
+        first, each once ([] when the window passed, inside a transaction, or when the server closed the
+        connection: it is closed, the next call listens on a new one)."""
+        connection = connections[self.using]
+        if connection.in_atomic_block:
+            return []
+        connection.ensure_connection()
+        pg = connection.connection
+        try:
+            if _listening.__dict__.get(self.using) is not pg:
+                with connection.cursor() as cursor:
+                    cursor.execute(f'LISTEN "{WAKES_CHANNEL}"')
+                _listening.__dict__[self.using] = pg
+            got = [n.payload for n in pg.notifies(timeout=max(timeout, 0.0), stop_after=1)]
+            if got:
+                got += [n.payload for n in pg.notifies(timeout=0)]
+        except connection.Database.OperationalError:
+            connection.close()
+            return []
+        return list(dict.fromkeys(got))
 
     @staticmethod
     def _has_pending(cursor: Any, actor_id: str, names: list[str]) -> bool:

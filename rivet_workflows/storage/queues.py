@@ -31,7 +31,13 @@ class QueueStorage:
         return models.QueueMessage.objects.using(self.using)
 
     def _deliver(
-        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool,
+        now: datetime,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Insert a message under the target's row lock and apply the wake rule; returns (record, woke)."""
         row = (
@@ -50,6 +56,7 @@ class QueueStorage:
             completable=completable,
             status=ports.MESSAGE_PENDING,
             created_at=now,
+            trace_context=trace_context,
         )
         woke = False
         if row["workflow_state"] not in ports.FINISHED_STATES:
@@ -65,6 +72,10 @@ class QueueStorage:
     def _notify_waiter(self, actor_id: str) -> None:
         """Tell a run of ``actor_id`` listening in a warm wait that a message arrived (delivered when the
         transaction commits). Nothing here: a store without notifications never waits warm."""
+
+    def _notify_completed(self, message_ids: list[int]) -> None:
+        """Tell senders waiting on ``message_ids`` (``wait_for_message_completed``) that they are completed
+        (delivered when the transaction commits). Nothing here: without notifications a sender polls."""
 
     def _write_messages(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
         """A commit's receipts (pending -> received) and completions (-> completed with the response).
@@ -91,6 +102,8 @@ class QueueStorage:
                 response=serde.to_json(response, where="message response"),
                 completed_at=now,
             )
+        if commit.complete_messages:
+            self._notify_completed([mapper.row_id(m) for m, _ in commit.complete_messages])
 
     def _has_matching_message(self, actor_id: str, waiting_for: list[str]) -> bool:
         """True when a pending message of the actor is on one of ``waiting_for`` (``"*"``: any)."""
@@ -101,13 +114,21 @@ class QueueStorage:
             pending = pending.filter(name__in=list(waiting_for))
         return pending.exists()
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` and make the actor due if it waits on ``name`` or is running.
 
         Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body).
         """
         with self._atomic():
-            message, _ = self._deliver(actor_id, name, body, completable, self.now())
+            message, _ = self._deliver(actor_id, name, body, completable, self.now(), trace_context)
         return message
 
     def pending_messages(
@@ -138,3 +159,4 @@ class QueueStorage:
             row.response = serde.to_json(response, where="message response")
             row.completed_at = self.now()
             row.save(update_fields=["status", "response", "completed_at"])
+            self._notify_completed([row.pk])

@@ -14,7 +14,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..engine import dry_run, errors, inspector, ports, serde
+from ..engine import dry_run, errors, inspector, ports, retry, serde
 from ..engine.client import ActorHandle
 from ..engine.dry_run import ReplayReport
 from ..engine.runtime import Runtime
@@ -151,7 +151,7 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
                     key=key,
                     location=list(view["location"]),
                     kind=kind,
-                    data=_entry_data(view) or {},
+                    data=_with_attempt_log(_entry_data(view) or {}, kind, meta, where),
                     status=_stored_status(kind, meta["status"]),
                     attempts=int(meta["attempts"]),
                     error=serde.from_json(meta.get("error")),
@@ -162,6 +162,7 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
                         meta.get("rollbackCompletedAt"), f"{where} rollbackCompletedAt"
                     ),
                     rollback_error=serde.from_json(meta.get("rollbackError")),
+                    code_version=meta.get("codeVersion"),  # absent from exports made before versions
                 )
             )
         except (KeyError, TypeError, ValueError, errors.SerializationError) as exc:
@@ -169,6 +170,25 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
                 f"malformed history entry {view!r:.200}: {type(exc).__name__}: {exc}"
             ) from exc
     return actor, entries
+
+
+def _with_attempt_log(data: dict, kind: str, meta: dict, where: str) -> dict:
+    """A step's data with the attempts its metadata lists (``attemptLog``, kept in the data under
+    ``retry.ATTEMPT_LOG``); exports written before attempts were logged have none."""
+    shown = meta.get("attemptLog")
+    if kind != "step" or not shown:
+        return data
+    log = [
+        {
+            "attempt": int(item["attempt"]),
+            "started_at": _instant(item.get("startedAt"), f"{where} attempt startedAt"),
+            "finished_at": _instant(item.get("finishedAt"), f"{where} attempt finishedAt"),
+            "outcome": str(item["outcome"]),
+            "error": item.get("error"),
+        }
+        for item in shown
+    ]
+    return {**data, retry.ATTEMPT_LOG: log}
 
 
 def _entry_data(view: dict) -> Any:

@@ -19,14 +19,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
+from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_queues import MemoryQueueMixin, matches
 
 
-class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
+class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
@@ -42,6 +43,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
 
     #: every method is quick and thread-safe: the executor calls it without a thread hop
     inline_calls = True
+    #: ``wait_for_wakes`` hears of sends that make a released actor due
+    notifies_wakes = True
 
     def __init__(self, clock: Callable[[], datetime] | None = None, poll_interval: float = 0.02) -> None:
         self._clock = clock or utcnow
@@ -57,7 +60,10 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         self._seq = itertools.count(1)
         #: (name, concurrency group) -> run start instants within the rate window
         self._starts: dict[tuple[str, str], list[datetime]] = {}
+        self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
+        self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
+        self._init_audit()
 
     def __repr__(self) -> str:
         return f"<MemoryStore actors={len(self._actors)}>"
@@ -92,6 +98,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         create_state: Callable[[], Any],
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
@@ -106,7 +113,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
             state = create_state()
-            return self._insert(name, key, key_text, input, state, due, None if flow is None else flow(state))
+            flow_controls = None if flow is None else flow(state)
+            return self._insert(name, key, key_text, input, state, due, trace_context, flow_controls)
 
     def create_actor(
         self,
@@ -116,6 +124,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         state: Any,
         *,
         due: bool = False,
+        trace_context: dict | None = None,
         flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
@@ -125,10 +134,18 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due, flow)
+            return self._insert(name, key, key_text, input, state, due, trace_context, flow)
 
     def _insert(
-        self, name: str, key: list, key_text: str, input: Any, state: Any, due: bool, flow: ports.Flow | None
+        self,
+        name: str,
+        key: list,
+        key_text: str,
+        input: Any,
+        state: Any,
+        due: bool,
+        trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -143,6 +160,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             wake_at=now if due else None,
             created_at=now,
             updated_at=now,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         if flow is not None:
             row.concurrency_key = flow.concurrency_key
@@ -177,6 +195,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             del self._actors[actor_id]
             self._by_key.pop((row.name, json.dumps(row.key, sort_keys=True, separators=(",", ":"))), None)
             self._history.pop(actor_id, None)
+            self._drop_audit(actor_id)
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
@@ -186,6 +205,11 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         with self._lock:
             found = [r for r in self._actors.values() if name is None or r.name == name]
             return [rows.actor_record(r) for r in found[:limit]]
+
+    def actor_counts(self) -> observe.ActorCounts:
+        """``observe.ActorCounts`` of the live actors, read in one critical section."""
+        with self._lock:
+            return observe.count_actors(self._actors.values(), self.now(), ports.FINISHED_STATES)
 
     # --- leases and the run's reads -------------------------------------------------------------------
 
@@ -388,6 +412,17 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
             return [rows.entry_out(e) for e in entries]
 
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """An atomic step on the in-memory store: a plain step (DESIGN.md section 13). A lost lease is
+        refused before ``body`` runs (``ok=False``); then ``body()`` and ``commit``. The body's own writes
+        (ORM rows) are not this store's, so a failed or fenced commit does not roll them back."""
+        with self._lock:
+            if self._holds(actor_id, token) is None:
+                return ports.CommitResult(ok=False)
+        return self.commit(actor_id, token, body())
+
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         """Apply ``commit`` atomically if ``token`` is the actor's current lease token (see class docstring).
 
@@ -420,11 +455,14 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             for target, name, body, completable in c.outbox:
                 self._row(target)
                 outbox.append((target, name, serde.to_json(body, where=f"queue {name!r} body"), completable))
+            audit = encode_action(c.audit) if c.audit is not None else None
 
             now = self.now()
             self._write_actor(row, c, enc, now)
             self._write_history(actor_id, upserts, c.deletes, now)
             self._write_messages(receipts, completions, now)
+            if audit is not None:
+                self._write_audit(actor_id, audit, now)
             woken: list[str] = []
             for target, name, body, completable in outbox:
                 if self._deliver(target, name, body, completable, now)[1] and target not in woken:
@@ -432,7 +470,7 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             result = ports.CommitResult(ok=True)
             if isinstance(c.step_lock_until, datetime):
                 result.state = serde.from_json(row.state)
-            self._settle(row, release=c.release, now=now, woken=woken)
+            self._settle(row, release=c.release, now=now, woken=woken, defer_until=c.defer_until)
             result.wake_at = row.wake_at
             result.woken = woken
             result.paused = row.paused_at is not None
@@ -451,6 +489,12 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
             row.waiting_for = list(c.waiting_for)
         if c.step_lock_until is not ports.UNSET:
             row.step_lock_until = c.step_lock_until
+        if c.code_version is not ports.UNSET:
+            row.code_version = c.code_version
+        if c.awaiting_code_version is not ports.UNSET:
+            row.awaiting_code_version = c.awaiting_code_version
+        if c.replay_generation is not ports.UNSET:
+            row.replay_generation = int(c.replay_generation)
         if not c.lease_only:
             row.updated_at = now
 
@@ -470,10 +514,19 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
         for key in deletes:
             history.pop(key, None)
 
-    def _settle(self, row: rows.ActorRow, *, release: bool, now: datetime, woken: list[str]) -> None:
+    def _settle(
+        self,
+        row: rows.ActorRow,
+        *,
+        release: bool,
+        now: datetime,
+        woken: list[str],
+        defer_until: Any = ports.UNSET,
+    ) -> None:
         """The end of the wake rule: a finished actor is never due; a release frees the lease and the step
-        lock and makes the actor due now if a pending message matches its ``waiting_for``; this actor joins
-        ``woken`` when the release leaves it due."""
+        lock and makes the actor due now if a pending message matches its ``waiting_for`` (then, with
+        ``defer_until``, not before that instant); this actor joins ``woken`` when the release leaves it
+        due."""
         if row.workflow_state in ports.FINISHED_STATES:
             row.wake_at = None
         if not release:
@@ -488,6 +541,8 @@ class MemoryStore(MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
                 for mid in self._queue[row.actor_id]
             ):
                 row.wake_at = now
+        if isinstance(defer_until, datetime) and row.wake_at is not None and row.wake_at < defer_until:
+            row.wake_at = defer_until
         if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
             woken.append(row.actor_id)
         following = self._next_in_group(row, now)  # a slot freed: wake the next due actor of the group

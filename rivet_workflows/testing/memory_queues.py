@@ -47,7 +47,13 @@ class MemoryQueueMixin:
         return message
 
     def _deliver(
-        self, actor_id: str, name: str, body: Any, completable: bool, now: datetime
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool,
+        now: datetime,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``."""
         row = self._row(actor_id)
@@ -58,6 +64,7 @@ class MemoryQueueMixin:
             body=body,
             created_at=now,
             completable=completable,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         self._messages[message.id] = message
         self._queue[actor_id].append(message.id)
@@ -86,15 +93,29 @@ class MemoryQueueMixin:
             message.response = response
             message.completed_at = now
 
-    def send(self, actor_id: str, name: str, body: Any, completable: bool = False) -> ports.MessageRecord:
+    def send(
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
+    ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` on queue ``name`` and apply the wake rule (see ``ports``).
 
         Raises ``ActorNotFoundError`` and ``SerializationError``. Returns the stored message (a copy).
         """
-        return self.send_and_check(actor_id, name, body, completable)[0]
+        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
 
     def send_and_check(
-        self, actor_id: str, name: str, body: Any, completable: bool = False
+        self,
+        actor_id: str,
+        name: str,
+        body: Any,
+        completable: bool = False,
+        *,
+        trace_context: dict | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` plus the dispatcher hint read in the same critical section: True when, after the send,
         the actor is due now and no live lease is held (``delivery.wake_if_due``'s answer), else False.
@@ -102,11 +123,30 @@ class MemoryQueueMixin:
         encoded = serde.to_json(body, where=f"queue {name!r} body")
         with self._lock:
             now = self.now()
-            message, _ = self._deliver(actor_id, name, encoded, completable, now)
+            message, _ = self._deliver(actor_id, name, encoded, completable, now, trace_context)
             row = self._actors[actor_id]
             hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
+            if hint:
+                self._wakes.append(actor_id)
             self._changed.notify_all()
             return _message_out(message), hint
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """Block up to ``timeout`` seconds (real time) until a send made a released actor due (the hint of
+        ``send_and_check``); the actor ids woken since this thread's previous call (its first call starts
+        listening: [] unless one comes within ``timeout``), oldest first, each once."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:
+            seen = getattr(self._wake_cursor, "seen", None)
+            if seen is None:
+                seen = self._wake_cursor.seen = len(self._wakes)
+            while len(self._wakes) == seen:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._changed.wait(remaining)
+            self._wake_cursor.seen = len(self._wakes)
+            return list(dict.fromkeys(self._wakes[seen:]))
 
     def pending_messages(
         self, actor_id: str, names: list[str] | None, limit: int
@@ -152,6 +192,19 @@ class MemoryQueueMixin:
             if message is None:
                 raise LookupError(f"no queue message {message_id!r}")
             return _message_out(message)
+
+    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
+        """Wait on the change notification until the message is completed or gone (``Store``)."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:
+            while True:
+                message = self._messages.get(message_id)
+                if message is None or message.status == ports.MESSAGE_COMPLETED:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
 
     def complete_message(self, message_id: str, response: Any) -> None:
         """Mark the message completed with ``response``; ``MessageAlreadyCompletedError`` the second time."""

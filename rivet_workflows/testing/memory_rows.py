@@ -32,6 +32,10 @@ class ActorRow:
     lease_expires_at: datetime | None = None
     lease_token: int = 0
     step_lock_until: datetime | None = None
+    code_version: str | None = None
+    awaiting_code_version: str | None = None
+    trace_context: dict | None = None
+    replay_generation: int = 0
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     rate_count: int | None = None
@@ -72,6 +76,10 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         lease_token=row.lease_token,
+        code_version=row.code_version,
+        awaiting_code_version=row.awaiting_code_version,
+        trace_context=dict(row.trace_context) if row.trace_context else None,
+        replay_generation=row.replay_generation,
         concurrency_key=row.concurrency_key,
         priority=row.priority,
         deadline_at=row.deadline_at,

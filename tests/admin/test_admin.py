@@ -212,3 +212,64 @@ def test_an_actor_without_a_workflow_is_listed_as_no_workflow_and_filtered_apart
     counter = models.Actor.objects.get(name="counter")
     html = admin_client_.get(change_url(counter.pk)).content.decode()
     assert 'data-state="no_workflow"' in html and "This actor has no workflow." in html
+
+
+def test_trace_page_shows_the_trace_id_linked_by_the_trace_url_template(admin_client_, rivet, settings):
+    handle = rivet.client.counter.get_or_create("traced")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{trace_id}-00f067aa0ba902b7-01"
+    models.Actor.objects.filter(pk=handle.actor_id).update(trace_context={"traceparent": traceparent})
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert f"<code>{trace_id}</code>" in html  # no TRACE_URL: the id alone
+    settings.RIVET_WORKFLOWS = {
+        **settings.RIVET_WORKFLOWS,
+        "TRACE_URL": "http://jaeger:16686/trace/{trace_id}",
+    }
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert (
+        f'<a href="http://jaeger:16686/trace/{trace_id}" target="_blank" rel="noopener">{trace_id}</a>'
+        in html
+    )
+    untraced = rivet.client.counter.get_or_create("plain")
+    assert 'id="rivet-trace-id"' not in admin_client_.get(change_url(untraced.actor_id)).content.decode()
+
+
+def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_actions(admin_client_, rivet):
+    handle = rivet.failed_order()
+    page = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-reason"' in page and "No operator actions." in page
+    recover = reverse("admin:rivet_workflows_actor_recover", args=[handle.actor_id])
+    admin_client_.post(recover, {"reason": "card fixed"}, follow=True)
+    rivet.drain()
+    replay = reverse("admin:rivet_workflows_actor_replay", args=[handle.actor_id])
+    admin_client_.post(replay, {"entry_id": "charge", "reason": ""}, follow=True)
+    rows = rivet.runtime.store.operator_actions(handle.actor_id)
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("replay", "root", None),
+        ("recover", "root", "card fixed"),
+    ]
+    html = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-audit"' in html and "card fixed" in html and "recover" in html
+    assert "1: charge" in html  # the archived entries of each action, by key
+
+
+def test_the_trace_page_tries_the_websocket_only_under_asgi(
+    admin_client_, rivet, async_client, django_user_model
+):
+    """Under WSGI (runserver, gunicorn) no WebSocket can be served: the page polls without trying one (the
+    attempt logged a 404 on every load); under ASGI it gets the WebSocket path."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    handle = rivet.client.order.get_or_create("ws")
+    wsgi = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'data-ws-path=""' in wsgi
+
+    async def asgi_page():
+        user = await sync_to_async(django_user_model.objects.get)(username="root")
+        await async_client.aforce_login(user)
+        return (await async_client.get(change_url(handle.actor_id))).content.decode()
+
+    asgi = asyncio.run(asgi_page())
+    assert f'data-ws-path="/ws/rivet/actors/{handle.actor_id}/"' in asgi

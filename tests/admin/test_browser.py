@@ -88,7 +88,7 @@ def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user
             assert state.get_attribute("data-state") == "failed"
             charge = page.locator('li[data-key="charge"]')
             assert charge.get_attribute("data-status") == "exhausted"
-            assert "card declined" in charge.locator(".rivet-error").first.inner_text()
+            assert "card declined" in charge.locator("pre.rivet-error").first.inner_text()
 
             test_registry.FLAGS["broken"] = False  # fix the cause
             charge.locator("button.rivet-replay-step").click()

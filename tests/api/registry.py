@@ -93,6 +93,7 @@ reader_actor = d.actor(state={}, queues={"inbox": d.queue()}, run=d.workflow(rea
 counter_actor = d.actor(
     state={"count": 0},
     actions={"increment": lambda c, n=1: c.state.update(count=c.state["count"] + n) or c.state["count"]},
+    queries={"count": lambda c: c.state["count"]},
 )
 
 

@@ -47,7 +47,7 @@ def test_create_actor_of_unknown_type_is_404(api):
 
 @pytest.mark.parametrize(
     "body",
-    [{"key": "a"}, {"name": "counter"}, {"name": "counter", "key": 5}, {"name": 3, "key": "a"}],
+    [{"key": "a"}, {"name": "counter"}, {"name": "counter", "key": 5.5}, {"name": 3, "key": "a"}],
 )
 def test_create_actor_with_wrong_types_is_422(api, body):
     assert_error(post(api, "/actors", body), 422, "validation_error")
@@ -212,6 +212,10 @@ def test_workflow_history(api, rivet):
     charge = body["history"]["entryMetadata"]["charge"]
     assert charge["status"] == "exhausted" and charge["attempts"] == 1
     assert "card declined" in charge["error"]["message"]
+    (attempt,) = charge["attemptLog"]  # case C57: every attempt, with its error
+    assert (attempt["attempt"], attempt["outcome"], attempt["error"]["name"]) == (1, "failed", "RuntimeError")
+    assert attempt["startedAt"] and attempt["finishedAt"]
+    assert "attempt_log" not in entries[1]["kind"]["data"]
     counter = post(api, "/actors", {"name": "counter", "key": "c"}).json()["actor_id"]
     plain = api.get(f"{API}/actors/{counter}/inspector/workflow-history").json()
     assert plain == {"history": None, "workflowState": "no_workflow", "isWorkflowEnabled": False}
@@ -359,3 +363,14 @@ def test_an_actor_without_a_workflow_shows_no_workflow_and_filters_apart(api, ri
     assert [i["actor_id"] for i in pending["items"]] == [order.actor_id] and pending["count"] == 1
     none = api.get(f"{API}/actors", {"state": "no_workflow"}).json()
     assert [i["actor_id"] for i in none["items"]] == [counter] and none["count"] == 1
+
+
+def test_a_failed_run_carries_its_stack_once(api, rivet):
+    handle = rivet.failed_order()
+    error = api.get(f"{API}/actors/{handle.actor_id}").json()["error"]
+    assert "card declined" in error["stack"]  # the step body's traceback, via the cause
+    assert "stack" not in error["metadata"]["error"]
+    assert error["metadata"]["error"]["message"] == "card declined: payment service misconfigured"
+    assert json.dumps(error).count("Traceback (most recent call last)") == error["stack"].count(
+        "Traceback (most recent call last)"
+    )

@@ -70,11 +70,30 @@ def test_timeout_bounds_are_in_the_schema(api, rivet):  # noqa: F811
 
 def test_a_nul_in_a_key_is_a_declared_422(api):  # noqa: F811
     key = component("CreateActorIn")["properties"]["key"]["anyOf"]
-    assert key[0]["pattern"] == key[1]["items"]["pattern"] == "^[^\\x00]*$"
+    assert key[0]["pattern"] == key[2]["items"]["anyOf"][0]["pattern"] == "^[^\\x00]*$"
     assert 422 in {int(code) for code in operation("post", "/actors")["responses"]}
     for value in ("a\u0000b", ["ok", "a\u0000b"]):
         body = assert_error(post(api, "/actors", {"name": "counter", "key": value}), 422, "validation_error")
         assert body["metadata"]["errors"][0]["loc"][:3] == ["body", "payload", "key"]
+
+
+def test_a_key_is_strings_and_integers_in_the_schema_and_in_the_api(api, rivet):  # noqa: F811
+    """One key type on both sides (the Python client's ``normalize_key``): strings and integers."""
+    key = component("CreateActorIn")["properties"]["key"]["anyOf"]
+    part_types = [p["type"] for p in key[2]["items"]["anyOf"]]
+    assert [p["type"] for p in key] == ["string", "integer", "array"] and part_types == ["string", "integer"]
+    for value, stored in ((["t", 1], ["t", 1]), ([1, 2], [1, 2]), (7, [7]), ("a", ["a"]), ([3.0], [3])):
+        body = post(api, "/actors", {"name": "counter", "key": value}).json()
+        assert body["key"] == stored, body
+        assert rivet.client.counter.get(stored).actor_id == body["actor_id"]  # the same actor in Python
+    assert post(api, "/actors", {"name": "counter", "key": ["t", 1]}).json()["created"] is False
+    assert (
+        rivet.client.counter.get_or_create(("t", 1)).actor_id == rivet.client.counter.get(["t", 1]).actor_id
+    )
+    for bad in ([1.5], [True], [None], [["nested"]], [{"a": 1}], [2**60], 1.5, [1, 2.5], [1e300]):
+        body = assert_error(post(api, "/actors", {"name": "counter", "key": bad}), 422, "validation_error")
+        assert body["metadata"]["errors"][0]["loc"][:3] == ["body", "payload", "key"], body
+    assert_error(post(api, "/actors", '{"name": "counter", "key": [NaN]}'), 400, "malformed_json")  # not JSON
 
 
 #: the statuses each operation answers (besides its 2xx), as the views and auth really produce them
@@ -83,10 +102,11 @@ EXPECTED_ERRORS = {
     ("get", "/actors"): {400, 401, 403, 422},
     ("get", "/actors/{actor_id}"): {400, 401, 403, 404, 422},
     ("post", "/actors/{actor_id}/actions/{action}"): {400, 401, 403, 404, 409, 413, 422},
-    ("post", "/actors/{actor_id}/queues/{queue}"): {400, 401, 403, 404, 413, 422},
+    ("post", "/actors/{actor_id}/queues/{queue}"): {400, 401, 403, 404, 409, 413, 422},
     ("get", "/actors/{actor_id}/inspector/workflow-history"): {400, 401, 403, 404, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/replay"): {400, 401, 403, 404, 409, 413, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/recover"): {400, 401, 403, 404, 409, 413, 422},
+    ("get", "/actors/{actor_id}/inspector/audit"): {400, 401, 403, 404, 422},
 }
 
 

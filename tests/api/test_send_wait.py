@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.api.test_api import api, post  # noqa: F401 - fixture
+import pytest
+
+from tests.api.test_api import api, assert_error, post  # noqa: F401 - fixture
 
 
 def http_send(client, handle, queue, timeout):
@@ -106,3 +108,17 @@ def test_the_answer_schema_has_the_detail_and_the_timeout_bound():
     components = ninja_api.get_openapi_schema()["components"]["schemas"]
     assert "detail" in components["SendOut"]["properties"]
     assert components["SendIn"]["properties"]["timeout"]["anyOf"][0]["maximum"] == 300.0
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_sending_to_an_actor_without_a_workflow_is_409_no_workflow_and_stores_nothing(api, rivet, wait):  # noqa: F811
+    """``counter`` has no run function: nothing would ever receive the message (it used to be a 202)."""
+    from rivet_workflows.engine import errors
+
+    handle = rivet.client.counter.get_or_create("no-wf")
+    body = {"body": 1, "wait": True, "timeout": 1} if wait else {"body": 1}
+    answer = assert_error(post(api, f"/actors/{handle.actor_id}/queues/whatever", body), 409, "no_workflow")
+    assert answer["group"] == "queue" and "no workflow" in answer["message"]
+    assert rivet.runtime.store.pending_messages(handle.actor_id, None, 10) == []
+    with pytest.raises(errors.NoWorkflowError):
+        handle.send("whatever", 1, wait=wait)

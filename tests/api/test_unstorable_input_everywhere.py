@@ -96,8 +96,10 @@ def _resolve(schema: dict, node: dict) -> dict:
 _BODY_BASES = {
     "create_actor": {"name": "counter", "key": "k"},
     "call_action": {"args": []},
+    "run_query": {"args": []},
     "send_to_queue": {"body": 1},
     "replay_workflow": {},
+    "recover_workflow": {},
     "pause_workflow": {},
     "resume_workflow": {},
 }
@@ -200,6 +202,8 @@ def world(rivet, client, django_user_model):
 def _valid_parts(world: dict, route: Route) -> dict[str, str]:
     if "/actions/" in route.template:
         return {"actor_id": world["counter"].actor_id, "action": "increment"}
+    if "/queries/" in route.template:
+        return {"actor_id": world["counter"].actor_id, "query": "count"}
     if "/queues/" in route.template:
         return {"actor_id": world["waiter"].actor_id, "queue": "approval"}
     return {"actor_id": world["order"].actor_id, "object_id": world["order"].actor_id}

@@ -14,11 +14,17 @@ from rivet_workflows.engine.errors import CriticalError, JoinError, RollbackErro
 
 def test_join_branches_interleave(h):
     events = []
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}
 
     def branch(name):
+        other = "b" if name == "a" else "a"
+
         async def body(step):
+            # Each body waits until the other has started: branches run one after the other would time out
+            # here (a fixed sleep instead let a loaded machine finish one body before the other began).
             events.append(f"{name}-start")
-            await asyncio.sleep(0.05)
+            started[name].set()
+            await asyncio.wait_for(started[other].wait(), timeout=10)
             events.append(f"{name}-end")
             return 1 if name == "a" else 2
 

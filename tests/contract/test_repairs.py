@@ -220,3 +220,53 @@ def test_the_restartable_predicate_answers_exactly_what_the_repairs_do(h):
     assert busy is not None and busy.code == "workflow_in_flight"
     with pytest.raises(errors.WorkflowInFlightError):
         repairs.replay(h.runtime, aid, "reserve")
+
+
+def test_steps_redone_by_a_replay_get_new_idempotency_keys_stable_across_their_retries(h):
+    """An idempotent external API keyed on ``step.idempotency_key`` must see a replayed step as a new call
+    (the original charge was refunded by the rollback), while retries of one entry keep one key."""
+    keys: dict[str, list] = {"reserve": [], "charge": [], "refund": []}
+    flags = {"broken": True, "flaky": 1}
+
+    def charge(step):
+        keys["charge"].append(step.idempotency_key)
+        if flags["flaky"]:
+            flags["flaky"] -= 1
+            raise RuntimeError("gateway timeout")  # retried: same entry, same key
+        return "c-1"
+
+    def notify(step):
+        if flags["broken"]:
+            raise CriticalError("mail server rejected us")
+        return "sent"
+
+    async def run(ctx):
+        await ctx.rollback_checkpoint("start")
+        await ctx.step("reserve", lambda s: keys["reserve"].append(s.idempotency_key) or "r-1")
+        await ctx.step(
+            "charge", charge, max_retries=2, retry_backoff_base=0,
+            rollback=lambda s, out: keys["refund"].append(s.idempotency_key),
+        )  # fmt: skip
+        return await ctx.step("notify", notify)
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.FAILED
+    assert keys == {
+        "reserve": [f"{aid}:reserve"],
+        "charge": [f"{aid}:charge"] * 2,
+        "refund": [f"{aid}:charge"],
+    }
+
+    flags["broken"], flags["flaky"] = False, 1
+    repairs.replay(h.runtime, aid, "reserve")
+    h.drain()
+    assert h.actor(aid).workflow_state == ports.COMPLETED
+    assert keys["reserve"] == [f"{aid}:reserve", f"{aid}:reserve#1"]
+    assert keys["charge"][2:] == [f"{aid}:charge#1"] * 2  # stable across the retry after the replay
+    assert h.actor(aid).replay_generation == 1
+
+    repairs.replay(h.runtime, aid)  # a second replay: a second generation
+    h.drain()
+    assert keys["reserve"][-1] == f"{aid}:reserve#2"

@@ -127,3 +127,31 @@ def test_a_finished_failed_join_and_race_replay_their_recorded_errors(h):
     h.drain()
     assert [r[:2] for r in raised] == [("j", "JoinError"), ("r", "RaceError")] * 2
     assert raised[0][2] == raised[2][2] and raised[1][2] == raised[3][2]
+
+
+def test_a_replay_from_a_step_inside_a_finished_join_runs_that_branch_again(h):
+    from rivet_workflows.engine import repairs
+
+    calls = []
+
+    async def run(ctx):
+        out = await ctx.join(
+            "j",
+            {
+                "a": lambda b: b.step("a", lambda s: calls.append("a") or "a"),
+                "b": lambda b: b.step("b", lambda s: calls.append("b") or len(calls)),
+            },
+        )
+        await ctx.queue.next("tick", "tick")
+        return out
+
+    h.setup(wf=workflow(run=run, queues={"tick": None}))
+    aid = h.start()
+    h.drain()
+    assert sorted(calls) == ["a", "b"] and h.history(aid)["j"].status == ports.ENTRY_COMPLETED
+    repairs.replay(h.runtime, aid, "j/b/b")
+    h.send(aid, "tick", 1)
+    h.drain()
+    assert sorted(calls) == ["a", "b", "b"]  # only the replayed branch ran again
+    assert h.actor(aid).output == {"a": "a", "b": 3}
+    assert h.history(aid)["j"].status == ports.ENTRY_COMPLETED

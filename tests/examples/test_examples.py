@@ -18,6 +18,10 @@ def _param(name: str):
         marks.append(pytest.mark.skip(reason="needs an engine feature of a later issue"))
     if scenarios.SCENARIOS[name].deploy_point is not None:
         marks.append(pytest.mark.skip(reason="swaps code between workers: run by the demo (test_demo.py)"))
+    if scenarios.SCENARIOS[name].needs_db:
+        marks.append(
+            pytest.mark.skip(reason="writes a Django model: run on the Django store (test_examples_django)")
+        )
     return pytest.param(name, marks=marks, id=name)
 
 

@@ -70,3 +70,34 @@ def test_a_declared_step_timeout_longer_than_the_lease_warns(settings):
     assert ids(check_settings()) == ["rivet_workflows.W003"]
     settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.slow_registry", "LEASE_SECONDS": 120}
     assert ids(check_settings()) == []
+
+
+def test_code_version_comes_from_the_setting_or_the_environment(settings, monkeypatch):
+    monkeypatch.delenv("RIVET_CODE_VERSION", raising=False)
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    assert rivet_settings.CODE_VERSION is None
+    monkeypatch.setenv("RIVET_CODE_VERSION", " 2026.12.1 ")
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}  # reloads
+    assert rivet_settings.CODE_VERSION == "2026.12.1"
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "CODE_VERSION": "abc1234"}
+    assert rivet_settings.CODE_VERSION == "abc1234"  # the setting wins
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "CODE_VERSION": ""}
+    assert rivet_settings.CODE_VERSION is None
+
+
+def test_deploy_check_warns_when_workers_run_without_a_code_version(settings, monkeypatch):
+    from rivet_workflows.checks import check_code_version
+
+    monkeypatch.delenv("RIVET_CODE_VERSION", raising=False)
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    assert ids(check_code_version()) == ["rivet_workflows.W007"]
+    assert "rivet_workflows.W007" not in ids(check_settings())  # only `manage.py check --deploy`
+    monkeypatch.setenv("RIVET_CODE_VERSION", "v2")
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    assert ids(check_code_version()) == []
+    settings.RIVET_WORKFLOWS = {
+        "REGISTRY": "tests.integration.workflows.registry",
+        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "CODE_VERSION": "",
+    }
+    assert ids(check_code_version()) == []  # no workers: drain() in one process

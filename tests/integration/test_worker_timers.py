@@ -1,10 +1,12 @@
-"""A worker run that reaches a sleep releases the worker and queues its next run for the wake-up (benchmark P5).
+"""A worker run that reaches a sleep releases the worker; the worker process keeps the near wake-up and
+runs the actor itself when it is due (``tasks.LocalRuns``, benchmark P5); a far one is the sweep's.
 
 Celery is not eager here: ``run_actor.apply_async`` is recorded instead of sent.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from project.celery import app
 from rivet_workflows import django_runtime, tasks
 from rivet_workflows.dispatch import HINT_PRIORITY
 from rivet_workflows.engine import ports
+from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,19 +34,26 @@ def queued(settings, monkeypatch):
     django_runtime.reset_runtime()
 
 
-def test_a_sleep_longer_than_the_live_threshold_releases_the_worker_and_queues_a_timed_run(queued):
-    handle = django_runtime.client().napper.get_or_create("n1", input=2.0)
+def test_a_sleep_longer_than_the_live_threshold_releases_the_worker_and_the_process_fires_it(queued):
+    handle = django_runtime.client().napper.get_or_create("n1", input=1.0)
     assert queued == [((handle.actor_id,), {"priority": HINT_PRIORITY})]  # the creation hint
     queued.clear()
 
     started = time.monotonic()
     tasks.run_actor(handle.actor_id)
-    assert time.monotonic() - started < 1.5  # the 2 s nap was not waited out in the worker
-    record = django_runtime.get_runtime().store.get_actor(handle.actor_id)
+    assert time.monotonic() - started < 0.9  # the 1 s nap was not waited out in the worker
+    store = django_runtime.get_runtime().store
+    record = store.get_actor(handle.actor_id)
     assert record.workflow_state == ports.SLEEPING and record.lease_owner is None
-    [(args, options)] = queued
-    assert args == (handle.actor_id,)
-    assert 0.5 < options["countdown"] <= 2.0 and "priority" not in options
+    assert tasks.local_runs().pending() >= 1
+
+    # No sweep and no broker message: the process's own timer runs the actor when the nap ends.
+    deadline = time.monotonic() + 10
+    while store.get_actor(handle.actor_id).workflow_state != ports.COMPLETED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.get_actor(handle.actor_id).workflow_state == ports.COMPLETED
+    assert time.monotonic() - started >= 1.0  # not before the deadline
+    assert queued == []
 
 
 def test_a_long_sleep_is_left_to_the_sweep(queued):
@@ -52,3 +62,49 @@ def test_a_long_sleep_is_left_to_the_sweep(queued):
     tasks.run_actor(handle.actor_id)
     assert django_runtime.get_runtime().store.get_actor(handle.actor_id).workflow_state == ports.SLEEPING
     assert queued == []
+
+
+class _StartingWorker:
+    """What Celery's ``worker_init`` hands over: the WorkController, before its pool is built."""
+
+    pool_cls = "solo"
+    concurrency = 1
+
+
+def test_worker_concurrency_gives_a_starting_worker_a_thread_pool(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "WORKER_CONCURRENCY": 6}
+    worker = _StartingWorker()
+    tasks.apply_worker_concurrency(sender=worker)
+    assert (worker.pool_cls, worker.concurrency) == ("threads", 6)
+
+
+def test_worker_concurrency_1_leaves_the_pool_as_the_command_line_chose(settings):
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry"}
+    worker = _StartingWorker()
+    tasks.apply_worker_concurrency(sender=worker)
+    assert (worker.pool_cls, worker.concurrency) == ("solo", 1)
+
+
+@requires_postgres
+def test_an_idle_worker_hears_a_send_to_a_released_actor_and_runs_it_without_the_broker(queued):
+    handle = django_runtime.client().approval.get_or_create("a1")
+    queued.clear()
+    tasks.run_actor(handle.actor_id)  # runs to the queue wait, listens WARM_WAIT, releases
+    store = django_runtime.get_runtime().store
+    assert store.get_actor(handle.actor_id).lease_owner is None
+    stop = threading.Event()
+    listener = threading.Thread(target=tasks.listen_for_wakes, args=(stop,), daemon=True)
+    listener.start()
+    try:
+        time.sleep(0.5)  # the listener is listening
+        handle.send("approval", {"ok": True})
+        assert queued == [((handle.actor_id,), {"priority": HINT_PRIORITY})]  # the hint, never delivered
+        deadline = time.monotonic() + 10
+        while (
+            store.get_actor(handle.actor_id).workflow_state != ports.COMPLETED and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert store.get_actor(handle.actor_id).workflow_state == ports.COMPLETED
+    finally:
+        stop.set()
+        listener.join(timeout=10)

@@ -67,6 +67,38 @@ def test_check_catches_a_renamed_step_and_passes_after_removed(deploy) -> None:
     assert handle.state() == {"validated": True, "finished": True}
 
 
+def test_check_groups_runs_that_diverge_alike_with_one_hint_that_fits_them(deploy) -> None:
+    deploy("v1")
+    handles = [django_runtime.client().flow.get_or_create(f"order-{i}") for i in range(4)]
+    django_runtime.drain(timeout=2)
+    deploy("v2")  # "validate" renamed to "check": each run recorded "validate" as its last entry
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="4 in-flight workflows do not replay"):
+        call_command("rivet", "check", stdout=out)
+    report = out.getvalue()
+    for handle in handles:  # one compact line per run
+        assert f"{handle.actor_id} [sleeping] at validate (the code reached new entry check)" in report
+    assert "problems by kind (1 kind):" in report
+    assert "diverged flow at validate (the code reached new entry check): 4 runs (" in report
+    # the hint once, and the right one: ctx.removed fits these runs (nothing was recorded after validate)
+    assert report.count("ctx.removed('validate', 'step') before it") == 1
+    assert "past this change" not in report and "this run then goes on with the new code" in report
+
+    verbose = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("rivet", "check", "--verbose", stdout=verbose)
+    assert verbose.getvalue().count("ctx.removed('validate', 'step') before it") == 5  # each run + group
+
+    deploy("v3")  # the hint, followed: every run replays and finishes
+    assert "checked 4 in-flight workflows: 0 problems" in rivet("check")
+    for handle in handles:
+        handle = django_runtime.client().flow.get_for_id(handle.actor_id)
+        handle.send("go", 1)
+    django_runtime.drain(timeout=5)
+    assert all(django_runtime.client().flow.get_for_id(h.actor_id).workflow_state() == ports.COMPLETED
+               for h in handles)  # fmt: skip
+
+
 def test_check_shows_keys_as_short_json_and_counts_in_words(deploy) -> None:
     deploy("v1")
     long_key = django_runtime.client().flow.get_or_create(["k" * 1000, "tail"])

@@ -98,6 +98,12 @@ def test_show_prints_the_trace_with_attempts_statuses_and_durations(runtime) -> 
     assert rows["wait-approval:0"][1:3] == ["message", "completed"]  # the approval, answered
     charge = next(line for line in out.splitlines() if line.lstrip().startswith("charge"))
     assert " ms" in charge or " s" in charge  # a duration
+    assert "\ntrace     " not in out  # created without tracing: no trace id
+
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{trace_id}-00f067aa0ba902b7-01"
+    models.Actor.objects.filter(pk=actor_id).update(trace_context={"traceparent": traceparent})
+    assert f"trace     {trace_id}" in rivet("show", actor_id)
 
 
 def test_show_draws_a_rich_table_on_a_terminal(runtime) -> None:
@@ -123,7 +129,7 @@ def test_send_with_wait_prints_the_workflow_response(runtime) -> None:
     thread = threading.Thread(target=worker)
     thread.start()
     try:
-        out = rivet("send", actor_id, "approve", '"bob"', "--wait", "--timeout", "10")
+        out = rivet("send", actor_id, "approve", '"bob"', "--wait", "--timeout", "60")
     finally:
         stop.set()
         thread.join()

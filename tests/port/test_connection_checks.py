@@ -11,7 +11,7 @@ import time
 import pytest
 from django.db import OperationalError, connection, connections, transaction
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine import errors, ports
 from rivet_workflows.storage import DjangoStore, PostgresStore
 from tests.conftest import is_postgres
 
@@ -121,8 +121,9 @@ def test_a_failure_whose_outcome_is_unknown_is_not_retried(store, monkeypatch):
         raise OperationalError("server closed the connection unexpectedly")  # sent, then broke
 
     monkeypatch.setattr(store, "_apply", broken)
-    with pytest.raises(OperationalError):
+    with pytest.raises(errors.StoreUnavailableError) as caught:  # the database's failure, never the caller's
         store.commit(actor_id, token, ports.Commit(state={"count": 4}))
+    assert isinstance(caught.value.__cause__, OperationalError)
     assert len(calls) == 1
 
 

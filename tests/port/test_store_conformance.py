@@ -29,7 +29,14 @@ def test_base_store_cannot_be_used_without_the_required_capabilities():
 def test_every_store_implements_the_whole_port(h):
     assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
     assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
-    fast = ["claim_and_load", "load_for_run", "send_and_check", "wait_for_messages"]
+    fast = [
+        "claim_and_load",
+        "load_for_run",
+        "send_and_check",
+        "wait_for_messages",
+        "wait_for_message_completed",
+        "wait_for_wakes",
+    ]
     native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
         type(h.store), []
     )
@@ -51,6 +58,52 @@ def test_the_portable_defaults_and_the_native_members_answer_alike(h):
 
 
 # --- actors -------------------------------------------------------------------------------------------
+
+
+def test_the_trace_context_of_a_creation_and_of_a_send_is_stored_and_read_back(h):
+    store = h.store
+    carrier = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    record, created = store.create_actor("order", ["t"], None, {}, due=True, trace_context=carrier)
+    assert created and record.trace_context == carrier
+    other, _ = store.get_or_create_actor("order", ["u"], None, dict, trace_context={"traceparent": "x"})
+    plain, _ = store.create_actor("order", ["v"], None, {})
+    assert store.get_actor(other.actor_id).trace_context == {"traceparent": "x"}
+    assert plain.trace_context is None and store.get_actor(plain.actor_id).trace_context is None
+    _token, loaded, _history, _now = store.claim_and_load(record.actor_id, "w", 30)
+    assert loaded.trace_context == carrier  # what a run is parented to
+    sent = store.send(record.actor_id, "q", 1, trace_context={"traceparent": "s1"})
+    checked, _hint = store.send_and_check(record.actor_id, "q", 2, trace_context={"traceparent": "s2"})
+    store.send(record.actor_id, "q", 3)
+    assert store.get_message(sent.id).trace_context == {"traceparent": "s1"}
+    pending = store.pending_messages(record.actor_id, ["q"], 10)
+    assert [m.trace_context for m in pending] == [{"traceparent": "s1"}, {"traceparent": "s2"}, None]
+    assert checked.trace_context == {"traceparent": "s2"}
+
+
+def test_actor_counts_group_live_actors_by_type_and_state_with_due_and_expired_leases(h):
+    store = h.store
+    due = h.new_actor("due", due=True)
+    h.new_actor("idle")
+    h.new_actor("other", name="invoice", due=True)
+    leased = h.new_actor("leased", due=True)
+    store.claim(leased, "dead-worker", 30)
+    h.expire_lease(leased)  # its executor died: due again, and counted as an expired lease
+    done = h.new_actor("done")
+    token = store.claim(done, "w", 30)
+    store.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True))
+    gone = h.new_actor("gone", due=True)
+    store.destroy_actor(gone)
+    held = h.new_actor("held", due=True)
+    store.claim(held, "w", 30)  # a live lease: not due
+    counts = store.actor_counts()
+    assert counts.by_state == {
+        ("order", ports.PENDING): 4,
+        ("invoice", ports.PENDING): 1,
+        ("order", ports.COMPLETED): 1,
+    }
+    assert (counts.due, counts.leases_expired) == (3, 1)  # due, other, leased
+    assert counts == ports.BaseStore.actor_counts(store)  # the portable default agrees
+    assert store.get_actor(due).wake_at is not None
 
 
 def test_get_or_create_creates_once_and_builds_the_state_once(h):
@@ -307,6 +360,17 @@ def test_a_commit_writes_history_state_and_status_together(h):
     assert a.status == ports.ENTRY_COMPLETED
 
 
+def test_a_commit_sets_the_replay_generation_only_when_told(h):
+    actor_id = h.new_actor()
+    assert h.store.get_actor(actor_id).replay_generation == 0
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(replay_generation=3)).ok
+    assert h.store.commit(actor_id, token, ports.Commit(state={"n": 1}, release=True)).ok
+    assert h.store.get_actor(actor_id).replay_generation == 3
+    assert h.store.claim(actor_id, "w", 30) is not None  # loaded by a claim too
+    assert h.store.get_actor(actor_id).replay_generation == 3
+
+
 def test_a_failing_commit_writes_nothing(h):
     actor_id = h.new_actor()
     token = h.store.claim(actor_id, "w", 30)
@@ -368,6 +432,28 @@ def test_outbox_messages_are_delivered_with_the_commit_and_wake_the_target(h):
     assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [target]
     stale = h.store.commit(sender, token - 1, ports.Commit(outbox=[(target, "jobs", 2, False)]))
     assert not stale.ok and len(h.store.pending_messages(target, None, 10)) == 2
+
+
+def test_run_in_commit_applies_what_the_body_built_with_the_fence(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    calls = []
+
+    def body():
+        calls.append(1)
+        return ports.Commit(state={"count": 9}, upserts=[entry("atomic", output="placed")])
+
+    assert h.store.run_in_commit(actor_id, token, body).ok and calls == [1]
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    assert [(e.key, e.data) for e in h.store.load_history(actor_id)] == [("atomic", {"output": "placed"})]
+    # a body that raises writes nothing and its exception propagates
+    with pytest.raises(ZeroDivisionError):
+        h.store.run_in_commit(actor_id, token, lambda: 1 / 0)
+    assert h.store.get_actor(actor_id).state == {"count": 9}
+    # a stale token: the body never runs
+    assert not h.store.run_in_commit(actor_id, token - 1, body).ok and calls == [1]
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.run_in_commit(actor_id, token, body).ok and calls == [1]  # released lease
 
 
 # --- queues and wake-ups --------------------------------------------------------------------------------
@@ -517,6 +603,45 @@ def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_tim
     assert h.store.wait_for_messages(actor_id, ["inbox"], 0.0) is True  # still pending: the look
     assert h.store.wait_for_messages(actor_id, ["*"], 0.0) is True
     assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+def test_wait_for_message_completed_wakes_on_the_completion_and_times_out_on_an_open_message(h):
+    """Case C55: a waiting send's pause. A store told of completions (memory, PostgreSQL LISTEN/NOTIFY)
+    returns as soon as the commit that completes the message lands; the portable default polls (it
+    answers at the end of the window)."""
+    notified = h.kind in ("memory", "postgres")
+    actor_id = h.new_actor()
+    open_message = h.store.send(actor_id, "inbox", "open", completable=True)
+    started = time.monotonic()
+    assert h.store.wait_for_message_completed(open_message.id, 0.2) is False
+    assert time.monotonic() - started >= 0.18  # the whole window
+    token = h.store.claim(actor_id, "runner", 30)
+    for via_commit in (True, False):
+        message = h.store.send(actor_id, "inbox", "ask", completable=True)
+
+        def complete_later(_i, message_id=message.id, via_commit=via_commit):
+            time.sleep(0.2)
+            if via_commit:  # the workflow's path: the run's commit completes it
+                assert h.store.commit(
+                    actor_id, token, ports.Commit(complete_messages=[(message_id, "yes")])
+                ).ok
+            else:
+                h.store.complete_message(message_id, "yes")
+
+        completer = threading.Thread(target=run_in_threads, args=(complete_later, 1))
+        started = time.monotonic()
+        completer.start()
+        woke = h.store.wait_for_message_completed(message.id, 3.0)
+        waited = time.monotonic() - started
+        completer.join()
+        assert woke is True
+        assert waited < 1.5 if notified else waited >= 2.9, (via_commit, waited)
+        assert h.store.get_message(message.id).response == "yes"
+        started = time.monotonic()
+        assert h.store.wait_for_message_completed(message.id, 0.0) is True  # completed already
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+    h.store.destroy_actor(actor_id)  # gone with its actor: nothing left to wait for
+    assert h.store.wait_for_message_completed(open_message.id, 0.0) is True
 
 
 # --- actions and the step lock ----------------------------------------------------------------------------
@@ -758,3 +883,140 @@ def test_a_send_that_makes_the_actor_due_moves_updated_at(h):
     assert h.store.get_actor(actor_id).updated_at == old
     h.store.send(actor_id, "q", 1)
     assert h.store.get_actor(actor_id).updated_at > old
+
+
+# --- the operator audit --------------------------------------------------------------------------------
+
+
+def _action(actor_id, action="recover", who="alice", reason=None, archived=()):
+    return ports.OperatorActionRecord(
+        actor_id=actor_id, action=action, who=who, reason=reason, archived_entries=list(archived)
+    )
+
+
+def test_an_operator_action_rides_on_its_commit_and_is_read_back_newest_first(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    archived = [{"key": "a", "data": {"output": {"$decimal": "1.5"}}}]
+    commit = ports.Commit(
+        deletes=["a"], release=True, audit=_action(actor_id, "replay_all", archived=archived)
+    )
+    assert h.store.commit(actor_id, token, commit).ok
+    written = h.store.record_operator_action(_action(actor_id, "pause", "token", "maintenance"))
+    assert written.at is not None and written.id and written.reason == "maintenance"
+    first, second = h.store.operator_actions(actor_id)[::-1]
+    assert (first.action, first.who, first.archived_entries) == ("replay_all", "alice", archived)
+    assert second.action == "pause" and second.at >= first.at
+    assert [a.action for a in h.store.operator_actions(actor_id, limit=1)] == ["pause"]
+    assert h.store.operator_actions(h.new_actor("other")) == []
+
+
+def test_a_fenced_or_failing_commit_writes_no_operator_action(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(release=True))
+    assert not h.store.commit(actor_id, token, ports.Commit(release=True, audit=_action(actor_id))).ok
+    token = h.store.claim(actor_id, "w", 30)
+    with pytest.raises(errors.SerializationError):
+        h.store.commit(actor_id, token, ports.Commit(audit=_action(actor_id, archived=[object()])))
+    with pytest.raises(errors.SerializationError):
+        h.store.record_operator_action(_action(actor_id, archived=[object()]))
+    assert h.store.operator_actions(actor_id) == []
+    with pytest.raises(errors.ActorNotFoundError):
+        h.store.record_operator_action(_action("no-such-actor"))
+
+
+def test_a_destroyed_actor_takes_its_operator_actions_with_it(h):
+    actor_id = h.new_actor()
+    h.store.record_operator_action(_action(actor_id))
+    h.store.destroy_actor(actor_id)
+    assert h.store.operator_actions(actor_id) == []
+
+
+# --- wakes of released actors -------------------------------------------------------------------------------
+
+
+def test_wait_for_wakes_hears_a_send_that_makes_a_released_actor_due_and_no_other(h):
+    actor_id = h.new_actor()
+    h.sleep_on(actor_id, h.store.claim(actor_id, "w", 30), queues=["q"])
+    if not h.store.notifies_wakes:  # no notifications: [] at once, the dispatcher's hint carries the wake
+        started = time.monotonic()
+        assert h.store.wait_for_wakes(30.0) == []
+        assert time.monotonic() - started < 30.0
+        return
+    heard: list[list[str]] = []
+    listening = threading.Event()
+
+    def listen(_i):
+        h.store.wait_for_wakes(0.0)  # starts listening
+        listening.set()
+        heard.append(h.store.wait_for_wakes(30.0))
+        heard.append(h.store.wait_for_wakes(0.3))
+
+    listener = threading.Thread(target=run_in_threads, args=(listen, 1))
+    listener.start()
+    assert listening.wait(30)
+    h.store.send(actor_id, "other", 1)  # not due: nothing to hear
+    h.store.send(actor_id, "q", 2)  # due now, released: heard
+    listener.join()
+    assert heard[0] == [actor_id]
+    assert heard[1] == []  # each wake once
+    token = h.store.claim(actor_id, "runner", 30)
+    assert token is not None
+    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
+
+
+# --- code versions (rolling deploys, DESIGN.md section 12) ----------------------------------------------
+
+
+def test_commits_record_the_code_version_on_entries_and_the_actor(h):
+    actor_id = h.new_actor()
+    assert h.store.get_actor(actor_id).code_version is None
+    token = h.store.claim(actor_id, "w", 30)
+    written = entry("a", out=1)
+    written.code_version = "v2"
+    commit = ports.Commit(upserts=[written, entry("b", out=2)], code_version="v2", awaiting_code_version="v1")
+    assert h.store.commit(actor_id, token, commit).ok
+    assert {e.key: e.code_version for e in h.store.load_history(actor_id)} == {"a": "v2", "b": None}
+    actor = h.store.get_actor(actor_id)
+    assert (actor.code_version, actor.awaiting_code_version) == ("v2", "v1")
+    rewritten = entry("b", out=3)
+    rewritten.code_version = "v3"
+    h.store.commit(actor_id, token, ports.Commit(upserts=[rewritten], awaiting_code_version=None))
+    assert {e.key: e.code_version for e in h.store.load_history(actor_id)} == {"a": "v2", "b": "v3"}
+    assert h.store.get_actor(actor_id).awaiting_code_version is None
+    assert h.store.load_for_run(actor_id)[0].code_version == "v2"
+
+
+def test_a_deferred_release_is_not_due_before_defer_until_even_with_a_pending_message(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.sleep_on(actor_id, token, queues=["approval"])
+    h.store.send(actor_id, "approval", {"ok": True})  # due now
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.send(actor_id, "approval", {"again": True})  # arrives during the run
+    later = h.store.now() + timedelta(seconds=30)
+    before = h.store.get_actor(actor_id).updated_at
+    result = h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=later))
+    assert result.ok and result.wake_at == later and result.woken == []
+    actor = h.store.get_actor(actor_id)
+    assert actor.wake_at == later and actor.lease_owner is None and actor.workflow_state == ports.SLEEPING
+    assert actor.updated_at == before  # lease bookkeeping: not a change of the actor
+    assert h.store.claim_due("sweeper", 10, 30) == []
+    assert len(h.store.pending_messages(actor_id, None, 10)) == 2  # nothing received
+    h.store.send(actor_id, "approval", 3)  # a later send wakes it as usual
+    assert h.store.get_actor(actor_id).wake_at <= h.store.now()
+
+
+def test_a_deferred_release_keeps_a_later_or_no_wake_up(h):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    until = h.store.now() + HOUR
+    h.sleep_on(actor_id, token, queues=["approval"], until=until)
+    token = h.store.claim(actor_id, "w", 30)
+    soon = h.store.now() + timedelta(seconds=5)
+    assert h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=soon)).wake_at == until
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(wake_at=None, waiting_for=["approval"], release=True))
+    token = h.store.claim(actor_id, "w", 30)
+    assert h.store.commit(actor_id, token, ports.Commit(release=True, defer_until=soon)).wake_at is None

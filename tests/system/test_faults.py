@@ -40,6 +40,24 @@ def test_a_kill_in_a_step_body_reruns_only_that_step(cluster, rt) -> None:
     assert record.state["done"] == ["one", "two", "three"]  # no state change of the lost attempt kept
 
 
+def test_an_attempt_killed_with_its_worker_is_listed_as_worker_lost(cluster, rt) -> None:
+    """Case C57: the SIGKILLed attempt stays in the step's attempt log, started and never finished."""
+    from rivet_workflows.engine import inspector
+
+    cluster.arm("body-two")
+    handle = rt.client().steps.create("lost")
+    cluster.start_worker()
+    cluster.wait_for(lambda: _done(rt, handle.actor_id), 90, keep_workers=1, what="completion")
+    assert cluster.fired("body-two")
+    meta = inspector.workflow_history(rt, handle.actor_id)["history"]["entryMetadata"]
+    log = meta["two"]["attemptLog"]
+    assert [(a["attempt"], a["outcome"]) for a in log] == [(1, "worker lost"), (2, "completed")]
+    assert log[0]["startedAt"] is not None and log[0]["finishedAt"] is None
+    assert log[0]["error"]["name"] == "WorkerLostError"
+    assert log[1]["finishedAt"] is not None and log[1]["error"] is None
+    assert [(a["attempt"], a["outcome"]) for a in meta["one"]["attemptLog"]] == [(1, "completed")]
+
+
 def test_b_kill_after_the_body_before_its_commit_runs_the_body_again(cluster, rt) -> None:
     cluster.arm("before-commit-two")
     handle = rt.client().steps.create("b")

@@ -19,3 +19,9 @@ if REDIS_URL and os.environ.get("RIVET_VISIBILITY_TIMEOUT"):
         **CELERY_BROKER_TRANSPORT_OPTIONS,
         "visibility_timeout": float(os.environ["RIVET_VISIBILITY_TIMEOUT"]),
     }
+
+# RIVET_SPANS_FILE: export this worker's OpenTelemetry spans as JSON lines to that file (test only)
+if os.environ.get("RIVET_SPANS_FILE"):
+    from tests.system import span_file
+
+    span_file.install(os.environ["RIVET_SPANS_FILE"])

@@ -6,12 +6,14 @@ atomic between processes): ``<actor_id> <what> <detail>``. Faults are armed by f
 whole process group (the worker). ``always-kill-<point>`` kills every time. Points:
 
 * ``body-<step>``: inside the step body, after its "start" effect and before its "done" effect;
-* ``before-commit-<step>``: the step body returned, the commit carrying its outcome is about to be written;
+* ``before-commit-<step>``: the step body returned, the commit carrying its outcome is about to be written
+  (for an atomic step: inside its transaction, after the body's rows were written, before the commit);
 * ``after-commit-<step>``: that commit was written;
 * ``rollback-<step>``: inside the step's rollback handler.
 
-The commit hooks wrap ``DjangoStore.commit`` when this module is imported by a process that has
-``RIVET_FAULT_DIR`` set (the workers); the test process leaves the store alone.
+The commit hooks wrap ``DjangoStore.commit`` (and, for atomic steps, ``DjangoStore._apply`` inside
+``run_in_commit``'s transaction and ``run_in_commit`` itself) when this module is imported by a process
+that has ``RIVET_FAULT_DIR`` set (the workers); the test process leaves the store alone.
 """
 
 from __future__ import annotations
@@ -212,12 +214,13 @@ slow_actor = workflow(run=run_slow, create_state=lambda input: {"sleep": (input 
 
 
 def _watchful(step: Any) -> str:
-    """Tick every 0.1 s for ``state["sleep"]`` seconds unless ``step.cancelled`` is set; effects carry
-    the attempt and the worker's pid (``start-watch``, then ``cancelled-watch`` or ``done-watch``)."""
+    """Tick every 0.1 s, ``state["sleep"]`` seconds' worth of ticks, unless ``step.cancelled`` is set;
+    effects carry the attempt and the worker's pid (``start-watch``, then ``cancelled-watch`` or
+    ``done-watch``). Ticks, not a deadline: a worker stopped (SIGSTOP) mid-body has its ticks left when
+    it resumes, however long it was stopped."""
     me = f"{step.attempt}:{os.getpid()}"
     effect(step.actor_id, "start-watch", me)
-    deadline = time.monotonic() + float(step.state["sleep"])
-    while time.monotonic() < deadline:
+    for _ in range(int(float(step.state["sleep"]) * 10)):
         if step.cancelled.wait(0.1):
             effect(step.actor_id, "cancelled-watch", me)
             step.state["writer"] = f"cancelled {me}"  # must never land: this run lost its lease
@@ -236,6 +239,63 @@ async def run_watchful(ctx: Any) -> str:
 
 watchful_actor = workflow(
     run=run_watchful, create_state=lambda input: {"sleep": (input or {}).get("sleep", 8), "writer": None}
+)
+# --- an atomic step writing a row of the example shop ------------------------------------------------------
+
+
+def _place_order(step: Any) -> int:
+    from project.shop.models import Order
+
+    effect(step.actor_id, "start-place-order", step.attempt)
+    order = Order.objects.create(checkout=step.key[0], item="book", attempt=step.attempt)
+    effect(step.actor_id, "done-place-order", step.attempt)
+    return order.pk
+
+
+async def run_atomic_order(ctx: Any) -> int:
+    """One atomic step that creates a ``shop.Order`` row for the actor's key, then a plain step."""
+    order = await ctx.step("place-order", _place_order, atomic=True, max_retries=3, retry_backoff_base=0.1)
+    await ctx.step("after", lambda step: effect(step.actor_id, "after"))
+    return order
+
+
+atomic_order_actor = workflow(run=run_atomic_order, state={})
+
+
+# --- a rolling deploy: the code of ``deploy`` depends on the worker (RIVET_DEPLOY_CODE old | new) ---------
+
+#: which code of the ``deploy`` actor this process runs: "old" (before the deploy) or "new" (after it:
+#: ``validate-v3`` behind a version gate, the README's example); a worker sets it with RIVET_CODE_VERSION
+DEPLOY_CODE = os.environ.get("RIVET_DEPLOY_CODE", "new")
+
+
+def _deploy_step(name: str):
+    def body(step: Any) -> str:
+        effect(step.actor_id, name, DEPLOY_CODE)
+        return name
+
+    return body
+
+
+async def run_deploy_old(ctx: Any) -> str:
+    await ctx.step("validate-v2", _deploy_step("validate-v2"))
+    message = await ctx.queue.next("wait", names=["go"])
+    await ctx.step("ship", _deploy_step("ship"))
+    return str(message.body)
+
+
+async def run_deploy_new(ctx: Any) -> str:
+    if await ctx.get_version("validate", 2) == 2:
+        await ctx.step("validate-v3", _deploy_step("validate-v3"))
+    else:  # runs the old code started before the deploy
+        await ctx.step("validate-v2", _deploy_step("validate-v2"))
+    message = await ctx.queue.next("wait", names=["go"])
+    await ctx.step("ship", _deploy_step("ship"))
+    return str(message.body)
+
+
+deploy_actor = workflow(
+    run=run_deploy_old if DEPLOY_CODE == "old" else run_deploy_new, queues={"go": queue()}, state={}
 )
 
 
@@ -329,6 +389,8 @@ registry = setup(
         "pausable": pausable_actor,
         "overdue": overdue_actor,
         "watchful": watchful_actor,
+        "atomic_order": atomic_order_actor,
+        "deploy": deploy_actor,
         "slow": slow_actor,
         "steps": steps_actor,
         "saga": saga_actor,
@@ -362,6 +424,35 @@ def _install_commit_hooks() -> None:
 
     commit._rivet_fault_hook = True  # type: ignore[attr-defined]
     DjangoStore.commit = commit  # type: ignore[method-assign]
+
+    # atomic steps: ``run_in_commit`` applies the commit with ``_apply`` inside the transaction the body's
+    # writes are in (``in_atomic_block``); a plain commit enters ``_apply`` outside any transaction
+    import threading
+
+    from django.db import connections
+
+    original_apply = DjangoStore._apply
+    original_run_in_commit = DjangoStore.run_in_commit
+    seen = threading.local()  # the step keys the atomic commit of this thread carries
+
+    def apply(self: Any, actor_id: str, token: int, c: Any) -> Any:
+        if connections[self.using].in_atomic_block:
+            finished = [e.key for e in c.upserts if e.status == "completed" and e.kind == "step"]
+            for key in finished:
+                maybe_kill(f"before-commit-{key}")
+            seen.keys = finished
+        return original_apply(self, actor_id, token, c)
+
+    def run_in_commit(self: Any, actor_id: str, token: int, body: Any) -> Any:
+        seen.keys = []
+        result = original_run_in_commit(self, actor_id, token, body)
+        if result.ok:
+            for key in seen.keys:
+                maybe_kill(f"after-commit-{key}")
+        return result
+
+    DjangoStore._apply = apply  # type: ignore[method-assign]
+    DjangoStore.run_in_commit = run_in_commit  # type: ignore[method-assign]
 
 
 if FAULT_DIR:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 
@@ -114,7 +113,10 @@ def test_async_actions_and_async_twins():
         c.state["count"] += amount
         return c.state["count"]
 
-    runtime, client, _ = build(counter=counter_actor(actions={"add_later": add_later}))
+    async def run(ctx):  # a workflow that would read the log (a run-less actor's queue is refused)
+        await ctx.queue.next("read", names=["log"])
+
+    runtime, client, _ = build(counter=counter_actor(actions={"add_later": add_later}, run=d.workflow(run)))
     handle = client.counter.get_or_create("a")
     assert handle.add_later(3) == 3
 
@@ -158,12 +160,18 @@ def test_plain_actor_is_not_made_due():
 
 
 def test_declared_queues_reject_unknown_names():
-    runtime, client, _ = build(w=d.workflow(run=run_forever, queues={"jobs": d.queue()}), free=d.actor())
+    runtime, client, _ = build(
+        w=d.workflow(run=run_forever, queues={"jobs": d.queue()}),
+        free=d.workflow(run=run_forever),
+        runless=d.actor(),
+    )
     handle = client.w.get_or_create("a")
     with pytest.raises(errors.QueueNotFoundError):
         handle.send("other", 1)
     assert handle.send("jobs", {"n": 1}) is None
     client.free.get_or_create("b").send("anything", 1)  # nothing declared: any name
+    with pytest.raises(errors.NoWorkflowError):  # no workflow would ever receive it
+        client.runless.get_or_create("c").send("anything", 1)
 
 
 def test_send_wakes_a_workflow_waiting_on_that_queue():
@@ -219,6 +227,20 @@ class FakeTime:
         self.now += seconds
 
 
+def fake_pauses(runtime, monkeypatch, fake, on_pause=None):
+    """The store's ``wait_for_message_completed`` (a waiting send's pause) on ``fake`` time: each window is
+    recorded as a sleep; ``on_pause()`` runs during it (e.g. the workflow completing the message)."""
+    wait = type(runtime.store).wait_for_message_completed
+
+    def pause(message_id, timeout):
+        fake.sleep(timeout)
+        if on_pause is not None:
+            on_pause()
+        return wait(runtime.store, message_id, 0)
+
+    monkeypatch.setattr(runtime.store, "wait_for_message_completed", pause)
+
+
 def counting_store(runtime, monkeypatch):
     reads = {"get_message": 0, "get_actor": 0}
     for name in reads:
@@ -242,6 +264,7 @@ def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeyp
     handle = client.w.get_or_create("a")
     fake = FakeTime()
     monkeypatch.setattr(client_module, "time", fake)
+    fake_pauses(runtime, monkeypatch, fake)
     reads = counting_store(runtime, monkeypatch)
     start = fake.now
     result = handle.send("rpc", 1, wait=True, timeout=30)
@@ -250,6 +273,8 @@ def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeyp
     assert set(fake.sleeps[6:-1]) == {0.5} and 0 < fake.sleeps[-1] <= 0.5
     assert fake.now == pytest.approx(start + 30)  # the last check is at the deadline, not before or after
     assert reads["get_message"] == len(fake.sleeps) + 1 <= 30 / 0.5 + 8  # was 30 / 0.02 = 1500
+    # (each pause is the store's wait_for_message_completed: a look of its own on a store without
+    # notifications, none on MemoryStore; the client's own reads are the ones counted)
     assert reads["get_actor"] <= reads["get_message"]
 
 
@@ -261,11 +286,7 @@ def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
     handle = client.w.get_or_create("a")
     fake = FakeTime()
     monkeypatch.setattr(client_module, "time", fake)
-
-    async def fake_sleep(seconds):
-        fake.sleep(seconds)
-
-    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    fake_pauses(runtime, monkeypatch, fake)
     result = asyncio.run(handle.asend("rpc", 1, wait=True, timeout=10))
     assert result.status == "timed_out"
     assert fake.sleeps[:6] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.5] and max(fake.sleeps) == 0.5
@@ -281,15 +302,13 @@ def test_a_send_wait_sees_a_quick_reply_after_a_short_pause(monkeypatch):
     handle = client.w.get_or_create("a")
     fake = FakeTime()
 
-    def sleep_and_reply(seconds):
-        fake.sleep(seconds)
+    def reply():
         if len(fake.sleeps) == 3:  # the workflow completes the message during the third pause
             (message,) = runtime.store.pending_messages(handle.actor_id, ["rpc"], 1)
             runtime.store.complete_message(message.id, "done")
 
-    monkeypatch.setattr(
-        client_module, "time", SimpleNamespace(monotonic=fake.monotonic, sleep=sleep_and_reply)
-    )
+    monkeypatch.setattr(client_module, "time", fake)
+    fake_pauses(runtime, monkeypatch, fake, reply)
     assert handle.send("rpc", 1, wait=True, timeout=30) == SendResult("completed", "done")
     assert fake.sleeps == [0.02, 0.04, 0.08]
 
@@ -317,7 +336,9 @@ def test_actor_context_broadcast_queue_and_vars():
         c.queue.send("jobs", {"from": c.name, "key": c.key})
         return c.vars["conn"]
 
-    definition = d.actor(state={}, vars={"conn": None}, on_wake=on_wake, actions={"act": act})
+    definition = d.actor(
+        state={}, vars={"conn": None}, on_wake=on_wake, actions={"act": act}, run=d.workflow(run_forever)
+    )
     runtime, client, events = build(a=definition)
     handle = client.a.get_or_create("k")
     assert handle.act() == "open"
@@ -452,3 +473,28 @@ def test_handles_copy_and_compare_without_recursion():
     handle = client.counter.get_or_create("a")
     assert copy.copy(handle) == handle
     assert not hasattr(client, "__wrapped__")
+
+
+def test_a_send_wait_that_finds_the_workflow_finished_reads_the_message_again(monkeypatch):
+    """The message is read before the workflow state: when the commit that completed the message also
+    finished the workflow in between, the send reports the response, not "completed without completing"."""
+    import dataclasses
+
+    from rivet_workflows.engine import client as client_module
+
+    runtime, client, _ = build(w=d.workflow(run=run_forever))
+    runtime.settings.poll_interval = 0.02
+    handle = client.w.get_or_create("a")
+    fake = FakeTime()
+    monkeypatch.setattr(client_module, "time", fake)
+    fake_pauses(runtime, monkeypatch, fake)
+    get_actor = runtime.store.get_actor
+
+    def finished_meanwhile(actor_id):
+        record = get_actor(actor_id)
+        (message,) = runtime.store.pending_messages(actor_id, ["rpc"], 1)
+        runtime.store.complete_message(message.id, "done")  # the workflow's last commit lands now
+        return dataclasses.replace(record, workflow_state=ports.COMPLETED)
+
+    monkeypatch.setattr(runtime.store, "get_actor", finished_meanwhile)
+    assert handle.send("rpc", 1, wait=True, timeout=30) == SendResult("completed", "done")

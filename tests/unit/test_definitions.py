@@ -97,13 +97,15 @@ def test_state_and_create_state_together_is_an_error():
 
 
 def test_queues_and_events_accept_dicts_or_name_lists():
-    definition = d.actor(queues={"jobs": d.queue()}, events=["done"])
+    definition = d.actor(queues={"jobs": d.queue()}, events=["done"], run=d.workflow(lambda ctx: None))
     assert isinstance(definition.queues["jobs"], d.QueueDefinition)
     assert isinstance(definition.events["done"], d.EventDefinition)
     definition.check_queue("jobs")
     with pytest.raises(errors.QueueNotFoundError):
         definition.check_queue("other")
-    d.actor().check_queue("anything")  # no declared queues: any name goes
+    d.actor(run=d.workflow(lambda ctx: None)).check_queue("anything")  # no declared queues: any name goes
+    with pytest.raises(errors.NoWorkflowError):  # but only where a workflow would receive it
+        d.actor().check_queue("anything")
 
 
 def test_unknown_action_raises_action_not_found():

@@ -15,6 +15,7 @@ READS = {
     "get_actor": ("ACTOR",),
     "find_actor": ("w", ["a"]),
     "list_actors": (),
+    "actor_counts": (),
     "load_history": ("ACTOR",),
     "load_for_run": ("ACTOR",),
     "next_deadline": (),
@@ -23,6 +24,7 @@ READS = {
     "cron_due": (10,),
     "cron_next_deadline": (),
     "flow_retry_at": ("ACTOR",),
+    "operator_actions": ("ACTOR",),
 }
 WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
@@ -35,16 +37,20 @@ WRITES = {
     "handoff": ("ACTOR", 1, "me", 30.0),
     "release": ("ACTOR", 1),
     "commit": ("ACTOR", 1, ports.Commit()),
+    "run_in_commit": ("ACTOR", 1, ports.Commit),
     "send": ("ACTOR", "jobs", 1),
     "send_and_check": ("ACTOR", "jobs", 1),
     "complete_message": ("m1", None),
     "wait_for_messages": ("ACTOR", ["jobs"], 0.1),
+    "wait_for_message_completed": ("m1", 0.1),
+    "wait_for_wakes": (0.1,),
     "run_action": ("ACTOR", lambda state: None, 1.0),
     "cron_upsert": (ports.CronRecord(actor_id="ACTOR", name="c", action="tick"),),
     "cron_delete": ("ACTOR", "c"),
     "cron_advance": ("c1", None, None),
     "cron_record_fire": ("c1", None, 1),
     "set_paused": ("ACTOR", True),
+    "record_operator_action": (ports.OperatorActionRecord(actor_id="ACTOR", action="pause", who="me"),),
 }
 
 

@@ -77,3 +77,11 @@ def test_importing_the_package_loads_no_django():
     code = "import sys, rivet_workflows, rivet_workflows.engine; print('django' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_dir_lists_the_public_names_only():
+    listed = set(dir(rivet_workflows))
+    assert listed == set(rivet_workflows.__all__)
+    assert not {"Any", "annotations", "engine"} & listed
+    for name in rivet_workflows.__all__:
+        assert hasattr(rivet_workflows, name)

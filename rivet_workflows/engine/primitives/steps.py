@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, ports, retry, serde
+from .. import errors, observe, ports, retry, serde
+from ..reentrancy import RUNNING_STEP_OF
 from ..results import StepResult
 from ..session import RunSession, mark_reported
 from ..settings import to_seconds
-from ..step_context import StepContext, run_attempt
+from ..step_context import StepContext, is_async, run_attempt
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -22,6 +24,18 @@ RUNNING = ports.ENTRY_RUNNING
 logger = logging.getLogger("rivet_workflows")
 
 
+class _DefaultTimeout(float):
+    """The default step timeout, 30 s: told apart from an explicit ``timeout=30`` (``atomic=True`` refuses
+    a timeout but not the default)."""
+
+    def __repr__(self) -> str:
+        return "30.0"
+
+
+#: ``ctx.step``'s default ``timeout`` (seconds)
+DEFAULT_TIMEOUT: float = _DefaultTimeout(30.0)
+
+
 def make_options(
     max_retries: int,
     base: float | timedelta,
@@ -29,10 +43,30 @@ def make_options(
     timeout: float | timedelta | None,
     retry_on_timeout: bool,
     ephemeral: bool,
+    atomic: bool = False,
+    fn: Callable[..., Any] | None = None,
 ) -> retry.StepOptions:
-    """Validate step options into ``StepOptions`` (seconds); ``ValueError``/``TypeError`` on bad values."""
+    """Validate step options into ``StepOptions`` (seconds); ``ValueError``/``TypeError`` on bad values.
+
+    ``atomic=True`` (DESIGN.md section 13) raises ``TypeError`` with an ``async`` body ``fn``, a
+    ``timeout`` other than the default (or None/0), ``retry_on_timeout`` or ``ephemeral``; the step then
+    has no timeout (its body runs inside a database transaction, which cannot be cancelled)."""
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    if atomic:
+        if fn is not None and is_async(fn):
+            raise TypeError(
+                "an atomic step needs a sync body (it runs inside the database transaction that records "
+                "the step, on the store's connection): make it a plain def"
+            )
+        if timeout is not DEFAULT_TIMEOUT and to_seconds(timeout):
+            raise TypeError(
+                "an atomic step takes no timeout: its body runs inside a database transaction, which "
+                "cannot be cancelled (keep the body short; use a plain step for slow work)"
+            )
+        if retry_on_timeout or ephemeral:
+            raise TypeError("an atomic step cannot be ephemeral or use retry_on_timeout")
+        timeout = None
     t = to_seconds(timeout)
     return retry.StepOptions(
         max_retries=max_retries,
@@ -41,6 +75,7 @@ def make_options(
         timeout=t if t else None,
         retry_on_timeout=bool(retry_on_timeout),
         ephemeral=bool(ephemeral),
+        atomic=bool(atomic),
     )
 
 
@@ -80,11 +115,16 @@ async def _worker_lost(
     So a step that kills its worker every time ends exhausted after ``max_retries`` instead of looping;
     only the exhaustion fires an ``on_error`` step event (the lost attempts had no one to report them).
     """
+    session.runtime.observer.lease_taken_over(session.actor.name)
     entry.error = {
         "name": "WorkerLostError",
         "message": f"the executor running step {name!r} was lost during attempt {entry.attempts}",
         "metadata": {"attempt": entry.attempts},
     }
+    # started, never finished: it has no finish time (case C57)
+    entry.data = retry.finish_attempt(
+        entry.data, entry.attempts, retry.ATTEMPT_WORKER_LOST, None, entry.error, entry.last_attempt_at
+    )
     if entry.attempts <= options.max_retries:
         entry.status = ports.ENTRY_FAILED
         session.writes.record(entry)
@@ -116,6 +156,58 @@ async def _worker_lost(
     return True
 
 
+def _complete(entry: ports.EntryRecord, output: Any, now: Any) -> None:
+    entry.status = ports.ENTRY_COMPLETED
+    entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
+    entry.data["output"] = output
+    entry.completed_at = now
+    entry.data = retry.finish_attempt(entry.data, entry.attempts, retry.ATTEMPT_COMPLETED, now)
+
+
+async def _atomic_attempt(
+    session: RunSession, entry: ports.EntryRecord, name: str, fn: Callable[..., Any], step: StepContext
+) -> Any:
+    """One attempt of an atomic step: the body runs inside the transaction of the commit that records its
+    outcome (``RunSession.commit_in_transaction``); returns the output. A failed attempt leaves nothing:
+    its database writes and sends are rolled back and the run goes on from the state before it."""
+    before = serde.to_json(session.state, where=STATE_WHERE)
+    step.outbox = []
+    done: list[ports.EntryRecord] = []
+
+    def body(commit: ports.Commit) -> None:
+        try:
+            output = fn(step)
+            if inspect.isawaitable(output):
+                if inspect.iscoroutine(output):
+                    output.close()
+                raise TypeError(f"atomic step {name!r}: the body returned an awaitable; it must be sync")
+            output = serde.roundtrip(
+                output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
+            )
+            _check_state(session, name)
+        except Exception as exc:
+            raise errors.AtomicBodyFailed() from exc
+        record = entry.copy()
+        _complete(record, output, session.stamp())
+        commit.upserts[:] = [*(u for u in commit.upserts if u.key != record.key), record]  # one row per key
+        commit.outbox.extend(step.outbox or [])
+        done.append(record)
+
+    async def attempt() -> None:
+        RUNNING_STEP_OF.set(session.actor_id)  # in this task's own context: a step body runs
+        await session.commit_in_transaction(body)
+
+    try:
+        with session.bodies.guard(step):  # a lost lease sets step.cancelled (its commit is fenced anyway)
+            await asyncio.ensure_future(attempt())
+    except Exception:
+        session.adopt_stored_state(serde.from_json(before))
+        raise
+    record = done[0]
+    entry.status, entry.data, entry.completed_at = record.status, record.data, record.completed_at
+    return record.data["output"]
+
+
 async def run_step(
     ctx: WorkflowContext,
     key: str,
@@ -141,6 +233,8 @@ async def run_step(
         history.check_scope(ctx._scope, before=key, before_kind="step")
         now = session.stamp()
         entry = history.new(key, "step", now=now)
+        if session.actor.replay_generation:  # recorded after a replay: a new idempotency key
+            entry.data["generation"] = session.actor.replay_generation
         if rollback is not None:
             entry.data["has_rollback"] = True
     elif entry.status == ports.ENTRY_COMPLETED:
@@ -175,8 +269,9 @@ async def run_step(
         entry.attempts += 1
         entry.last_attempt_at = now
         entry.error = None
+        entry.data = retry.start_attempt(entry.data, entry.attempts, now)
         session.writes.record(entry)
-        step = StepContext(session, key, entry.attempts)
+        step = StepContext(session, key, entry.attempts, entry.data.get("generation", 0))
         ephemeral = options.ephemeral and not session.lock.in_use
         if ephemeral:
             if not session.lock.held and not session.state_changed:
@@ -194,14 +289,20 @@ async def run_step(
         now = None
         session.body_will_run()
         timed_out = False
+        attempt = session.runtime.observer.step(session.actor, name, entry.attempts)
         try:
             with session.bodies.track():
-                output = await run_attempt(fn, step, options.timeout)
-            output = serde.roundtrip(
-                output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
-            )
-            _check_state(session, name)
+                if options.atomic:
+                    output = await _atomic_attempt(session, entry, name, fn, step)
+                else:
+                    output = await run_attempt(fn, step, options.timeout)
+            if not options.atomic:
+                output = serde.roundtrip(
+                    output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
+                )
+                _check_state(session, name)
         except (asyncio.CancelledError, errors.WorkflowSignal):
+            attempt.end(observe.ABANDONED)
             if not ephemeral:
                 session.lock.abandon()
             raise
@@ -214,11 +315,10 @@ async def run_step(
                 # the state this body left cannot be stored: go on from the last stored state
                 await session.load_stored_state()
         else:
-            entry.status = ports.ENTRY_COMPLETED
-            entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
-            entry.data["output"] = output
-            entry.completed_at = session.stamp()
-            session.writes.record(entry)
+            attempt.end(ports.ENTRY_COMPLETED)
+            if not options.atomic:  # an atomic step's outcome is committed already
+                _complete(entry, output, session.stamp())
+                session.writes.record(entry)
             if rollback is not None:
                 session.collect_rollback(key, name, rollback, options, output)
             if ephemeral:
@@ -238,6 +338,13 @@ async def run_step(
             }
         else:
             error = serde.error_to_dict(failure)
+        entry.data = retry.finish_attempt(
+            entry.data,
+            entry.attempts,
+            retry.ATTEMPT_TIMED_OUT if timed_out else retry.ATTEMPT_FAILED,
+            session.stamp(),
+            error,
+        )
         cls = retry.classify(failure, timed_out=timed_out, options=options)
         will_retry = cls == retry.RETRYABLE and entry.attempts <= options.max_retries
         entry.error = error
@@ -272,6 +379,7 @@ async def run_step(
             else:
                 kind, raised = cls, cls
             entry.data["failure"] = {"kind": kind, "raised": raised}
+        attempt.end(entry.status, failure)
         session.writes.record(entry)
         if not will_retry:
             logger.warning(

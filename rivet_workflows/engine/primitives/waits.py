@@ -107,10 +107,12 @@ async def run_next_batch(
         for i in range(int(count_entry.data.get("count", 0))):
             entry = history.visit(f"{key}:{i}", "message", name)
             if entry is None:
-                raise errors.HistoryDivergedError(
-                    f"queue wait {key!r} recorded {count_entry.data.get('count')} messages but entry {i} is "
-                    "missing",
-                    location=key,
+                raise history.diverged(
+                    errors.HistoryDivergedError(
+                        f"queue wait {key!r} recorded {count_entry.data.get('count')} messages but entry {i} "
+                        "is missing",
+                        location=key,
+                    )
                 )
             received.append(QueueMessage(session, entry))
         return received
@@ -175,6 +177,7 @@ async def run_next_batch(
         entry.status = ports.MESSAGE_RECEIVED
         received.append(QueueMessage(session, entry))
         session.writes.receive(record.id)
+        session.runtime.observer.message_received(session.actor, record.name, record.trace_context)
     # Receiving and recording commit together, in the run's next commit: the one that starts the next
     # step (before its body runs), a wait's, or the run's last. Until then the messages stay pending in
     # the store, so a run that dies first leaves them to be received again by the next run.

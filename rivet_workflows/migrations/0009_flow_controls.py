@@ -90,7 +90,7 @@ def drop_flow_admit(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rivet_workflows", "0003_use_actor_api_permission"),
+        ("rivet_workflows", "0008_actor_replay_generation"),
     ]
 
     operations = [

@@ -1,0 +1,282 @@
+"""The admin dashboard (DESIGN.md section 12): counts per type and state, the last hour's completions and
+failures per minute as an inline SVG chart (no CDN, no script), expired leases, the oldest due actor and
+the steps failing most. Reads only; every number is one aggregate query on the actor or history table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncMinute
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from .. import display, models
+from ..engine import inspector, ports
+from .actors import _STATE_COLORS, _runtime, state_badge
+
+#: the chart's window and its buckets
+MINUTES = 60
+#: how many rows the lists (expired leases, failing steps) show
+TOP = 10
+
+_ITERATION = re.compile(r"/~\d+(?=/|$)")
+_STATES = (
+    ports.PENDING,
+    ports.RUNNING,
+    ports.SLEEPING,
+    ports.ROLLING_BACK,
+    ports.COMPLETED,
+    ports.FAILED,
+    ports.CANCELLED,
+)
+
+
+@dataclass
+class Minute:
+    """One bucket of the chart: its start and the workflows that completed and failed in it."""
+
+    at: datetime
+    completed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class Dashboard:
+    """What the page shows (``build``)."""
+
+    now: datetime
+    states: list[str]
+    counts: list[tuple[str, list[int], int]]  # (type, count per state, total)
+    totals: list[int]
+    minutes: list[Minute]
+    expired: list[models.Actor] = field(default_factory=list)
+    expired_count: int = 0
+    oldest_due: models.Actor | None = None
+    failing: list[dict] = field(default_factory=list)
+
+
+def _live() -> Any:
+    return models.Actor.objects.filter(destroyed=False)
+
+
+def _counts(registry: Any) -> tuple[list[str], list[tuple[str, list[int], int]], list[int]]:
+    """Actors per type and workflow state (``no_workflow`` for types without a run function)."""
+    run_less = inspector.run_less_types(registry)
+    grid: dict[str, dict[str, int]] = {}
+    for row in _live().values("name", "workflow_state").annotate(n=Count("pk")).order_by():
+        state = inspector.NO_WORKFLOW if row["name"] in run_less else row["workflow_state"]
+        cells = grid.setdefault(row["name"], {})
+        cells[state] = cells.get(state, 0) + row["n"]
+    states = [s for s in _STATES if any(s in cells for cells in grid.values())]
+    if any(inspector.NO_WORKFLOW in cells for cells in grid.values()):
+        states.append(inspector.NO_WORKFLOW)
+    counts = [
+        (name, [grid[name].get(s, 0) for s in states], sum(grid[name].values())) for name in sorted(grid)
+    ]
+    totals = [sum(row[1][i] for row in counts) for i in range(len(states))]
+    return states, counts, totals
+
+
+def _minutes(now: datetime) -> list[Minute]:
+    """Completions and failures per minute over the last hour: workflows now ``completed`` or ``failed``
+    whose last change (``updated_at``, which moves on changes only) falls in the minute."""
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=MINUTES - 1)
+    buckets = [Minute(start + timedelta(minutes=i)) for i in range(MINUTES)]
+    rows = (
+        _live()
+        .filter(workflow_state__in=[ports.COMPLETED, ports.FAILED], updated_at__gte=start)
+        .annotate(minute=TruncMinute("updated_at"))
+        .values("minute", "workflow_state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for row in rows:
+        index = int((row["minute"] - start).total_seconds() // 60)
+        if 0 <= index < MINUTES:
+            bucket = buckets[index]
+            if row["workflow_state"] == ports.COMPLETED:
+                bucket.completed += row["n"]
+            else:
+                bucket.failed += row["n"]
+    return buckets
+
+
+def _failing() -> list[dict]:
+    """The steps failing most: failed and exhausted step entries by actor type and step (loop iterations
+    merged), with the attempts they used, most first."""
+    rows = (
+        models.HistoryEntry.objects.filter(
+            kind="step", status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED], actor__destroyed=False
+        )
+        .values("actor__name", "key")
+        .annotate(
+            n=Count("pk"), attempts=Sum("attempts"), exhausted=Count("pk", filter=Q(status="exhausted"))
+        )
+        .order_by()
+    )
+    merged: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        step = _ITERATION.sub("/~n", row["key"])
+        item = merged.setdefault(
+            (row["actor__name"], step),
+            {"type": row["actor__name"], "step": step, "entries": 0, "attempts": 0, "exhausted": 0},
+        )
+        item["entries"] += row["n"]
+        item["attempts"] += row["attempts"] or 0
+        item["exhausted"] += row["exhausted"]
+    ranked = sorted(merged.values(), key=lambda i: (-i["entries"], -i["attempts"], i["type"], i["step"]))
+    return ranked[:TOP]
+
+
+def build() -> Dashboard:
+    """Read everything the dashboard shows, at the store's clock."""
+    runtime = _runtime()
+    now = runtime.store.now()
+    states, counts, totals = _counts(runtime.registry)
+    unfinished = _live().exclude(workflow_state__in=list(ports.FINISHED_STATES))
+    expired = unfinished.filter(lease_owner__isnull=False, lease_expires_at__lt=now)
+    due = unfinished.filter(wake_at__lte=now).filter(
+        Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
+    )
+    return Dashboard(
+        now=now,
+        states=states,
+        counts=counts,
+        totals=totals,
+        minutes=_minutes(now),
+        expired=list(expired.order_by("lease_expires_at")[:TOP]),
+        expired_count=expired.count(),
+        oldest_due=due.order_by("wake_at", "created_at").first(),
+        failing=_failing(),
+    )
+
+
+# --- the chart ---------------------------------------------------------------------------------------
+
+_W, _H, _LEFT, _BOTTOM, _TOP_PAD = 720, 180, 36, 22, 10
+
+
+def chart_svg(minutes: list[Minute]) -> str:
+    """Completions (green) and failures (red) per minute as side-by-side bars in an inline SVG, with the
+    y axis' maximum, the minutes-ago ticks and each bar's count as its tooltip (``<title>``)."""
+    peak = max([1] + [max(m.completed, m.failed) for m in minutes])
+    plot_w, plot_h = _W - _LEFT - 8, _H - _BOTTOM - _TOP_PAD
+    slot = plot_w / max(len(minutes), 1)
+    bar = max(slot / 2 - 1, 1)
+    base = _TOP_PAD + plot_h
+    bars = []
+    for i, minute in enumerate(minutes):
+        x = _LEFT + i * slot
+        label = display.format_time(minute.at, date=False)
+        for offset, value, color, what in (
+            (0, minute.completed, _STATE_COLORS[ports.COMPLETED], "completed"),
+            (bar, minute.failed, _STATE_COLORS[ports.FAILED], "failed"),
+        ):
+            if value:
+                h = value / peak * plot_h
+                bars.append(
+                    (
+                        f"{x + offset:.1f}",
+                        f"{base - h:.1f}",
+                        f"{bar:.1f}",
+                        f"{h:.1f}",
+                        color,
+                        what,
+                        f"{value} {what} at {label}",
+                    )
+                )
+    rects = format_html_join(
+        "",
+        '<rect x="{}" y="{}" width="{}" height="{}" fill="{}" class="rivet-bar-{}"><title>{}</title></rect>',
+        bars,
+    )
+    last = len(minutes) - 1
+    marks = [(0, "-1 h")] + [(last - ago, f"-{ago} min") for ago in (45, 30, 15) if last - ago > 0]
+    ticks = format_html_join(
+        "",
+        '<text x="{}" y="{}" text-anchor="middle">{}</text>',
+        [(f"{_LEFT + i * slot + slot / 2:.1f}", _H - 6, text) for i, text in [*marks, (last, "now")]],
+    )
+    return format_html(
+        '<svg id="rivet-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}"'
+        ' role="img" aria-label="completions and failures per minute over the last hour"'
+        ' font-size="10" fill="currentColor">'
+        '<line x1="{left}" y1="{base}" x2="{right}" y2="{base}" stroke="#999"/>'
+        '<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#999"/>'
+        '<text x="{lx}" y="{ty}" text-anchor="end">{peak}</text><text x="{lx}" y="{base}" text-anchor="end">0</text>'
+        "{rects}{ticks}</svg>",
+        w=_W,
+        h=_H,
+        left=_LEFT,
+        right=_W - 8,
+        base=f"{base:.1f}",
+        top=_TOP_PAD,
+        lx=_LEFT - 4,
+        ty=_TOP_PAD + 8,
+        peak=peak,
+        rects=rects,
+        ticks=ticks,
+    )
+
+
+# --- the page ----------------------------------------------------------------------------------------
+
+
+@admin.register(models.Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """The dashboard as the admin page of the ``Dashboard`` proxy model, so it sits at
+    ``/admin/rivet_workflows/dashboard/`` and the app index links it; it needs the actors' view permission."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_active and request.user.has_perm("rivet_workflows.view_actor")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="rivet_workflows_dashboard_changelist",
+            )
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        """The dashboard page."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        data = build()
+        actors = reverse("admin:rivet_workflows_actor_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Workflows dashboard",
+            "data": data,
+            "state_badges": [state_badge(s) for s in data.states],
+            "chart": chart_svg(data.minutes),
+            "completed_hour": sum(m.completed for m in data.minutes),
+            "failed_hour": sum(m.failed for m in data.minutes),
+            "actors_url": actors,
+            "overdue": display.duration((data.now - data.oldest_due.wake_at).total_seconds())
+            if data.oldest_due is not None and data.oldest_due.wake_at is not None
+            else "",
+        }
+        return TemplateResponse(request, "rivet_workflows/admin/dashboard.html", context)

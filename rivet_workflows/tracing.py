@@ -1,0 +1,130 @@
+"""OpenTelemetry spans of rivet_workflows (DESIGN.md section 14): the engine observer that traces.
+
+Spans (tracer ``rivet_workflows``):
+
+* ``rivet.create`` (producer) when the client creates an actor: ``rivet.actor.name``, ``rivet.actor.id``;
+* ``rivet.send`` (producer) when a message is sent: ``rivet.actor.name``, ``rivet.actor.id``,
+  ``rivet.queue.name``;
+* ``rivet.run`` (consumer) per executor run: ``rivet.actor.name``, ``rivet.actor.id``, at the end
+  ``rivet.workflow.state`` (``evicted`` when the run lost its lease);
+* ``rivet.step`` per step attempt, a child of its run: ``rivet.step.name``, ``rivet.step.attempt``,
+  ``rivet.step.status`` (completed, failed, exhausted, abandoned), the exception recorded on failure.
+
+The W3C trace context of the creating request (the span current when ``create``/``get_or_create`` ran, or
+the ``rivet.create`` span itself) is stored with the actor (``Actor.trace_context``), so every run of the
+actor is a child of it, in whichever process it runs; the context of a send is stored with the message
+(``QueueMessage.trace_context``) and the run that receives it links to it. Only the API is needed: without
+a configured SDK every span is a no-op and nothing is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from .engine import observe
+
+TRACER_NAME = "rivet_workflows"
+
+_tracer = trace.get_tracer(TRACER_NAME)  # a proxy: it follows the SDK the project sets up later
+
+
+class SpanObservation(observe.Observation):
+    """A started span, current until ``end`` (so the spans of step bodies, HTTP clients say, nest in it)."""
+
+    __slots__ = ("span", "token", "status_key")
+
+    def __init__(self, span: trace.Span, status_key: str | None) -> None:
+        self.span = span
+        self.status_key = status_key
+        self.token = otel_context.attach(trace.set_span_in_context(span))
+
+    def end(self, status: str | None = None, error: BaseException | None = None) -> None:
+        if self.token is None:  # ended already
+            return
+        span, token, self.token = self.span, self.token, None
+        if status is not None and self.status_key is not None:
+            span.set_attribute(self.status_key, status)
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        try:
+            otel_context.detach(token)
+        finally:
+            span.end()
+
+    def set(self, name: str, value: Any) -> None:
+        self.span.set_attribute(name, value)
+
+    def trace_context(self) -> dict | None:
+        if not self.span.get_span_context().is_valid:
+            return None
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(self.span))
+        return carrier or None
+
+
+def _parent(carrier: dict | None) -> Any:
+    return propagate.extract(carrier) if carrier else None
+
+
+def _links(carrier: dict | None) -> list[Link]:
+    if not carrier:
+        return []
+    context = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+    return [Link(context)] if context.is_valid else []
+
+
+class TracingObserver(observe.Observer):
+    """The engine observer that makes the spans of the module docstring."""
+
+    def __init__(self, tracer: Any = None) -> None:
+        self.tracer = tracer if tracer is not None else _tracer
+
+    def run(self, actor: Any, now: Any) -> observe.Observation:
+        span = self.tracer.start_span(
+            "rivet.run",
+            context=_parent(actor.trace_context),
+            kind=SpanKind.CONSUMER,
+            attributes={"rivet.actor.name": actor.name, "rivet.actor.id": actor.actor_id},
+        )
+        return SpanObservation(span, "rivet.workflow.state")
+
+    def step(self, actor: Any, step: str, attempt: int) -> observe.Observation:
+        span = self.tracer.start_span(
+            "rivet.step",
+            attributes={
+                "rivet.actor.name": actor.name,
+                "rivet.actor.id": actor.actor_id,
+                "rivet.step.name": step,
+                "rivet.step.attempt": attempt,
+            },
+        )
+        return SpanObservation(span, "rivet.step.status")
+
+    def send(self, name: str, actor_id: str, queue: str) -> observe.Observation:
+        span = self.tracer.start_span(
+            "rivet.send",
+            kind=SpanKind.PRODUCER,
+            attributes={"rivet.actor.name": name, "rivet.actor.id": actor_id, "rivet.queue.name": queue},
+        )
+        return SpanObservation(span, None)
+
+    def create(self, name: str, key: list) -> observe.Observation:
+        span = self.tracer.start_span(
+            "rivet.create", kind=SpanKind.PRODUCER, attributes={"rivet.actor.name": name}
+        )
+        return SpanObservation(span, None)
+
+    def message_received(self, actor: Any, queue: str, trace_context: dict | None) -> None:
+        span = trace.get_current_span()
+        for link in _links(trace_context):
+            span.add_link(link.context, {"rivet.queue.name": queue})
+
+
+def observer() -> TracingObserver:
+    """The tracing observer (spans go to whatever tracer provider the project configured)."""
+    return TracingObserver()

@@ -1,0 +1,100 @@
+"""The admin dashboard (counts, the last hour's chart, expired leases, oldest due actor, failing steps) and
+the actor list's bulk actions with their confirmation page and permission (DESIGN.md section 12)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.urls import reverse
+
+from rivet_workflows import models
+from tests.api.support import api_user
+
+DASHBOARD = "/admin/rivet_workflows/dashboard/"
+LIST = "/admin/rivet_workflows/actor/"
+
+
+@pytest.fixture
+def root(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    return client
+
+
+def test_the_dashboard_counts_charts_and_lists_what_needs_attention(root, rivet):
+    failed = [rivet.failed_order(f"f{i}") for i in range(2)]
+    done = rivet.client.order.get_or_create("ok")
+    rivet.drain()
+    rivet.client.counter.get_or_create("c")
+    stuck = rivet.client.order.get_or_create("stuck")
+    now = rivet.runtime.store.now()
+    models.Actor.objects.filter(pk=stuck.actor_id).update(
+        lease_owner="dead-worker",
+        lease_expires_at=now - timedelta(seconds=5),
+        wake_at=now - timedelta(minutes=3),
+    )
+    assert reverse("admin:rivet_workflows_dashboard_changelist") == DASHBOARD
+    index = root.get("/admin/rivet_workflows/").content.decode()
+    assert f'href="{DASHBOARD}"' in index  # linked from the app index
+    page = root.get(DASHBOARD)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="rivet-chart"' in html and "<svg" in html and "cdn" not in html.lower()
+    assert html.count('class="rivet-bar-failed"') == 1 and 'class="rivet-bar-completed"' in html
+    assert "2 failed at" in html  # the tooltip of the minute both failed in
+    assert '<dd id="rivet-failed-hour">2</dd>' in html and '<dd id="rivet-completed-hour">1</dd>' in html
+    assert '<dd id="rivet-expired-count">1</dd>' in html
+    assert f"/admin/rivet_workflows/actor/{stuck.actor_id}/change/" in html  # oldest due and expired
+    assert "<code>charge</code>" in html  # the failing step
+    assert 'data-type="order"' in html and 'data-type="counter"' in html
+    assert done.workflow_state() == "completed" and len(failed) == 2
+
+
+def test_the_dashboard_needs_the_view_permission(client, rivet, django_user_model):
+    client.force_login(api_user(django_user_model, "nobody", "use_actor_api", is_staff=True))
+    assert client.get(DASHBOARD).status_code == 403
+    client.force_login(api_user(django_user_model, "viewer", "view_actor", is_staff=True))
+    assert client.get(DASHBOARD).status_code == 200
+
+
+def _select(client, action, ids, **extra):
+    return client.post(LIST, {"action": action, ACTION_CHECKBOX_NAME: ids, **extra}, follow=True)
+
+
+def test_bulk_recover_asks_first_then_recovers_and_records_each_actor(root, rivet):
+    failed = [rivet.failed_order(f"f{i}") for i in range(2)]
+    fine = rivet.client.order.get_or_create("fine")
+    rivet.drain()
+    ids = [h.actor_id for h in (*failed, fine)]
+    confirm = _select(root, "recover_selected", ids).content.decode()
+    assert 'id="rivet-bulk-confirm"' in confirm and "Recover 3 workflows?" in confirm
+    assert all(h.workflow_state() == "failed" for h in failed)  # nothing done before the confirmation
+    done = _select(
+        root, "recover_selected", ids, post="yes", reason="payment provider is back"
+    ).content.decode()
+    assert "Bulk recover: 2 done, 1 had nothing to recover, 0 refused." in done
+    rivet.drain()
+    assert all(h.workflow_state() == "completed" for h in failed)
+    for handle in failed:
+        (row,) = rivet.runtime.store.operator_actions(handle.actor_id)
+        assert (row.action, row.who, row.reason) == ("bulk_recover", "root", "payment provider is back")
+    assert rivet.runtime.store.operator_actions(fine.actor_id) == []
+
+
+def test_bulk_cancel_needs_the_replay_permission(client, rivet, django_user_model):
+    handle = rivet.client.waiter.get_or_create("w")
+    rivet.drain()
+    client.force_login(api_user(django_user_model, "viewer", "view_actor", is_staff=True))
+    page = client.get(LIST).content.decode()
+    assert "cancel_selected" not in page  # the action is not offered
+    _select(client, "cancel_selected", [handle.actor_id], post="yes")  # posted anyway: ignored
+    assert handle.workflow_state() != "cancelled"
+    assert rivet.runtime.store.operator_actions(handle.actor_id) == []
+    client.force_login(
+        api_user(django_user_model, "operator", "view_actor", "replay_workflow", is_staff=True)
+    )
+    done = _select(client, "cancel_selected", [handle.actor_id], post="yes", reason="").content.decode()
+    assert "Bulk cancel: 1 done" in done and handle.workflow_state() == "cancelled"
+    (row,) = rivet.runtime.store.operator_actions(handle.actor_id)
+    assert (row.action, row.who, row.reason) == ("bulk_cancel", "operator", None)

@@ -49,3 +49,26 @@ def test_pause_needs_the_inspector_write_access(rivet, client):
     assert client.post(path, data="{}", content_type="application/json").status_code == 401
     ok = client.post(path, data="{}", content_type="application/json", HTTP_AUTHORIZATION="Bearer secret")
     assert ok.status_code == 200 and ok.json()["changed"] is True
+
+
+def test_pause_and_resume_are_operator_actions_in_the_audit(rivet, client):
+    rivet.configure(DEV_MODE=False, INSPECTOR_TOKEN="secret")
+    handle = rivet.client.waiter.get_or_create("w4")
+    rivet.drain()
+    auth = {"HTTP_AUTHORIZATION": "Bearer secret"}
+    path = f"/api/rivet/actors/{handle.actor_id}/inspector"
+
+    def call(verb, body):
+        return client.post(f"{path}/workflow/{verb}", data=body, content_type="application/json", **auth)
+
+    assert call("pause", '{"reason": "db maintenance"}').json()["changed"] is True
+    assert call("pause", '{"reason": "again"}').json()["changed"] is False  # a no-op: no audit row
+    assert call("resume", '{"reason": "done"}').json()["changed"] is True
+    handle.pause()  # the Python API: who "python"
+    rows = client.get(f"{path}/audit", **auth).json()["items"]
+    assert [(r["action"], r["who"], r["reason"]) for r in rows] == [
+        ("pause", "python", None),
+        ("resume", "token", "done"),
+        ("pause", "token", "db maintenance"),
+    ]
+    assert all(r["archived_entries"] == [] for r in rows)

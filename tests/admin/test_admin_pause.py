@@ -22,6 +22,11 @@ def test_pause_and_resume_buttons(admin_client_, rivet):  # noqa: F811
     text = admin_client_.post(resume, follow=True).content.decode()
     assert "Resumed: it runs again." in text and handle.workflow_state() == "sleeping"
     assert admin_client_.get(pause).status_code == 405  # POST only
+    rows = rivet.runtime.store.operator_actions(handle.actor_id)  # the audit: who is the signed-in user
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("resume", "root", None),
+        ("pause", "root", "incident 42"),
+    ]
 
 
 def test_pause_needs_the_replay_permission(client, django_user_model, rivet):

@@ -31,6 +31,11 @@ def test_pause_and_resume_by_actor_and_by_type(rivet):  # noqa: F811
     assert "resumed: 2" in out
     assert "unchanged (not paused): 1" in run("resume", "--actor", one.actor_id)
     assert one.workflow_state() == two.workflow_state() == "sleeping"
+    rows = rivet.runtime.store.operator_actions(one.actor_id)  # newest first; the no-ops wrote none
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("resume", "command", None),
+        ("pause", "command", "deploy"),
+    ]
 
 
 def test_pause_needs_a_choice_and_a_known_actor(rivet):  # noqa: F811

@@ -132,7 +132,14 @@ class ReadOnlyStore(ports.BaseStore):
     def flow_retry_at(self, actor_id: str) -> datetime | None:
         return self._store.flow_retry_at(actor_id)
 
-    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
         return self._refuse("set_paused")
 
     def destroy_actor(self, actor_id: str) -> None:

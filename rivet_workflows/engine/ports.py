@@ -201,10 +201,19 @@ class Store(Protocol):
         its window + ``rate_per``); None when no rate limit holds it back."""
 
     @abstractmethod
-    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: OperatorActionRecord | None = None,
+    ) -> bool:
         """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished workflow is
         not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
-        its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ActorNotFoundError."""
+        its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ``audit``: the
+        operator action written in the same transaction when it changed the actor (none when it did not).
+        ActorNotFoundError."""
 
     @abstractmethod
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:

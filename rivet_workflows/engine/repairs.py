@@ -476,23 +476,19 @@ def check_recover(
 def pause(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
     """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
     ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
-    ``"command"``), in the audit row ``pause`` written once paused (no lease: no fenced commit carries it).
+    ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
     True when it paused it, False if paused already or finished. ActorNotFoundError; ValueError (bad who)."""
     row = audit.action_record(actor_id, audit.PAUSE, who, reason)  # refuse a bad who before the change
-    if not runtime.store.set_paused(actor_id, True, reason):
-        return False
-    runtime.store.record_operator_action(row)
-    return True
+    return runtime.store.set_paused(actor_id, True, reason, audit=row)
 
 
 def resume(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
     """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
     it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
-    ``reason`` as ``pause``) once resumed. False (nothing done) when it was not paused; as ``pause`` else."""
+    ``reason`` as ``pause``) with it. False (nothing done) when it was not paused; as ``pause`` else."""
     row = audit.action_record(actor_id, audit.RESUME, who, reason)
-    if not runtime.store.set_paused(actor_id, False):
+    if not runtime.store.set_paused(actor_id, False, audit=row):
         return False
-    runtime.store.record_operator_action(row)
     wake_at = runtime.store.get_actor(actor_id).wake_at
     if wake_at is not None and wake_at <= runtime.store.now():
         runtime.wake(actor_id)

@@ -427,9 +427,17 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             return None
         return mapper.utc(starts[0]) + timedelta(seconds=row["rate_per"])
 
-    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
-        """Pause (recording ``reason``) or resume the actor in one conditional UPDATE; True when it changed.
-        Pausing a finished workflow changes nothing. ActorNotFoundError for an unknown actor."""
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
+        """Pause (recording ``reason``) or resume the actor in one conditional UPDATE, with the ``audit`` row
+        in the same transaction when it changed; True when it changed. Pausing a finished workflow changes
+        nothing. ActorNotFoundError for an unknown actor."""
         with self._atomic():
             now = self.now()
             rows = self._actors().filter(pk=actor_id, destroyed=False)
@@ -445,6 +453,8 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 )
             if not changed and not rows.exists():
                 raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+            if changed and audit is not None:
+                self._write_audit(actor_id, audit, now)
         return changed == 1
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:

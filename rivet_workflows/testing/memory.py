@@ -340,8 +340,17 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
                 return None
             return min(starts) + timedelta(seconds=row.rate_per)
 
-    def set_paused(self, actor_id: str, paused: bool, reason: str | None = None) -> bool:
-        """Pause or resume the actor (see ``ports.Store.set_paused``); True when that changed it."""
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
+        """Pause or resume the actor (see ``ports.Store.set_paused``), with the ``audit`` row when that
+        changed it; True when it did."""
+        stored = encode_action(audit) if audit is not None else None
         with self._lock:
             row = self._row(actor_id)
             if paused:
@@ -353,6 +362,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
                     return False
                 row.paused_at, row.pause_reason = None, None
             row.updated_at = self.now()
+            if stored is not None:
+                self._write_audit(actor_id, stored, row.updated_at)
             self._changed.notify_all()
             return True
 

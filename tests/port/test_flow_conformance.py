@@ -235,3 +235,21 @@ def test_a_paused_actor_sets_no_deadline(h):
     assert h.store.next_deadline() is None  # drain does not wait for it
     h.store.set_paused(actor_id, False)
     assert h.store.next_deadline() is not None
+
+
+def test_set_paused_writes_its_audit_row_with_the_change_only(h):
+    actor_id = h.new_actor("p", due=True)
+
+    def row(action, reason=None):
+        return ports.OperatorActionRecord(actor_id=actor_id, action=action, who="carol", reason=reason)
+
+    assert h.store.set_paused(actor_id, True, "deploy", audit=row("pause", "deploy")) is True
+    assert h.store.set_paused(actor_id, True, "again", audit=row("pause", "again")) is False  # no row
+    assert h.store.set_paused(actor_id, False, audit=row("resume")) is True
+    assert h.store.set_paused(actor_id, False, audit=row("resume", "twice")) is False
+    rows = h.store.operator_actions(actor_id)
+    assert [(r.action, r.who, r.reason) for r in rows] == [
+        ("resume", "carol", None),
+        ("pause", "carol", "deploy"),
+    ]
+    assert all(r.at is not None and r.id for r in rows)

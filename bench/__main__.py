@@ -51,6 +51,9 @@ FULL: dict[str, dict[str, Any]] = {
         },
         "dbos": {"workflows": 2000, "processes": 2, "concurrency": 8},
     },
+    "P8": {
+        "ours": {"actors": 10000, "batch": 100, "rounds": 4, "tenants": 1000, "limit": 10, "singles": 500}
+    },
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
@@ -74,8 +77,9 @@ SMOKE: dict[str, dict[str, Any]] = {
         "ours": {"workflows": 20, "processes": 2, "concurrency": 2, "single_process_workflows": 10},
         "dbos": {"workflows": 20, "processes": 2, "concurrency": 2},
     },
+    "P8": {"ours": {"actors": 200, "batch": 50, "rounds": 1, "tenants": 20, "limit": 10, "singles": 50}},
 }
-ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7"]
+ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7", "P8"]
 
 
 def ours_env() -> dict[str, str]:

@@ -579,6 +579,130 @@ def p4_idle(small: int = 10, large: int = 10000, rounds: int = 50) -> dict[str, 
     return out
 
 
+def _due_rows(name: str, total: int, flow: Any) -> None:
+    """``total`` due actors of type ``name`` (wake_at spread over the last hour) as bulk-inserted rows with
+    the flow columns ``flow(i)`` (a ``ports.Flow`` or None) would record: what ``create_actor`` writes."""
+    import uuid
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from rivet_workflows import models
+    from rivet_workflows.storage import key_text, mapper
+
+    start = timezone.now() - timedelta(hours=1)
+    rows = []
+    for i in range(total):
+        key = [f"{name}-{i}"]
+        at = start + timedelta(seconds=i * 3600 / total)
+        rows.append(
+            models.Actor(
+                actor_id=uuid.uuid4().hex,
+                name=name,
+                key=key,
+                key_text=key_text(key),
+                state={},
+                workflow_state="sleeping",
+                wake_at=at,
+                created_at=at,
+                updated_at=at,
+                **mapper.flow_columns(flow(i)),
+            )
+        )
+    with transaction.atomic():
+        models.Actor.objects.bulk_create(rows, batch_size=2000)
+
+
+def _claim_everything(store: Any, name: str, batch: int, *, one_by_one: int = 0) -> tuple[float, int]:
+    """Seconds to claim every due actor of ``name`` (others paused meanwhile) with ``claim_due(batch)``,
+    or, with ``one_by_one``, that many of them with single ``claim`` calls; and how many were claimed."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from rivet_workflows import models
+
+    models.Actor.objects.update(lease_owner=None, lease_expires_at=None, paused_at=None)
+    models.Actor.objects.filter(~Q(name=name)).update(paused_at=timezone.now())
+    claimed = 0
+    if one_by_one:
+        ids = list(models.Actor.objects.filter(name=name).values_list("pk", flat=True)[:one_by_one])
+        t0 = time.perf_counter()
+        for actor_id in ids:
+            claimed += store.claim(actor_id, "bench", 300) is not None
+        return time.perf_counter() - t0, claimed
+    t0 = time.perf_counter()
+    while True:
+        got = store.claim_due("bench", batch, 300)
+        if not got:
+            break
+        claimed += len(got)
+    return time.perf_counter() - t0, claimed
+
+
+def p8_flow_claim(
+    actors: int = 10000,
+    batch: int = 100,
+    rounds: int = 3,
+    tenants: int = 1000,
+    limit: int = 10,
+    singles: int = 2000,
+) -> dict[str, Any]:
+    """The claim with flow limits vs without (DESIGN.md section 12): ``actors`` due actors of a plain type,
+    of a type with ``Concurrency(limit, key=tenant)`` over ``tenants`` keys (``limit`` * ``tenants`` >=
+    ``actors``: every actor is admitted, so both claim the same number and the ratio is the price of the
+    check) and of that type with a ``RateLimit`` too. Each is claimed completely by ``claim_due(batch)``
+    calls (the sweep's claim) ``rounds`` times, the kinds interleaved, the best round taken (the median is
+    kept too; the best of several rounds also drops the cold first one); ``singles`` of them by ``claim`` (a run task's claim) likewise. Ratio limited / plain."""
+    _django()
+    from django.db import connection
+
+    from rivet_workflows import models, storage
+    from rivet_workflows.engine import ports
+
+    store = storage.store_for()
+    t0 = time.perf_counter()
+    kinds = {
+        "plain": lambda i: None,
+        "limited": lambda i: ports.Flow(concurrency_key=f"t{i % tenants}", concurrency_limit=limit),
+        "rated": lambda i: ports.Flow(
+            concurrency_key=f"t{i % tenants}", concurrency_limit=limit, rate_count=10**6, rate_per=60.0
+        ),
+    }
+    for name, flow in kinds.items():
+        _due_rows(f"p8_{name}", actors, flow)
+    with connection.cursor() as cur:
+        cur.execute(f"ANALYZE {models.Actor._meta.db_table}")
+    out: dict[str, Any] = {"actors": actors, "batch": batch, "tenants": tenants, "limit": limit}
+    out["setup_seconds"] = time.perf_counter() - t0
+    # Rounds interleave the kinds, and each kind's best round counts: the machine's other load (other
+    # processes) then weighs on every kind alike instead of on whichever ran during a busy spell.
+    times: dict[str, list[float]] = {name: [] for name in kinds}
+    counts: dict[str, list[int]] = {name: [] for name in kinds}
+    for _ in range(rounds):
+        for name in kinds:
+            models.FlowStart.objects.all().delete()
+            seconds, claimed = _claim_everything(store, f"p8_{name}", batch)
+            times[name].append(seconds)
+            counts[name].append(claimed)
+    for name in kinds:
+        out[f"{name}_seconds"] = min(times[name])
+        out[f"{name}_seconds_median"] = stats.percentile(times[name], 50)
+        out[f"{name}_claimed"] = min(counts[name])
+    singles_ms: dict[str, list[float]] = {name: [] for name in kinds}
+    for _ in range(rounds):
+        for name in kinds:
+            models.FlowStart.objects.all().delete()
+            seconds, claimed = _claim_everything(store, f"p8_{name}", batch, one_by_one=singles)
+            singles_ms[name].append(seconds * 1000 / max(claimed, 1))
+    for name in kinds:
+        out[f"{name}_single_ms"] = min(singles_ms[name])
+    out["limited_over_plain"] = out["limited_seconds"] / out["plain_seconds"]
+    out["rated_over_plain"] = out["rated_seconds"] / out["plain_seconds"]
+    out["single_limited_over_plain"] = out["limited_single_ms"] / out["plain_single_ms"]
+    return out
+
+
 def p5_timers(
     sleepers: int = 1000, seconds: float = 1.0, workers: int = 2, cap_seconds: float = 90.0
 ) -> dict[str, Any]:
@@ -731,6 +855,7 @@ BENCHES = {
     "P5": p5_timers,
     "P6": p6_scale_out,
     "P7": p7_throughput,
+    "P8": p8_flow_claim,
 }
 
 if __name__ == "__main__":

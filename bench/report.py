@@ -257,6 +257,35 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             ),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
+    if bench == "P8":
+        ratio = _get(ours, "limited_over_plain")
+        n = _fmt(_get(ours, "actors"))
+        return [
+            _row(f"claim_due of {n} due actors, no limits, s (best round)", _get(ours, "plain_seconds")),
+            _row(
+                f"claim_due of {n} due actors, Concurrency(limit, key) on {_fmt(_get(ours, 'tenants'))} keys, s",
+                _get(ours, "limited_seconds"),
+                None,
+                None,
+                ratio,
+                "limited/plain <= 1.2",
+                _cmp(ratio, "<=", 1.2),
+            ),
+            _row(
+                "claim_due, Concurrency and RateLimit, s",
+                _get(ours, "rated_seconds"),
+                None,
+                None,
+                _get(ours, "rated_over_plain"),
+            ),
+            _row(
+                "single claim ms, limited (ratio vs plain)",
+                _get(ours, "limited_single_ms"),
+                None,
+                _get(ours, "plain_single_ms"),
+                _get(ours, "single_limited_over_plain"),
+            ),
+        ]
     if bench == "P4":
         ratio = _get(ours, "large_over_small")
         msgs = _get(ours, "messages_large")
@@ -343,7 +372,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| bench | metric | ours | DBOS | limit | ratio | target | met |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for bench in ("P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7"):
+    for bench in ("P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7", "P8"):
         for r in (results.get(bench) or {}).get("rows", []):
             out.append(
                 f"| {bench} | {r['metric']} | {_fmt(r['ours'])} | {_fmt(r['dbos'])} | {_fmt(r['limit'])} | "

@@ -7,7 +7,9 @@ from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import WorkflowContext
 from .engine.definitions import (
     ActorDefinition,
+    Concurrency,
     Loop,
+    RateLimit,
     Registry,
     actor,
     event,
@@ -42,6 +44,7 @@ from .engine.errors import (
     StepOnlyError,
     StoreRejectedError,
     WorkflowInFlightError,
+    WorkflowTimeoutError,
 )
 from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
@@ -80,6 +83,7 @@ __all__ = [
     "ActorTypeNotRegisteredError",
     "AtomicStepError",
     "Client",
+    "Concurrency",
     "CriticalError",
     "DrainSummary",
     "EntryInProgressError",
@@ -95,9 +99,10 @@ __all__ = [
     "QueueWaitTimeoutError",
     "RaceError",
     "RaceResult",
+    "RateLimit",
     "ReentrantCallError",
-    "ReplayReport",
     "Registry",
+    "ReplayReport",
     "RivetWorkflowsError",
     "RollbackCheckpointError",
     "RollbackError",
@@ -117,6 +122,7 @@ __all__ = [
     "WorkflowErrorEvent",
     "WorkflowInFlightError",
     "WorkflowStepContextOf",
+    "WorkflowTimeoutError",
     "actor",
     "client",
     "drain",

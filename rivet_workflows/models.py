@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 def new_actor_id() -> str:
@@ -53,6 +53,19 @@ class Actor(models.Model):
     #: the W3C trace context (``{"traceparent": ...}``) of the request that created the actor: its runs join
     #: that trace (DESIGN.md section 14); None when no tracing was active
     trace_context = models.JSONField(null=True, blank=True)
+    # Flow controls recorded at creation (DESIGN.md section 12). ``concurrency_key`` is the group sharing
+    # the limits (NULL: none); a claim counts the group's live leases (``concurrency_limit``) and its run
+    # starts in the last ``rate_per`` seconds (``FlowStart``, ``rate_count``).
+    concurrency_key = models.TextField(null=True, blank=True)
+    concurrency_limit = models.IntegerField(null=True, blank=True)
+    rate_count = models.IntegerField(null=True, blank=True)
+    rate_per = models.FloatField(null=True, blank=True)
+    priority = models.IntegerField(default=0)
+    #: the workflow's timeout as an instant (creation + timeout, database clock)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    #: set while an operator has paused the actor (it is never claimed then)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.TextField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -67,6 +80,20 @@ class Actor(models.Model):
                 condition=Q(wake_at__isnull=False),
             ),
             models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
+            # claim_due's order for the actors with a priority (the rest come by wake_at, rivet_actor_due_idx):
+            # highest priority first, then earliest wake_at; partial, so sleepers of priority 0 cost nothing
+            models.Index(
+                F("priority").desc(),
+                "wake_at",
+                name="rivet_actor_prio_due_idx",
+                condition=Q(wake_at__isnull=False) & ~Q(priority=0),
+            ),
+            # a claim of a limited actor counts the live leases of its group
+            models.Index(
+                fields=["name", "concurrency_key", "lease_expires_at"],
+                name="rivet_actor_flow_idx",
+                condition=Q(concurrency_key__isnull=False, lease_owner__isnull=False),
+            ),
         ]
         permissions = [
             ("replay_workflow", "Can replay and recover workflows"),
@@ -177,6 +204,28 @@ class CronFire(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cron_id} @ {self.fired_at} ({self.status})"
+
+
+class FlowStart(models.Model):
+    """One run start (a claim) of a rate-limited actor: ``RateLimit(count, per)`` counts them per group
+    ``(name, group)`` over the last ``per`` seconds; rows older than the window are deleted by later claims.
+    ``(actor_id, lease_token)`` is unique: one claim is one start."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    group = models.TextField()
+    actor_id = models.CharField(max_length=32)
+    lease_token = models.BigIntegerField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["actor_id", "lease_token"], name="rivet_flowstart_claim_uniq"),
+        ]
+        indexes = [models.Index(fields=["name", "group", "started_at"], name="rivet_flowstart_window_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.group}] @ {self.started_at}"
 
 
 class OperatorAction(models.Model):

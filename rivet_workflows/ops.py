@@ -303,3 +303,34 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Tra
             last_fired_at__lt=cutoff,
         ).delete()
     return count
+
+
+def pause(
+    runtime: Any,
+    *,
+    actor_ids: list[str] | None = None,
+    names: list[str] | None = None,
+    reason: str | None = None,
+    resume: bool = False,
+    who: str = audit.COMMAND,
+) -> tuple[list[str], list[str]]:
+    """``rivet pause|resume``: pause (``resume=False``) or resume the actors ``actor_ids`` and every
+    unfinished actor of the types ``names`` through ``repairs.pause``/``repairs.resume`` (the one place
+    operator pauses happen; each change writes an audit row by ``who`` for ``reason``). Returns
+    ``(changed, unchanged)`` actor ids. ``ActorNotFoundError`` for an
+    unknown actor id; ``ValueError`` when neither ids nor names are given."""
+    if not actor_ids and not names:
+        raise ValueError("say which actors: --actor ID or --name TYPE")
+    chosen = list(actor_ids or [])
+    if names:
+        rows = _workflow_rows(runtime, names).exclude(workflow_state__in=sorted(ports.FINISHED_STATES))
+        chosen += [pk for pk in rows.order_by("created_at").values_list("pk", flat=True) if pk not in chosen]
+    changed: list[str] = []
+    unchanged: list[str] = []
+    for actor_id in chosen:
+        if resume:
+            done = repairs.resume(runtime, actor_id, reason, who=who)
+        else:
+            done = repairs.pause(runtime, actor_id, reason, who=who)
+        (changed if done else unchanged).append(actor_id)
+    return changed, unchanged

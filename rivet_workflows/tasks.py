@@ -149,7 +149,12 @@ def _run(runtime: Any, actor_id: str, token: int | None) -> None:
         # Left for a worker of another code version (a rolling deploy): this process must not keep the
         # wake-up, or it would always be the one to run it again; the sweep hands it to any worker.
         return
-    _wake_soon(actor_id, summary.wake_at)
+    wake_at = summary.wake_at
+    if not summary.ran and token is None:
+        # Not claimed: another executor holds it, or its flow limits held it back. A rate limit frees a
+        # slot at its window's end: queue the run for then (a concurrency slot wakes it on release).
+        wake_at = runtime.store.flow_retry_at(actor_id)
+    _wake_soon(actor_id, wake_at)
 
 
 #: a run that ends waiting until at most this many seconds from now keeps the wake-up in this worker

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, ports, repairs, serde
 from ..engine.cancel import cancel as cancel_workflow
 from .trace import error_details, pretty, trace_rows
 
@@ -44,6 +44,7 @@ _STATE_COLORS = {
     "rolling_back": "#fd7e14",
     "failed": "#dc3545",
     "cancelled": "#495057",
+    "paused": "#ffc107",
     inspector.NO_WORKFLOW: "#adb5bd",
 }
 
@@ -292,6 +293,8 @@ class ActorAdmin(admin.ModelAdmin):
         registry = _runtime().registry
         if obj.name in registry and registry.get(obj.name).run is None:
             return state_badge(inspector.NO_WORKFLOW)
+        if obj.paused_at is not None and obj.workflow_state not in ("completed", "failed", "cancelled"):
+            return state_badge("paused")
         return state_badge(obj.workflow_state)
 
     @admin.display(description="waiting on")
@@ -347,6 +350,16 @@ class ActorAdmin(admin.ModelAdmin):
                 "<str:actor_id>/recover/",
                 view(require_POST(self.recover_view)),
                 name="rivet_workflows_actor_recover",
+            ),
+            path(
+                "<str:actor_id>/pause/",
+                view(require_POST(self.pause_view)),
+                name="rivet_workflows_actor_pause",
+            ),
+            path(
+                "<str:actor_id>/resume/",
+                view(require_POST(self.resume_view)),
+                name="rivet_workflows_actor_resume",
             ),
         ]
         return extra + super().get_urls()
@@ -426,6 +439,12 @@ class ActorAdmin(admin.ModelAdmin):
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
+            "paused": record.paused,
+            "can_pause": can_replay
+            and not record.paused
+            and record.workflow_state not in ports.FINISHED_STATES,
+            "pause_url": reverse("admin:rivet_workflows_actor_pause", args=[record.actor_id]),
+            "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
         }
 
     def change_view(
@@ -522,3 +541,33 @@ class ActorAdmin(admin.ModelAdmin):
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: recover a failed workflow."""
         return self._repair(request, actor_id, "recover")
+
+    def pause_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: pause the actor (``reason``: optional text, at most 1000 characters); replay permission."""
+        return self._pause(request, actor_id, pause=True)
+
+    def resume_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: resume a paused actor; replay permission."""
+        return self._pause(request, actor_id, pause=False)
+
+    def _pause(self, request: HttpRequest, actor_id: str, *, pause: bool) -> HttpResponse:
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        reason = (request.POST.get("reason") or "").strip()[:1000] or None
+        who = request.user.get_username()
+        try:
+            if pause:
+                changed = repairs.pause(_runtime(), actor_id, reason, who=who)
+                text = (
+                    "Paused: no new step starts until it is resumed."
+                    if changed
+                    else "Not paused: it was paused already or has finished."
+                )
+            else:
+                changed = repairs.resume(_runtime(), actor_id, reason, who=who)
+                text = "Resumed: it runs again." if changed else "Not resumed: it was not paused."
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
+        return HttpResponseRedirect(back)

@@ -208,6 +208,21 @@ class AuditOut(Schema):
     items: list[OperatorActionOut]
 
 
+class PauseIn(Schema):
+    """``reason``: free text kept with the pause (at most 1000 characters); omitted or null = none."""
+
+    reason: str | None = Field(None, max_length=1000, pattern=inputs.TEXT_PATTERN)
+
+
+class PauseOut(Schema):
+    """``changed``: True when the call paused (resumed) the actor; ``workflowState`` after it."""
+
+    actorId: str
+    changed: bool
+    workflowState: str
+    pauseReason: str | None = None
+
+
 class RepairOut(Schema):
     actorId: str
     deleted: list[str]

@@ -354,6 +354,50 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
     return repairs.recover(runtime(), actor_id, who=who, reason=reason).as_dict()
 
 
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/pause",
+    response={200: s.PauseOut, **_errors(404, 413)},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Pause the actor",
+)
+def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn | None = None) -> Any:
+    """Pause the actor (DESIGN.md section 12): never claimed while paused, sends kept, a running step
+    finishes and no new one starts. ``{reason?}``; ``changed`` False when it was paused already or finished.
+    The audit row ``pause`` keeps ``reason`` and who (the user name, or ``"token"``). 404 for an unknown
+    actor; 400/422 for a bad body."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    changed = repairs.pause(runtime(), actor_id, reason, who=who)
+    return _pause_out(actor_id, changed)
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/resume",
+    response={200: s.PauseOut, **_errors(404, 413)},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Resume a paused actor",
+)
+def resume_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn | None = None) -> Any:
+    """Resume a paused actor; what came due meanwhile runs once. ``changed`` False (nothing done) when it
+    was not paused. ``{reason?}`` goes into the audit row ``resume`` (who as for pause). 404, 400/422."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    changed = repairs.resume(runtime(), actor_id, reason, who=who)
+    return _pause_out(actor_id, changed)
+
+
+def _pause_out(actor_id: str, changed: bool) -> dict[str, Any]:
+    record = runtime().store.get_actor(actor_id)
+    return {
+        "actorId": actor_id,
+        "changed": changed,
+        "workflowState": record.workflow_state,
+        "pauseReason": record.pause_reason,
+    }
+
+
 @router.get(
     "/actors/{actor_id}/inspector/audit",
     response={200: s.AuditOut, **_errors(404)},

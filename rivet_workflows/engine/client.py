@@ -5,16 +5,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from . import actions, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
-from .keys import normalize_key
+from .flow import flow_of
+from .keys import MAX_KEY_INT as MAX_KEY_INT
+from .keys import display_part as display_part
+from .keys import normalize_key as normalize_key
 from .reentrancy import check_not_reentrant
+from .sending import DESTROYED, gave_up
+from .sending import SendResult as SendResult
 from .settings import to_seconds
 
 if TYPE_CHECKING:
@@ -25,20 +29,6 @@ logger = logging.getLogger("rivet_workflows")
 
 
 ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
-
-
-@dataclass(frozen=True)
-class SendResult:
-    """Outcome of ``handle.send(..., wait=True)``: ``status`` is ``"completed"`` (with the ``response`` the
-    workflow passed to ``message.complete``) or ``"timed_out"`` (``response`` None). Spec: "Queues".
-
-    ``detail`` says why a send gave up: the timeout passed (and what became of the message), or the
-    workflow ended (completed, failed, cancelled) without completing the message, which ends the wait early.
-    """
-
-    status: Literal["completed", "timed_out"]
-    response: Any = None
-    detail: str | None = field(default=None, compare=False)
 
 
 #: how often (seconds) a waiting send also checks whether the workflow ended without answering
@@ -69,39 +59,6 @@ class _Backoff:
         pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
         self.pause = min(self.pause * 2, self.cap)
         return pause
-
-
-#: ``SendResult.detail`` of a waiting send whose actor was destroyed (its messages went with it)
-_DESTROYED = "the actor was destroyed before completing the message"
-
-
-def _gave_up(
-    runtime: Runtime, message: ports.MessageRecord, actor_id: str, timed_out: bool
-) -> SendResult | None:
-    """None while a waiting send should go on; else the ``timed_out`` result with its ``detail``."""
-    try:
-        state = runtime.store.get_actor(actor_id).workflow_state
-    except errors.ActorNotFoundError:
-        return SendResult("timed_out", None, _DESTROYED)
-    if state in ports.FINISHED_STATES:
-        # ``message`` was read before the state: the commit that finished the workflow may have completed it
-        try:
-            message = runtime.store.get_message(message.id)
-        except LookupError:
-            return SendResult("timed_out", None, _DESTROYED)
-        if message.status == ports.MESSAGE_COMPLETED:
-            return SendResult("completed", message.response)
-        return SendResult("timed_out", None, f"the workflow {state} without completing the message")
-    if not timed_out:
-        return None
-    if message.status == ports.MESSAGE_RECEIVED:
-        detail = (
-            "the workflow received the message but has not completed it (was it received with "
-            "completable=True, and does the workflow call message.complete()?)"
-        )
-    else:
-        detail = "the workflow has not received the message yet (is it waiting on this queue?)"
-    return SendResult("timed_out", None, f"timed out: {detail}")
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -231,9 +188,19 @@ class ActorTypeClient:
         runtime, definition = self.runtime, self.definition
         workflow = definition.run is not None
         store = runtime.store
+
+        def flow(state: Any) -> ports.Flow | None:
+            return flow_of(runtime, definition, key, state)
+
         if lookup_first:
             record, created = store.get_or_create_actor(
-                self.name, key, input, create_state, due=due, trace_context=trace_context
+                self.name,
+                key,
+                input,
+                create_state,
+                due=due,
+                trace_context=trace_context,
+                flow=flow if definition.has_flow else None,
             )
         else:
             try:
@@ -244,7 +211,7 @@ class ActorTypeClient:
                     raise
                 return self._handle(existing), False
             record, created = store.create_actor(
-                self.name, key, input, state, due=due, trace_context=trace_context
+                self.name, key, input, state, due=due, trace_context=trace_context, flow=flow(state)
             )
         handle = self._handle(record)
         if created:
@@ -363,13 +330,13 @@ class ActorHandle:
             try:
                 current = self.runtime.store.get_message(message.id)
             except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, _DESTROYED)
+                return SendResult("timed_out", None, DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or time.monotonic() >= next_check:
                 next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = _gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                result = gave_up(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
             # the pause: returns early when the store is told of the completion (Memory, PostgreSQL)
@@ -392,19 +359,19 @@ class ActorHandle:
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
         pause = sync_to_async(self.runtime.store.wait_for_message_completed, thread_sensitive=True)
-        gave_up = sync_to_async(_gave_up, thread_sensitive=True)
+        ended = sync_to_async(gave_up, thread_sensitive=True)
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             try:
                 current = await get(message.id)
             except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, _DESTROYED)
+                return SendResult("timed_out", None, DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
                 return SendResult("completed", current.response)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or time.monotonic() >= next_check:
                 next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = await gave_up(self.runtime, current, self.actor_id, remaining <= 0)
+                result = await ended(self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
             await pause(message.id, backoff.next_pause())
@@ -461,10 +428,25 @@ class ActorHandle:
         """
         return cancel_workflow(self.runtime, self.actor_id, reason=reason)
 
+    def pause(self, reason: str | None = None) -> bool:
+        """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
+        reads ``"paused"``. Sends are accepted and kept; a step running now finishes and no new step starts.
+        ``reason`` (str or None) is kept with the pause. True when this paused it, False when it was paused
+        already or its workflow has finished. ``ActorNotFoundError``."""
+        return repairs.pause(self.runtime, self.actor_id, reason)
+
+    def resume(self, reason: str | None = None) -> bool:
+        """Resume a paused actor: it runs again, and what came due while it was paused (a send, a sleep's
+        end, the workflow's timeout) takes effect once. ``reason`` goes into the audit row (who:
+        ``"python"``). True when it was paused, False (a no-op) otherwise."""
+        return repairs.resume(self.runtime, self.actor_id, reason)
+
     adestroy = _twin(destroy)
     areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
+    apause = _twin(pause)
+    aresume = _twin(resume)
 
     # --- reads --------------------------------------------------------------------------------------
 
@@ -477,7 +459,8 @@ class ActorHandle:
         return self.record().state
 
     def workflow_state(self) -> str:
-        """The workflow status: pending, running, sleeping, completed, rolling_back, failed or cancelled."""
+        """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled or
+        paused (an operator paused the actor: ``pause()``)."""
         return self.record().workflow_state
 
     arecord = _twin(record)

@@ -6,6 +6,7 @@ import copy
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,53 @@ def queue(description: str | None = None) -> QueueDefinition:
 def event(description: str | None = None) -> EventDefinition:
     """Declare a broadcast event for ``actor(events={"name": event()})`` (spec: error hook example)."""
     return EventDefinition(description)
+
+
+# --- flow controls (DESIGN.md section 12) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """``actor(concurrency=Concurrency(limit, key))``: at most ``limit`` actors of the type hold a lease at
+    once across all workers; with ``key`` (``key(c) -> str``, evaluated once when the actor is created, on
+    an actor context with ``c.key``, ``c.name`` and the initial ``c.state``) at most ``limit`` per key value.
+    ``concurrency=N`` is ``Concurrency(N)``. ``ValueError`` for a limit below 1."""
+
+    limit: int
+    key: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
+            raise ValueError(f"concurrency limit must be an int >= 1, got {self.limit!r}")
+        if self.key is not None and not callable(self.key):
+            raise TypeError("Concurrency key must be a callable key(c)")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """``actor(rate_limit=RateLimit(count, per))``: at most ``count`` runs of the type start in any window
+    of ``per`` seconds (float or timedelta), per key value when the type's ``Concurrency`` has a key.
+    ``ValueError`` for a count below 1 or a window that is not positive."""
+
+    count: int
+    per: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"rate limit count must be an int >= 1, got {self.count!r}")
+        per = self.per.total_seconds() if isinstance(self.per, timedelta) else self.per
+        if isinstance(per, bool) or not isinstance(per, (int, float)) or per <= 0:
+            raise ValueError(f"rate limit window must be positive seconds, got {self.per!r}")
+        object.__setattr__(self, "per", float(per))
+
+
+def _seconds(value: Any, label: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValueError(f"{label} must be positive seconds (float or timedelta), got {value!r}")
+    return float(seconds)
 
 
 # --- loops ----------------------------------------------------------------------------------------
@@ -138,9 +186,11 @@ class ActorDefinition:
     Fields: ``state``/``vars`` initial values (deep-copied per actor), ``create_state(input)`` or
     ``create_state(info, input)`` (``info`` has ``.name`` and ``.key``), ``create_vars()`` or
     ``create_vars(c)``, ``queues``/``events`` (dict name -> declaration), ``actions`` (dict name ->
-    ``fn(c, *args)``, sync or async), ``queries`` (dict name -> ``fn(c, *args)``, read-only), hooks ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``,
-    ``on_destroy(c)``, ``run`` (a ``WorkflowHandler`` or None), ``options`` (dict), and ``name`` (set by
-    ``setup``; None before).
+    ``fn(c, *args)``, sync or async), ``queries`` (dict name -> ``fn(c, *args)``, read-only), hooks
+    ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``, ``on_destroy(c)``, ``run`` (a
+    ``WorkflowHandler`` or None), ``options`` (dict), ``name`` (set by ``setup``; None before), and the flow
+    controls ``concurrency`` (``Concurrency``), ``rate_limit`` (``RateLimit``), ``priority`` (int) and
+    ``timeout`` (seconds from creation, float; DESIGN.md 12).
     """
 
     state: Any = None
@@ -158,6 +208,10 @@ class ActorDefinition:
     run: WorkflowHandler | None = None
     options: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
+    priority: int = 0
+    timeout: float | None = None
 
     @property
     def has_workflow(self) -> bool:
@@ -190,6 +244,11 @@ class ActorDefinition:
             raise errors.ActionNotFoundError(
                 f"actor {self.name!r} has no action {name!r}", actor=self.name, action=name
             ) from None
+
+    @property
+    def has_flow(self) -> bool:
+        """True when the type has a flow control that must be recorded on its actors' rows."""
+        return bool(self.concurrency or self.rate_limit or self.priority or self.timeout)
 
     def get_query(self, name: str) -> Callable[..., Any]:
         """The query ``name``; raises ``QueryNotFoundError`` (metadata ``actor``, ``query``)."""
@@ -239,12 +298,22 @@ def actor(
     run: WorkflowHandler | Callable[..., Any] | None = None,
     options: Mapping[str, Any] | None = None,
     queries: Mapping[str, Callable[..., Any]] | None = None,
+    concurrency: int | Concurrency | None = None,
+    rate_limit: RateLimit | None = None,
+    priority: int = 0,
+    timeout: float | timedelta | None = None,
 ) -> ActorDefinition:
     """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
 
     ``run`` is a ``WorkflowHandler`` (from ``workflow(fn)``) or a bare ``async def run(ctx)`` (wrapped).
     ``queries`` maps names to read-only handlers ``fn(c, *args)``: they read the last committed state and
     vars without waiting for a running step (``handle.query``; DESIGN.md section 13).
+    Flow controls (DESIGN.md section 12), enforced by the store when an actor is claimed:
+    ``concurrency`` (an int N or ``Concurrency(limit, key)``: at most N actors of the type, or per key
+    value, hold a lease at once), ``rate_limit`` (``RateLimit(count, per)``: at most ``count`` run starts
+    per ``per`` seconds), ``priority`` (int, default 0: among due actors higher is claimed first) and
+    ``timeout`` (seconds or timedelta from the actor's creation: the workflow then fails with
+    ``WorkflowTimeoutError``, also while it sleeps or waits). ``ValueError``/``TypeError`` for bad values.
     Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
     a non-callable action, query or hook raises ``TypeError``.
     """
@@ -272,6 +341,12 @@ def actor(
             raise TypeError(f"{label} must be callable")
     if run is not None and not isinstance(run, WorkflowHandler):
         run = WorkflowHandler(run)
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        concurrency = Concurrency(concurrency)
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise TypeError("rate_limit must be RateLimit(count, per)")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {priority!r}")
     return ActorDefinition(
         state=state,
         create_state=create_state,
@@ -287,6 +362,10 @@ def actor(
         on_destroy=on_destroy,
         run=run,
         options=dict(options or {}),
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        priority=priority,
+        timeout=_seconds(timeout, "timeout"),
     )
 
 

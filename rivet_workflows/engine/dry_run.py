@@ -112,6 +112,7 @@ class ReadOnlyStore(ports.BaseStore):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
@@ -124,8 +125,22 @@ class ReadOnlyStore(ports.BaseStore):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
+
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        return self._store.flow_retry_at(actor_id)
+
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
+        return self._refuse("set_paused")
 
     def destroy_actor(self, actor_id: str) -> None:
         self._refuse("destroy_actor")

@@ -196,6 +196,16 @@ class WorkflowInFlightError(RivetWorkflowsError):
     http_status = 409
 
 
+class WorkflowTimeoutError(RivetWorkflowsError):
+    """The workflow passed its timeout (``workflow(run=..., timeout=seconds)``, measured from creation).
+
+    Raised into the workflow where it stands (at a step, sleep or queue wait, or when a sleeping or waiting
+    workflow is woken by its deadline): the workflow fails, rollback handlers of the steps it passed run,
+    ``on_error`` gets a ``workflow`` event. Metadata: ``timeout`` (seconds), ``deadline_at`` (ISO text)."""
+
+    code = "workflow_timeout"
+
+
 class NoWorkflowError(RivetWorkflowsError):
     """The actor's type has no workflow (no run function), so nothing would ever receive a queue message.
 

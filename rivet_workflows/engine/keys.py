@@ -1,4 +1,6 @@
-"""Actor keys: the one key type of the Python client and the HTTP API (DESIGN.md section 2, "Client")."""
+"""Actor keys: what a key may hold and how it is stored (a list of str and int parts; DESIGN.md section 2).
+
+``engine.client`` re-exports these names (``client.normalize_key``, ``client.MAX_KEY_INT``)."""
 
 from __future__ import annotations
 

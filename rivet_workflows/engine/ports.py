@@ -32,21 +32,24 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from . import observe
 from .errors import ActorNotFoundError
 
-# records kept apart for size (actors, entries, messages, schedules, the audit), re-exported here
+# records kept apart for size (actors, entries, messages, schedules, the audit, commits), re-exported here
 from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
+from .records import UNSET as UNSET
 from .records import ActorRecord as ActorRecord
+from .records import Commit as Commit
+from .records import CommitResult as CommitResult
 from .records import CronFireRecord as CronFireRecord
 from .records import CronRecord as CronRecord
 from .records import EntryRecord as EntryRecord
+from .records import Flow as Flow
 from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
 
@@ -59,6 +62,9 @@ ROLLING_BACK = "rolling_back"
 FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+#: how an unfinished actor that an operator paused reads (``ActorRecord.workflow_state``); the stored
+#: workflow state stays as the run left it and is back on resume (DESIGN.md section 12)
+PAUSED = "paused"
 
 # Entry metadata status.
 ENTRY_PENDING = "pending"
@@ -71,73 +77,6 @@ ENTRY_EXHAUSTED = "exhausted"
 MESSAGE_PENDING = "pending"  # not yet received by the workflow
 MESSAGE_RECEIVED = "received"  # recorded in history by a queue wait
 MESSAGE_COMPLETED = "completed"  # completable message answered with a response
-
-
-class _Unset:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-#: Marker for "leave this column as it is" in a Commit.
-UNSET: Any = _Unset()
-
-
-@dataclass
-class Commit:
-    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
-
-    state: Any = UNSET
-    workflow_state: Any = UNSET
-    input: Any = UNSET
-    output: Any = UNSET
-    error: Any = UNSET  # dict or None
-    wake_at: Any = UNSET  # datetime or None
-    waiting_for: Any = UNSET  # list[str]
-    upserts: list[EntryRecord] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)  # entry keys
-    receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
-    complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
-    #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
-    #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
-    outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
-    #: set the step lock until this instant (None clears it); UNSET leaves it
-    step_lock_until: Any = UNSET
-    #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
-    release: bool = False
-    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
-    audit: OperatorActionRecord | None = None
-    code_version: Any = UNSET
-    awaiting_code_version: Any = UNSET
-    defer_until: Any = UNSET
-    replay_generation: Any = UNSET  # the actor's new ``replay_generation`` (an int, set by a replay)
-
-    @property
-    def lease_only(self) -> bool:
-        """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
-        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
-        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
-        return (
-            all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))
-            and not any(lists)
-            and self.audit is None
-        )
-
-
-@dataclass
-class CommitResult:
-    """What a commit reports back: whether the fence held and, after a release, the actor's wake_at."""
-
-    ok: bool
-    wake_at: datetime | None = None
-    #: actor ids (outbox targets, and this actor after a release that found a due wake-up) to hand to
-    #: Dispatcher.wake once the transaction has committed
-    woken: list[str] = field(default_factory=list)
-    state: Any = UNSET  # fresh state when the commit took the step lock
 
 
 @runtime_checkable
@@ -170,10 +109,12 @@ class Store(Protocol):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
-        ``create_state()`` is called only when creating. ``due=True`` creates it due (``wake_at`` = the
+        ``create_state()`` is called only when creating; so is ``flow(state)``, whose ``Flow`` is recorded
+        on the new row (as ``create_actor``'s ``flow``). ``due=True`` creates it due (``wake_at`` = the
         store's now), else with ``wake_at`` None. A creator losing a concurrent race gets the winner's
         actor (``created`` False); there is never a duplicate. ``SerializationError`` for an
         unserializable input or state (nothing written). Default: ``find_actor``, then ``create_actor``.
@@ -189,9 +130,13 @@ class Store(Protocol):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: Flow | None = None,
     ) -> tuple[ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
         ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
+
+        ``flow`` (a ``Flow``) is recorded on the row in the same write: its concurrency group and limits,
+        rate limit and priority, and ``deadline_at`` = the store's now + ``flow.timeout``.
 
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
@@ -225,7 +170,14 @@ class Store(Protocol):
     @abstractmethod
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         """Take the lease if it is free or expired: bump and return the fencing token (None if held, or
-        the actor is gone). Keeps ``wake_at``; clears a dead step lock."""
+        the actor is gone). Keeps ``wake_at``; clears a dead step lock.
+
+        The flow rules of every claim (``claim``, ``claim_and_load``, ``claim_due``; DESIGN.md 12): a
+        paused actor is never claimed; an actor with a concurrency group is claimed only while fewer than
+        ``concurrency_limit`` actors of its ``(name, concurrency_key)`` hold a live lease, and only while
+        fewer than ``rate_count`` claims of the group happened in the last ``rate_per`` seconds (a claim
+        is recorded as a run start). The database decides, atomically with the claim: concurrent claims
+        never exceed a limit."""
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
@@ -239,8 +191,29 @@ class Store(Protocol):
 
     @abstractmethod
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest
-        ``wake_at`` first: ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired, not paused, within
+        their flow limits: see ``claim``), highest ``priority`` first, then earliest ``wake_at``:
+        ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+
+    @abstractmethod
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        """When the due actor ``actor_id``, held back by its rate limit, may be claimed (the oldest start in
+        its window + ``rate_per``); None when no rate limit holds it back."""
+
+    @abstractmethod
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: OperatorActionRecord | None = None,
+    ) -> bool:
+        """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished workflow is
+        not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
+        its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ``audit``: the
+        operator action written in the same transaction when it changed the actor (none when it did not).
+        ActorNotFoundError."""
 
     @abstractmethod
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
@@ -257,7 +230,7 @@ class Store(Protocol):
 
     @abstractmethod
     def next_deadline(self) -> datetime | None:
-        """The earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+        """The earliest ``wake_at`` of any live, unfinished, unpaused actor (None if nothing is scheduled)."""
 
     # --- history and the run's writes ---------------------------------------------------------------
     @abstractmethod
@@ -430,11 +403,21 @@ class BaseStore(Store):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: Callable[[Any], Flow | None] | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
             return existing, False
-        return self.create_actor(name, key, input, create_state(), due=due, trace_context=trace_context)
+        state = create_state()
+        return self.create_actor(
+            name,
+            key,
+            input,
+            state,
+            due=due,
+            trace_context=trace_context,
+            flow=None if flow is None else flow(state),
+        )
 
     def actor_counts(self) -> observe.ActorCounts:
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)

@@ -1,6 +1,7 @@
-"""Port records kept apart from ``ports`` for size: actors, history entries, queue messages, schedule entries
-and their fires, operator audit rows (``ports`` re-exports each: use ``ports.ActorRecord``,
-``ports.CronRecord``, ``ports.OperatorActionRecord``)."""
+"""Port records kept apart from ``ports`` for size: an actor's flow controls, actors, history entries, queue
+messages, schedule entries and their fires, operator audit rows (``ports`` re-exports each: use
+``ports.Flow``, ``ports.ActorRecord``, ``ports.CronRecord``, ``ports.OperatorActionRecord``), and the
+executor's write unit ``Commit`` with its ``CommitResult`` (the commit rule itself is each store's)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The flow controls of one actor, recorded on its row at creation (DESIGN.md section 12).
+
+    ``concurrency_key``: the group whose members share the limits (the text of ``Concurrency.key(c)``, or
+    ``""`` for the whole type); None = the actor has no concurrency or rate limit. ``concurrency_limit``:
+    at most this many actors of ``(name, concurrency_key)`` hold a lease at once (None: no limit).
+    ``rate_count``/``rate_per``: at most ``rate_count`` claims (run starts) of the group in any window of
+    ``rate_per`` seconds (None: no rate limit). ``priority``: among due actors, higher is claimed first.
+    ``timeout``: seconds from creation to the workflow's deadline (``ActorRecord.deadline_at``).
+    """
+
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    rate_count: int | None = None
+    rate_per: float | None = None
+    priority: int = 0
+    timeout: float | None = None
 
 
 @dataclass
@@ -34,6 +55,14 @@ class ActorRecord:
     awaiting_code_version: str | None = None
     trace_context: dict | None = None  # W3C trace context of the creation: its runs join that trace
     replay_generation: int = 0  # bumped by each replay: steps recorded after it get new idempotency keys
+    #: flow controls recorded at creation (``Flow``): the concurrency group (None: no limit), priority
+    concurrency_key: str | None = None
+    priority: int = 0
+    #: the workflow's deadline (creation + ``timeout``), store clock; None: no timeout
+    deadline_at: datetime | None = None
+    #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
+    paused: bool = False
+    pause_reason: str | None = None
 
 
 @dataclass
@@ -156,3 +185,72 @@ class OperatorActionRecord:
     archived_entries: list = field(default_factory=list)
     at: datetime | None = None
     id: str = ""
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: Marker for "leave this column as it is" in a Commit.
+UNSET: Any = _Unset()
+
+
+@dataclass
+class Commit:
+    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
+
+    state: Any = UNSET
+    workflow_state: Any = UNSET
+    input: Any = UNSET
+    output: Any = UNSET
+    error: Any = UNSET  # dict or None
+    wake_at: Any = UNSET  # datetime or None
+    waiting_for: Any = UNSET  # list[str]
+    upserts: list[EntryRecord] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)  # entry keys
+    receive_messages: list[str] = field(default_factory=list)  # message ids -> MESSAGE_RECEIVED
+    complete_messages: list[tuple[str, Any]] = field(default_factory=list)  # (id, response)
+    #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
+    #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
+    outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
+    #: set the step lock until this instant (None clears it); UNSET leaves it
+    step_lock_until: Any = UNSET
+    #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
+    release: bool = False
+    #: an operator action (a repair, a cancel) written in the same transaction, ``at`` set by the store
+    audit: OperatorActionRecord | None = None
+    code_version: Any = UNSET
+    awaiting_code_version: Any = UNSET
+    defer_until: Any = UNSET
+    replay_generation: Any = UNSET  # the actor's new ``replay_generation`` (an int, set by a replay)
+
+    @property
+    def lease_only(self) -> bool:
+        """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
+        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
+        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
+        return (
+            all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))
+            and not any(lists)
+            and self.audit is None
+        )
+
+
+@dataclass
+class CommitResult:
+    """What a commit reports back: whether the fence held and, after a release, the actor's wake_at."""
+
+    ok: bool
+    wake_at: datetime | None = None
+    #: actor ids (outbox targets, and this actor after a release that found a due wake-up) to hand to
+    #: Dispatcher.wake once the transaction has committed
+    woken: list[str] = field(default_factory=list)
+    state: Any = UNSET  # fresh state when the commit took the step lock
+    #: the actor is paused (an operator paused it, maybe during this run): the run starts no new step
+    paused: bool = False

@@ -5,8 +5,7 @@ Pure engine code on the storage port: the HTTP API, the admin, ``manage.py rivet
 refused with ``WorkflowInFlightError`` while an executor holds a live lease), writes one fenced ``Commit``
 that also releases the lease, and then hands the actor to the dispatcher: no store method beyond the port
 is needed, and a repair can never interleave with a running executor. That commit carries the repair's
-audit row (``audit``: who, why, and the entries it deleted or reset, archived), so the two land together.
-"""
+audit row (``audit``: who, why, and the entries it deleted or reset, archived), so the two land together."""
 
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ __all__ = [
     "check_recover",
     "compensated",
     "history_after_recover",
+    "pause",
     "plan_recover",
     "plan_replay",
     "plan_replay_resets",
@@ -35,6 +35,7 @@ __all__ = [
     "refusal",
     "replay",
     "restartable",
+    "resume",
 ]
 
 #: the operations ``refusal`` judges
@@ -469,3 +470,26 @@ def check_recover(
         result.replay_from = refused.metadata.get("replay_from")
         return result
     return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)
+
+
+# --- pause and resume (DESIGN.md section 12): the one place an operator pauses or resumes an actor -------
+def pause(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+    """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
+    ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
+    ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
+    True when it paused it, False if paused already or finished. ActorNotFoundError; ValueError (bad who)."""
+    row = audit.action_record(actor_id, audit.PAUSE, who, reason)  # refuse a bad who before the change
+    return runtime.store.set_paused(actor_id, True, reason, audit=row)
+
+
+def resume(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+    """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
+    it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
+    ``reason`` as ``pause``) with it. False (nothing done) when it was not paused; as ``pause`` else."""
+    row = audit.action_record(actor_id, audit.RESUME, who, reason)
+    if not runtime.store.set_paused(actor_id, False, audit=row):
+        return False
+    wake_at = runtime.store.get_actor(actor_id).wake_at
+    if wake_at is not None and wake_at <= runtime.store.now():
+        runtime.wake(actor_id)
+    return True

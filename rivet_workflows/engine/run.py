@@ -264,6 +264,11 @@ class _Run:
         ctx = WorkflowContext(session, ROOT)
         handler = session.definition.run
         assert handler is not None
+        if session.deadline_at is not None and session.timed_out(
+            session.anchored_now() or await session.now()
+        ):
+            # woken by its timeout (or past it when claimed): the workflow fails without running further
+            return await self._on_failure(session, session.timeout_error())
         try:
             output = await maybe_await(handler.fn(ctx))
             ctx.end_scope()

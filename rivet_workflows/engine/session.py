@@ -95,6 +95,7 @@ class RunSession:
         self._state: Any = actor.state
         self._state_changed = False
         self._stop_at = stop_at
+        self._paused = False
         self._started = actor.workflow_state == ports.RUNNING
         self._rolling_back = actor.workflow_state == ports.ROLLING_BACK
         self._evicted = False
@@ -142,8 +143,38 @@ class RunSession:
         self._steps_executed += 1
 
     def out_of_time(self) -> bool:
-        """True once ``stop_at`` passed: start no new step attempt (the workflow stays due)."""
-        return self._stop_at is not None and time.monotonic() >= self._stop_at
+        """True once ``stop_at`` passed or an operator paused the actor (a commit reported it): start no new
+        step attempt (the workflow stays due; a paused one is claimed again after ``resume``)."""
+        return self._paused or (self._stop_at is not None and time.monotonic() >= self._stop_at)
+
+    @property
+    def paused(self) -> bool:
+        """True once a commit of this run reported the actor paused (DESIGN.md section 12)."""
+        return self._paused
+
+    @property
+    def deadline_at(self) -> datetime | None:
+        """The workflow's timeout as a store-clock instant (``timeout`` from creation), or None."""
+        return self.actor.deadline_at
+
+    def timed_out(self, now: datetime) -> bool:
+        """True when the workflow's deadline passed at ``now`` and the run is not rolling back (a rollback
+        started by the timeout itself must finish)."""
+        return self.deadline_at is not None and now >= self.deadline_at and not self._rolling_back
+
+    def timeout_error(self) -> errors.WorkflowTimeoutError:
+        """The ``WorkflowTimeoutError`` of this workflow's deadline."""
+        deadline = self.deadline_at
+        return errors.WorkflowTimeoutError(
+            f"workflow of actor {self.actor_id} timed out after {self.definition.timeout}s",
+            timeout=self.definition.timeout,
+            deadline_at=deadline.isoformat() if deadline is not None else None,
+        )
+
+    def check_deadline(self, now: datetime) -> None:
+        """Raise ``WorkflowTimeoutError`` into the workflow when its deadline passed at ``now``."""
+        if self.timed_out(now):
+            raise self.timeout_error()
 
     def collect_rollback(self, key: str, name: str, handler: Any, options: StepOptions, output: Any) -> None:
         """Remember the rollback handler of the completed step at ``key`` (run in reverse on failure)."""
@@ -304,6 +335,7 @@ class RunSession:
             self._evicted = True
             raise errors.EvictedSignal()
         self._started = True
+        self._paused = result.paused
         self._commits += 1
         if commit.awaiting_code_version is not ports.UNSET:
             self._awaiting_cleared = True

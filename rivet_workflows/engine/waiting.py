@@ -41,8 +41,30 @@ class Waits:
 
         Returns when the deadline passed or ``check()`` reported work, or when a warm queue wait heard of
         a message (the caller looks again); raises ``WaitSignal(deadline, queue_names)`` when the wait is
-        too long for this run. The run's pending writes are committed before it waits in memory.
+        too long for this run. The run's pending writes are committed before it waits in memory. The
+        workflow's timeout (``session.deadline_at``) caps the wait: the actor sleeps until it at the latest,
+        and ``WorkflowTimeoutError`` is raised when the wait reaches it (DESIGN.md section 12).
         """
+        session = self._session
+        limit = session.deadline_at
+        if limit is None or session.rolling_back:
+            await self._wait(deadline, queue_names, check)
+            return
+        # The workflow's timeout bounds every wait: the actor is due at it (wake_at = min(wake_at, it)),
+        # and a wait it cuts short raises WorkflowTimeoutError into the workflow.
+        session.check_deadline(session.anchored_now() or await session.now())
+        if deadline is not None and deadline < limit:
+            await self._wait(deadline, queue_names, check)
+            return
+        await self._wait(limit, queue_names, check)
+        session.check_deadline(await session.now())
+
+    async def _wait(
+        self,
+        deadline: datetime | None,
+        queue_names: frozenset[str],
+        check: Callable[[], Awaitable[bool]] | None,
+    ) -> None:
         session = self._session
         now = session.anchored_now() or await session.now()
         if not self.can_wait_live(now, deadline):

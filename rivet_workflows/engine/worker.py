@@ -216,6 +216,10 @@ def run_actor(
             _leave_unregistered(runtime, actor, token)
             return summary
         definition = runtime.registry.get(actor.name)
+        if actor.paused:  # paused after a sweep claimed it: hand the lease back, the workflow stays as it is
+            store.commit(actor_id, token, ports.Commit(release=True))
+            summary.workflow_state = actor.workflow_state
+            return summary
         if actor.destroyed or actor.workflow_state in ports.FINISHED_STATES or definition.run is None:
             result = store.commit(actor_id, token, ports.Commit(release=True))
             summary.workflow_state = actor.workflow_state

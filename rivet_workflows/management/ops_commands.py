@@ -88,12 +88,20 @@ def add_parsers(subs: Any) -> None:
     recover.add_argument("--failed-only", action="store_true", help="do not touch expired leases")
     recover.add_argument("--dry-run", action="store_true", help="list what would be done")
     recover.add_argument("--reason", help="why (kept in each restarted workflow's operator actions)")
+    for verb, text in (
+        ("pause", "Pause actors: never claimed while paused; a running step finishes, no new step starts."),
+        ("resume", "Resume paused actors: what came due while paused runs once."),
+    ):
+        sub = subs.add_parser(verb, help=text)
+        sub.add_argument("--actor", action="append", help="this actor id (repeatable)")
+        sub.add_argument("--name", action="append", help="every unfinished actor of this type (repeatable)")
+        sub.add_argument("--reason", help=f"why (kept with the {verb} in each actor's operator actions)")
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
 
 
-HANDLED = frozenset({"check", "gates", "recover", "prune"})
+HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume"})
 
 
 def handle(command: Any, sub: str, options: dict) -> None:
@@ -159,6 +167,22 @@ def handle(command: Any, sub: str, options: dict) -> None:
             out.write(f"  {row.actor} {row.location} ({row.kind}): {what}, {row.in_flight} in flight")
     elif sub == "recover":
         _recover(command, options)
+    elif sub in ("pause", "resume"):
+        try:
+            changed, unchanged = ops.pause(
+                django_runtime.get_runtime(),
+                actor_ids=options.get("actor"),
+                names=options.get("name"),
+                reason=options.get("reason"),
+                resume=sub == "resume",
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        done = "paused" if sub == "pause" else "resumed"
+        out.write(f"{done}: {len(changed)} {' '.join(changed)}".rstrip())
+        if unchanged:
+            why = "paused already or finished" if sub == "pause" else "not paused"
+            out.write(f"unchanged ({why}): {len(unchanged)} {' '.join(unchanged)}")
     elif sub == "prune":
         try:
             with console.progress(command.stderr) as track:

@@ -40,6 +40,11 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "awaiting_code_version",
     "trace_context",
     "replay_generation",
+    "concurrency_key",
+    "priority",
+    "deadline_at",
+    "paused_at",
+    "pause_reason",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -133,7 +138,8 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     """The ``ActorRecord`` of one actor row given as its ``ACTOR_COLUMNS`` values (JSON decoded, times UTC)."""
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
      updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
-     awaiting_code_version, trace_context, replay_generation) = values  # fmt: skip
+     awaiting_code_version, trace_context, replay_generation, concurrency_key, priority,
+     deadline_at, paused_at, pause_reason) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -142,7 +148,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         input=serde.from_json(input_),
         output=serde.from_json(output),
         error=serde.from_json(error),
-        workflow_state=workflow_state,
+        workflow_state=shown_state(workflow_state, paused_at is not None),
         wake_at=wake_at,
         waiting_for=list(waiting_for or []),
         created_at=created_at,
@@ -155,7 +161,30 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         awaiting_code_version=awaiting_code_version,
         trace_context=trace_context,
         replay_generation=replay_generation or 0,
+        concurrency_key=concurrency_key,
+        priority=priority or 0,
+        deadline_at=deadline_at,
+        paused=paused_at is not None,
+        pause_reason=pause_reason,
     )
+
+
+def shown_state(workflow_state: str, paused: bool) -> str:
+    """The workflow state a record shows: ``paused`` for a paused, unfinished workflow (``ports.PAUSED``)."""
+    return ports.PAUSED if paused and workflow_state not in ports.FINISHED_STATES else workflow_state
+
+
+def flow_columns(flow: ports.Flow | None) -> dict[str, Any]:
+    """The actor columns of a new actor's ``Flow`` (not ``deadline_at``: the store adds its clock)."""
+    if flow is None:
+        return {"priority": 0}
+    return {
+        "concurrency_key": flow.concurrency_key,
+        "concurrency_limit": flow.concurrency_limit,
+        "rate_count": flow.rate_count,
+        "rate_per": flow.rate_per,
+        "priority": flow.priority,
+    }
 
 
 def entry_record(values: Sequence[Any]) -> ports.EntryRecord:

@@ -51,6 +51,72 @@ def lease_free(now: datetime) -> Q:
     return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
 
 
+#: the actor columns a claim reads to apply the flow rules
+_FLOW_VALUES = (
+    "actor_id",
+    "name",
+    "concurrency_key",
+    "concurrency_limit",
+    "rate_count",
+    "rate_per",
+    "lease_token",
+)
+
+#: how many batches of due actors ``claim_due`` looks at to fill its batch past full groups
+_SCAN_BATCHES = 8
+
+
+def _window(store: DjangoStore, row: dict[str, Any], now: datetime):
+    """The run starts of ``row``'s group within its rate window (``FlowStart`` rows)."""
+    return models.FlowStart.objects.using(store.using).filter(
+        name=row["name"],
+        group=row["concurrency_key"],
+        started_at__gt=now - timedelta(seconds=row["rate_per"]),
+    )
+
+
+class _Admission:
+    """The flow check of one claim transaction (portable): per group, the live leases and the run starts in
+    the rate window, counted once and updated as this claim admits actors."""
+
+    def __init__(self, store: DjangoStore, now: datetime) -> None:
+        self.store = store
+        self.now = now
+        self.live: dict[tuple[str, str], int] = {}
+        self.starts: dict[tuple[str, str], int] = {}
+
+    def admit(self, row: dict[str, Any]) -> bool:
+        """True (and the slot counted) when ``row`` (``_FLOW_VALUES``) may be claimed now."""
+        if row["concurrency_key"] is None:
+            return True
+        group = (row["name"], row["concurrency_key"])
+        limit, rate = row["concurrency_limit"], row["rate_count"]
+        if limit is not None:
+            if group not in self.live:
+                self.live[group] = (
+                    self.store._actors()
+                    .filter(
+                        name=row["name"],
+                        concurrency_key=row["concurrency_key"],
+                        lease_owner__isnull=False,
+                        lease_expires_at__gt=self.now,
+                        destroyed=False,
+                    )
+                    .count()
+                )
+            if self.live[group] >= limit:
+                return False
+        if rate is not None:
+            if group not in self.starts:
+                self.starts[group] = _window(self.store, row, self.now).count()
+            if self.starts[group] >= rate:
+                return False
+            self.starts[group] += 1
+        if limit is not None:
+            self.live[group] += 1
+        return True
+
+
 @dataclass
 class Written:
     """What the fenced actor write of a commit saw: the database clock of the commit, the actor's state
@@ -64,6 +130,11 @@ class Written:
     waiting_for: list[str] | None = None
     workflow_state: str | None = None
     released: bool = False
+    #: the actor is paused (read with the write; ``CommitResult.paused``)
+    paused: bool = False
+    #: the actor's type and concurrency group, when the dialect read them with the write
+    name: str | None = None
+    concurrency_key: str | None = None
 
 
 class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
@@ -126,8 +197,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
-        """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``.
+        """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
+        with ``flow``'s controls on the row (``deadline_at`` = now + ``flow.timeout``).
 
         Returns ``(new record, True)``, or ``(existing record, False)`` with nothing written when the key
         is taken (also by a concurrent creator). SerializationError for an unserializable input or state.
@@ -149,6 +222,12 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                     created_at=now,
                     updated_at=now,
                     trace_context=trace_context,
+                    deadline_at=(
+                        None
+                        if flow is None or flow.timeout is None
+                        else now + timedelta(seconds=flow.timeout)
+                    ),
+                    **mapper.flow_columns(flow),
                 )
         except IntegrityError:
             row = self._actors().get(name=name, key_text=text, destroyed=False)
@@ -219,9 +298,17 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         """
         with self._atomic():
             now = self.now()
+            candidate = (
+                self._actors()
+                .filter(lease_free(now), pk=actor_id, destroyed=False, paused_at__isnull=True)
+                .values(*_FLOW_VALUES)
+                .first()
+            )
+            if candidate is None or not _Admission(self, now).admit(candidate):
+                return None
             won = (
                 self._actors()
-                .filter(lease_free(now), pk=actor_id, destroyed=False)
+                .filter(lease_free(now), pk=actor_id, destroyed=False, paused_at__isnull=True)
                 .update(
                     lease_owner=owner,
                     lease_expires_at=now + timedelta(seconds=lease_seconds),
@@ -231,30 +318,53 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             )
             if won != 1:
                 return None
-            return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+            token = self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+            self._record_starts([{**candidate, "lease_token": token - 1}], now)
+            return token
 
     def due_queryset(self, now: datetime):
-        """Ids of the actors due at ``now``, earliest first (served by the partial index rivet_actor_due_idx)."""
+        """The actors due at ``now`` and not paused, highest priority first, then earliest ``wake_at``
+        (served by the partial index rivet_actor_prio_due_idx)."""
         return (
             self._actors()
-            .filter(lease_free(now), wake_at__isnull=False, wake_at__lte=now, destroyed=False)
-            .order_by("wake_at", "created_at", "actor_id")
-            .values_list("pk", flat=True)
+            .filter(
+                lease_free(now),
+                wake_at__isnull=False,
+                wake_at__lte=now,
+                destroyed=False,
+                paused_at__isnull=True,
+            )
+            .order_by("-priority", "wake_at", "created_at", "actor_id")
         )
 
     def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired), earliest wake_at first.
+        """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired, not paused, within their
+        flow limits), highest priority first, then earliest wake_at.
 
         Returns ``[(actor_id, token), ...]``. Rows locked by a concurrent sweep are skipped (row-locking
-        databases; SQLite has one writer at a time).
+        databases; SQLite has one writer at a time). Candidates over their group's limits are passed over
+        (up to ``_SCAN_BATCHES`` batches are looked at), so a full group does not hold up other actors.
+        The flow limits are exact where writers are serialised (SQLite); on PostgreSQL ``PostgresStore``
+        decides them in the database.
         """
         if limit <= 0:
             return []
         with self._atomic():
             now = self.now()
-            ids = list(self.due_queryset(now).select_for_update(skip_locked=True)[:limit])
-            if not ids:
+            admission = _Admission(self, now)
+            chosen: list[dict[str, Any]] = []
+            due = self.due_queryset(now).select_for_update(skip_locked=True).values(*_FLOW_VALUES)
+            batch = limit  # rows are locked as they are read: read no more than a batch needs
+            for round_ in range(_SCAN_BATCHES):
+                candidates = list(due[round_ * batch : (round_ + 1) * batch])
+                for candidate in candidates:
+                    if len(chosen) < limit and admission.admit(candidate):
+                        chosen.append(candidate)
+                if len(chosen) >= limit or len(candidates) < batch:
+                    break
+            if not chosen:
                 return []
+            ids = [c["actor_id"] for c in chosen]
             expires = now + timedelta(seconds=lease_seconds)
             self._actors().filter(lease_free(now), pk__in=ids).update(
                 lease_owner=owner,
@@ -267,7 +377,85 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 .filter(pk__in=ids, lease_owner=owner, lease_expires_at=expires)
                 .values_list("pk", "lease_token")
             )
+            self._record_starts([c for c in chosen if c["actor_id"] in rows], now)
         return [(actor_id, rows[actor_id]) for actor_id in ids if actor_id in rows]
+
+    # ------------------------------------------------------------------ flow controls (DESIGN.md 12)
+
+    def _record_starts(self, claimed: list[dict[str, Any]], now: datetime) -> None:
+        """Record a run start for each claimed rate-limited actor (``FlowStart``, token = the new token)."""
+        starts = [
+            models.FlowStart(
+                name=c["name"],
+                group=c["concurrency_key"],
+                actor_id=c["actor_id"],
+                lease_token=c["lease_token"] + 1,
+                started_at=now,
+            )
+            for c in claimed
+            if c["concurrency_key"] is not None and c["rate_count"] is not None
+        ]
+        if starts:
+            models.FlowStart.objects.using(self.using).bulk_create(starts, ignore_conflicts=True)
+
+    def _next_in_group(self, actor_id: str, name: str, group: str | None, now: datetime) -> str | None:
+        """The next due actor of the concurrency group ``(name, group)`` in which ``actor_id`` just freed a
+        slot (highest priority, then oldest ``wake_at``), to wake at once; None when nobody waits."""
+        if group is None:
+            return None
+        return (
+            self.due_queryset(now)
+            .filter(name=name, concurrency_key=group)
+            .exclude(pk=actor_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        """When the rate limit lets the due actor ``actor_id`` be claimed (``ports.Store.flow_retry_at``)."""
+        now = self.now()
+        row = (
+            self._actors()
+            .filter(pk=actor_id, destroyed=False, paused_at__isnull=True, wake_at__lte=now)
+            .values(*_FLOW_VALUES)
+            .first()
+        )
+        if row is None or row["concurrency_key"] is None or row["rate_count"] is None:
+            return None
+        starts = list(_window(self, row, now).order_by("started_at").values_list("started_at", flat=True))
+        if len(starts) < row["rate_count"]:
+            return None
+        return mapper.utc(starts[0]) + timedelta(seconds=row["rate_per"])
+
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
+        """Pause (recording ``reason``) or resume the actor in one conditional UPDATE, with the ``audit`` row
+        in the same transaction when it changed; True when it changed. Pausing a finished workflow changes
+        nothing. ActorNotFoundError for an unknown actor."""
+        with self._atomic():
+            now = self.now()
+            rows = self._actors().filter(pk=actor_id, destroyed=False)
+            if paused:
+                changed = (
+                    rows.filter(paused_at__isnull=True)
+                    .exclude(workflow_state__in=list(ports.FINISHED_STATES))
+                    .update(paused_at=now, pause_reason=reason, updated_at=now)
+                )
+            else:
+                changed = rows.filter(paused_at__isnull=False).update(
+                    paused_at=None, pause_reason=None, updated_at=now
+                )
+            if not changed and not rows.exists():
+                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+            if changed and audit is not None:
+                self._write_audit(actor_id, audit, now)
+        return changed == 1
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease by ``lease_seconds`` from now if ``token`` still holds it; False = lease lost."""
@@ -293,10 +481,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             return token + 1 if won == 1 else None
 
     def next_deadline(self) -> datetime | None:
-        """Earliest ``wake_at`` of any live, unfinished actor (None if nothing is scheduled)."""
+        """Earliest ``wake_at`` of any live, unfinished, unpaused actor (None if nothing is scheduled)."""
         return (
             self._actors()
-            .filter(wake_at__isnull=False, destroyed=False)
+            .filter(wake_at__isnull=False, destroyed=False, paused_at__isnull=True)
             .exclude(workflow_state__in=list(ports.FINISHED_STATES))
             .aggregate(first=Min("wake_at"))["first"]
         )
@@ -339,7 +527,7 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             if commit.audit is not None:
                 self._write_audit(actor_id, commit.audit, written.now)
             wake_at = self._settle(actor_id, commit, written, woken)
-        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
+        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken, paused=written.paused)
         if isinstance(commit.step_lock_until, datetime):
             result.state = serde.from_json(written.state)
         return result
@@ -431,7 +619,13 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
         actor due now if a pending message matches its ``waiting_for`` (not before ``defer_until``, when the
         commit sets it). Returns the final ``wake_at`` and
         appends this actor to ``woken`` when a release leaves it due."""
-        final = self._actors().filter(pk=actor_id).values("wake_at", "waiting_for", "workflow_state").get()
+        final = (
+            self._actors()
+            .filter(pk=actor_id)
+            .values("wake_at", "waiting_for", "workflow_state", "paused_at", "name", "concurrency_key")
+            .get()
+        )
+        written.paused = final["paused_at"] is not None
         wake_at = final["wake_at"]
         finished = final["workflow_state"] in ports.FINISHED_STATES
         tail: dict[str, Any] = {}
@@ -452,6 +646,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
                 woken.append(actor_id)
         if tail:
             self._actors().filter(pk=actor_id).update(**tail)
+        if commit.release:  # a freed concurrency slot wakes the next due actor of the group at once
+            following = self._next_in_group(actor_id, final["name"], final["concurrency_key"], written.now)
+            if following is not None and following not in woken:
+                woken.append(following)
         return wake_at
 
     # ------------------------------------------------------------------ actions

@@ -56,6 +56,9 @@ _ENDED_BEFORE_THE_CALL = frozenset({"57P05"})  # idle_session_timeout
 #: ``orm.lease_fence`` in SQL, on the actor table aliased ``a``; parameters: actor id, lease token
 LEASE_FENCE = "a.actor_id = %s AND a.lease_token = %s AND a.lease_owner IS NOT NULL AND NOT a.destroyed"
 
+#: where the fenced UPDATE's RETURNING (``_returning``) puts the state, when it returns it
+_STATE_AT = 7
+
 _pipeline_supported: bool | None = None
 
 
@@ -133,9 +136,73 @@ def _returning(commit: ports.Commit, changes: dict[str, Any]) -> tuple[str, bool
     """The RETURNING list of the fenced UPDATE; True when it also returns the state (a step lock taken
     by a commit that does not write the state: the step body gets the fresh state)."""
     want_state = isinstance(commit.step_lock_until, datetime) and "state" not in changes
-    return "c.now, a.wake_at, a.waiting_for, a.workflow_state" + (
-        ", a.state" if want_state else ""
+    return "c.now, a.wake_at, a.waiting_for, a.workflow_state, a.paused_at IS NOT NULL, a.name, " + (
+        "a.concurrency_key" + (", a.state" if want_state else "")
     ), want_state
+
+
+def _flow_params(flow: ports.Flow | None) -> list[Any]:
+    """The INSERT parameters of a new actor's flow columns: group, limit, rate count and window, priority and
+    the timeout in seconds (NULL: no deadline)."""
+    if flow is None:
+        return [None, None, None, None, 0, None]
+    return [
+        flow.concurrency_key,
+        flow.concurrency_limit,
+        flow.rate_count,
+        flow.rate_per,
+        flow.priority,
+        flow.timeout,
+    ]
+
+
+#: the claim's flow check on the actor row aliased ``a`` (the admission functions of migration 0004):
+#: no group, or the group's limits let one more in; ``wait``: wait for the group's lock (else skip it)
+def _admit(wait: bool) -> str:
+    flag = "true" if wait else "false"
+    return (
+        "(CASE WHEN a.concurrency_key IS NULL OR (a.concurrency_limit IS NULL AND a.rate_count IS NULL) "
+        "THEN true WHEN a.rate_count IS NULL THEN rivet_flow_slot(a.name, a.concurrency_key, a.concurrency_limit, "
+        f"a.actor_id, {flag}) "
+        "ELSE rivet_flow_admit(a.name, a.concurrency_key, a.concurrency_limit, a.rate_count, a.rate_per, "
+        f"a.actor_id, a.lease_token + 1, {flag}) END)"
+    )
+
+
+#: the free slots of the candidate's group on the statement's snapshot (NULL: no concurrency limit)
+_ROOM = (
+    "(CASE WHEN a.concurrency_limit IS NULL THEN NULL ELSE a.concurrency_limit - (SELECT count(*) FROM "
+    "(SELECT 1 FROM {actor} AS b WHERE b.name = a.name AND b.concurrency_key = a.concurrency_key "
+    "AND b.lease_owner IS NOT NULL AND b.lease_expires_at > statement_timestamp() "
+    "LIMIT a.concurrency_limit) AS live) END)"
+)
+
+#: claim_due reads (and locks, SKIP LOCKED) this many candidates per actor it may claim: 1, so that
+#: concurrent sweeps spread over the due actors; a group with fewer free slots than due candidates makes a
+#: short batch, and the next claim passes the full group over (``_GROUP_HAS_ROOM``)
+_OVERFETCH = 1
+
+#: a quick pre-filter of claim_due's candidates on the statement's snapshot: a group already at its
+#: concurrency limit is passed over (so it does not fill the batch); ``_admit`` decides exactly
+_GROUP_HAS_ROOM = (
+    "(a.concurrency_limit IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {actor} AS b WHERE b.name = a.name "
+    "AND b.concurrency_key = a.concurrency_key AND b.lease_owner IS NOT NULL "
+    "AND b.lease_expires_at > statement_timestamp() LIMIT a.concurrency_limit) AS live) < a.concurrency_limit)"
+)
+
+
+def _candidates(priority: str, order: str) -> str:
+    """One branch of claim_due's candidates: due, unpaused actors with a free lease whose group has room,
+    matching ``priority`` (``a.priority = 0``: by wake_at on rivet_actor_due_idx; ``<> 0``: on the partial
+    rivet_actor_prio_due_idx), in ``order``, locked with SKIP LOCKED; LIMIT is the statement's parameter."""
+    return (
+        "SELECT a.actor_id, a.name, a.concurrency_key, a.priority, a.wake_at, a.created_at, "
+        f"{_ROOM.format(actor=_ACTOR)} AS room FROM {_ACTOR} AS a "
+        f"WHERE a.wake_at <= statement_timestamp() AND {priority} AND NOT a.destroyed AND a.paused_at IS NULL "
+        "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp()) "
+        f"AND {_GROUP_HAS_ROOM.format(actor=_ACTOR)} "
+        f"ORDER BY {order}, a.created_at, a.actor_id LIMIT %s FOR UPDATE OF a SKIP LOCKED"
+    )
 
 
 class PostgresStore(PostgresQueues, DjangoStore):
@@ -180,6 +247,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """``DjangoStore.create_actor`` as one autocommit statement in the common case: ``INSERT ... ON
         CONFLICT DO NOTHING`` returning the new row, united with the existing row when the key was taken
@@ -193,9 +261,11 @@ class PostgresStore(PostgresQueues, DjangoStore):
             "WITH c AS (SELECT clock_timestamp() AS now), "
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
-            "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation) "
+            "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation, "
+            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0 FROM c "
+            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
+            "%s, %s, %s, %s, %s, c.now + %s * interval '1 second' FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
             f"SELECT {_ACTOR_COLUMNS}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "
@@ -210,6 +280,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
             mapper.jsonb(input_json),
             ports.PENDING,
             mapper.jsonb(trace_context),
+            *_flow_params(flow),
             name,
             key_text,
         ]
@@ -255,8 +326,8 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
                 "step_lock_until = NULL "
                 "FROM (SELECT clock_timestamp() AS now) AS c "
-                "WHERE a.actor_id = %s AND NOT a.destroyed "
-                "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) "
+                "WHERE a.actor_id = %s AND NOT a.destroyed AND a.paused_at IS NULL "
+                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_admit(True)} "
                 f"RETURNING {_ACTOR_COLUMNS_A}, c.now",
                 [owner, lease_seconds, actor_id],
             )
@@ -271,6 +342,36 @@ class PostgresStore(PostgresQueues, DjangoStore):
             return None
         actor = mapper.actor_from_sql(row[:-1])
         return actor.lease_token, actor, loaded, mapper.utc(row[-1])
+
+    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+        """``DjangoStore.claim_due`` as one statement: the due candidates (``FOR UPDATE SKIP LOCKED``, highest
+        priority then oldest ``wake_at``, groups at their limit passed over, at most a group's free slots
+        picked from it) and their claim, each limited
+        actor admitted by ``rivet_flow_admit`` (a group whose lock another claim holds is skipped this time).
+        No table lock: concurrent sweeps claim disjoint actors and never pass a limit."""
+        if limit <= 0:
+            return []
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                f"WITH plain AS ({_candidates('a.priority = 0', 'a.wake_at')}), "
+                f"ranked AS ({_candidates('a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
+                "cand AS (SELECT * FROM plain UNION ALL SELECT * FROM ranked), "
+                "pick AS (SELECT r.actor_id FROM (SELECT cand.*, row_number() OVER (PARTITION BY cand.name, "
+                "cand.concurrency_key ORDER BY cand.priority DESC, cand.wake_at, cand.created_at, cand.actor_id) "
+                "AS n FROM cand) AS r WHERE r.room IS NULL OR r.n <= r.room "
+                "ORDER BY r.priority DESC, r.wake_at, r.created_at, r.actor_id LIMIT %s) "
+                f"UPDATE {_ACTOR} AS a SET lease_owner = %s, "
+                "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
+                "step_lock_until = NULL "
+                "FROM pick, (SELECT clock_timestamp() AS now) AS c "
+                "WHERE a.actor_id = pick.actor_id AND a.paused_at IS NULL "
+                f"AND (a.lease_expires_at IS NULL OR a.lease_expires_at < c.now) AND {_admit(False)} "
+                "RETURNING a.actor_id, a.lease_token, a.priority, a.wake_at, a.created_at",
+                [limit * _OVERFETCH, limit * _OVERFETCH, limit, owner, lease_seconds],
+            )
+            rows = cursor.fetchall()
+        rows.sort(key=lambda r: (-r[2], r[3], r[4], r[0]))
+        return [(row[0], row[1]) for row in rows]
 
     @staticmethod
     def _query_history(cursor: Any, actor_id: str) -> None:
@@ -317,11 +418,14 @@ class PostgresStore(PostgresQueues, DjangoStore):
             return None
         return Written(
             now=mapper.utc(row[0]),
-            state=mapper.load_json(row[4]) if want_state else changes.get("state"),
+            state=mapper.load_json(row[_STATE_AT]) if want_state else changes.get("state"),
             wake_at=mapper.utc(row[1]),
             waiting_for=list(mapper.load_json(row[2]) or []),
             workflow_state=row[3],
             released=release_now,
+            paused=bool(row[4]),
+            name=row[5],
+            concurrency_key=row[6],
         )
 
     def _upsert_entries(self, actor_id: str, upserts: list[ports.EntryRecord], now: datetime) -> None:
@@ -370,7 +474,27 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 wake_at = defer  # a run left for another code version backs off
         if wake_at is not None and wake_at <= now and actor_id not in woken:
             woken.append(actor_id)
+        self._wake_next_in_group(actor_id, written.name, written.concurrency_key, now, woken)
         return wake_at
+
+    def _wake_next_in_group(
+        self, actor_id: str, name: str | None, group: str | None, now: datetime, woken: list[str]
+    ) -> None:
+        """After a release of an actor with a concurrency group: add the group's next due actor to ``woken``
+        (the releasing worker dispatches it at once: no wait for the sweep)."""
+        if group is None or name is None:
+            return
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                f"SELECT a.actor_id FROM {_ACTOR} AS a WHERE a.name = %s AND a.concurrency_key = %s "
+                "AND a.actor_id <> %s AND a.wake_at <= %s AND NOT a.destroyed AND a.paused_at IS NULL "
+                "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < %s) "
+                "ORDER BY a.priority DESC, a.wake_at, a.created_at LIMIT 1",
+                [name, group, actor_id, now, now],
+            )
+            row = cursor.fetchone()
+        if row is not None and row[0] not in woken:
+            woken.append(row[0])
 
     def _apply_in_one_statement(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         """A ``_one_statement`` commit as one statement (one round trip, one transaction): the fenced actor
@@ -420,7 +544,10 @@ class PostgresStore(PostgresQueues, DjangoStore):
         if commit.release and workflow_state not in ports.FINISHED_STATES and wake_at is not None:
             if wake_at <= now:
                 woken.append(actor_id)
-        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken)
+        if commit.release:
+            self._wake_next_in_group(actor_id, row[5], row[6], now, woken)
+        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken, paused=bool(row[4]))
         if isinstance(commit.step_lock_until, datetime):
-            result.state = serde.from_json(mapper.load_json(row[4]) if want_state else changes.get("state"))
+            state = mapper.load_json(row[_STATE_AT]) if want_state else changes.get("state")
+            result.state = serde.from_json(state)
         return result

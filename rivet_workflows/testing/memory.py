@@ -58,6 +58,8 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         self._messages: dict[str, ports.MessageRecord] = {}
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
+        #: (name, concurrency group) -> run start instants within the rate window
+        self._starts: dict[tuple[str, str], list[datetime]] = {}
         self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
         self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
@@ -97,6 +99,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: Callable[[Any], ports.Flow | None] | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -109,7 +112,9 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, create_state(), due, trace_context)
+            state = create_state()
+            flow_controls = None if flow is None else flow(state)
+            return self._insert(name, key, key_text, input, state, due, trace_context, flow_controls)
 
     def create_actor(
         self,
@@ -120,6 +125,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         *,
         due: bool = False,
         trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -128,7 +134,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due, trace_context)
+            return self._insert(name, key, key_text, input, state, due, trace_context, flow)
 
     def _insert(
         self,
@@ -139,6 +145,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         state: Any,
         due: bool,
         trace_context: dict | None = None,
+        flow: ports.Flow | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -155,6 +162,13 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             updated_at=now,
             trace_context=dict(trace_context) if trace_context else None,
         )
+        if flow is not None:
+            row.concurrency_key = flow.concurrency_key
+            row.concurrency_limit = flow.concurrency_limit
+            row.rate_count, row.rate_per = flow.rate_count, flow.rate_per
+            row.priority = flow.priority
+            if flow.timeout is not None:
+                row.deadline_at = now + timedelta(seconds=flow.timeout)
         self._actors[row.actor_id] = row
         self._by_key[(name, key_text)] = row.actor_id
         self._history[row.actor_id] = {}
@@ -206,8 +220,9 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             if row is None:
                 return None
             now = self.now()
-            if rows.lease_live(row, now):
+            if rows.lease_live(row, now) or row.paused_at is not None or not self._admit(row, now):
                 return None
+            self._record_start(row, now)
             row.lease_token += 1
             row.lease_owner = owner
             row.lease_expires_at = now + timedelta(seconds=lease_seconds)
@@ -244,14 +259,113 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
                     for r in self._actors.values()
                     if r.wake_at is not None and r.wake_at <= now and not rows.lease_live(r, now)
                 ),
-                key=lambda r: (r.wake_at, r.created_at, r.actor_id),
+                key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id),
             )
             claimed = []
-            for row in due[: max(limit, 0)]:
+            for row in due:
+                if len(claimed) >= limit:
+                    break
                 token = self.claim(row.actor_id, owner, lease_seconds)
                 if token is not None:
                     claimed.append((row.actor_id, token))
             return claimed
+
+    # --- flow controls (DESIGN.md section 12) ----------------------------------------------------------
+
+    def _group(self, row: rows.ActorRow) -> tuple[str, str]:
+        return (row.name, row.concurrency_key or "")
+
+    def _admit(self, row: rows.ActorRow, now: datetime) -> bool:
+        """True when the flow limits of ``row``'s group let it be claimed at ``now`` (caller holds the lock)."""
+        if row.concurrency_key is None:
+            return True
+        group = self._group(row)
+        if row.concurrency_limit is not None:
+            live = sum(
+                1
+                for other in self._actors.values()
+                if self._group(other) == group
+                and other.concurrency_key is not None
+                and rows.lease_live(other, now)
+            )
+            if live >= row.concurrency_limit:
+                return False
+        if row.rate_count is not None and row.rate_per is not None:
+            if len(self._window(group, row.rate_per, now)) >= row.rate_count:
+                return False
+        return True
+
+    def _window(self, group: tuple[str, str], per: float, now: datetime) -> list[datetime]:
+        """The run starts of ``group`` within the last ``per`` seconds (older ones are dropped)."""
+        since = now - timedelta(seconds=per)
+        starts = [at for at in self._starts.get(group, []) if at > since]
+        self._starts[group] = starts
+        return starts
+
+    def _record_start(self, row: rows.ActorRow, now: datetime) -> None:
+        if row.concurrency_key is not None and row.rate_count is not None:
+            self._starts.setdefault(self._group(row), []).append(now)
+
+    def _next_in_group(self, row: rows.ActorRow, now: datetime) -> str | None:
+        """The due, unleased, unpaused actor of ``row``'s group to wake when ``row`` frees a slot."""
+        if row.concurrency_key is None or row.concurrency_limit is None:
+            return None
+        group = self._group(row)
+        waiting = [
+            r
+            for r in self._actors.values()
+            if r is not row
+            and r.concurrency_key is not None
+            and self._group(r) == group
+            and r.wake_at is not None
+            and r.wake_at <= now
+            and r.paused_at is None
+            and not rows.lease_live(r, now)
+        ]
+        if not waiting:
+            return None
+        return min(waiting, key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id)).actor_id
+
+    def flow_retry_at(self, actor_id: str) -> datetime | None:
+        """When the rate limit lets the due actor ``actor_id`` be claimed (see ``ports.Store.flow_retry_at``)."""
+        with self._lock:
+            row = self._actors.get(actor_id)
+            if row is None or row.concurrency_key is None or row.rate_count is None or row.rate_per is None:
+                return None
+            now = self.now()
+            if row.wake_at is None or row.wake_at > now or row.paused_at is not None:
+                return None
+            starts = self._window(self._group(row), row.rate_per, now)
+            if len(starts) < row.rate_count:
+                return None
+            return min(starts) + timedelta(seconds=row.rate_per)
+
+    def set_paused(
+        self,
+        actor_id: str,
+        paused: bool,
+        reason: str | None = None,
+        *,
+        audit: ports.OperatorActionRecord | None = None,
+    ) -> bool:
+        """Pause or resume the actor (see ``ports.Store.set_paused``), with the ``audit`` row when that
+        changed it; True when it did."""
+        stored = encode_action(audit) if audit is not None else None
+        with self._lock:
+            row = self._row(actor_id)
+            if paused:
+                if row.paused_at is not None or row.workflow_state in ports.FINISHED_STATES:
+                    return False
+                row.paused_at, row.pause_reason = self.now(), reason
+            else:
+                if row.paused_at is None:
+                    return False
+                row.paused_at, row.pause_reason = None, None
+            row.updated_at = self.now()
+            if stored is not None:
+                self._write_audit(actor_id, stored, row.updated_at)
+            self._changed.notify_all()
+            return True
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease held with ``token`` by ``lease_seconds`` from now; False if the fence fails."""
@@ -289,12 +403,14 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             return ports.CommitResult(ok=True, wake_at=row.wake_at, woken=woken)
 
     def next_deadline(self) -> datetime | None:
-        """The earliest ``wake_at`` of any unfinished actor, or None."""
+        """The earliest ``wake_at`` of any unfinished, unpaused actor, or None."""
         with self._lock:
             deadlines = [
                 r.wake_at
                 for r in self._actors.values()
-                if r.wake_at is not None and r.workflow_state not in ports.FINISHED_STATES
+                if r.wake_at is not None
+                and r.workflow_state not in ports.FINISHED_STATES
+                and r.paused_at is None
             ]
             return min(deadlines) if deadlines else None
 
@@ -368,6 +484,7 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             self._settle(row, release=c.release, now=now, woken=woken, defer_until=c.defer_until)
             result.wake_at = row.wake_at
             result.woken = woken
+            result.paused = row.paused_at is not None
             self._changed.notify_all()
             return result
 
@@ -439,6 +556,9 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             row.wake_at = defer_until
         if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
             woken.append(row.actor_id)
+        following = self._next_in_group(row, now)  # a slot freed: wake the next due actor of the group
+        if following is not None and following not in woken:
+            woken.append(following)
 
     # --- actions ------------------------------------------------------------------------------------
 

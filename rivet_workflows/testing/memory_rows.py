@@ -36,6 +36,14 @@ class ActorRow:
     awaiting_code_version: str | None = None
     trace_context: dict | None = None
     replay_generation: int = 0
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    rate_count: int | None = None
+    rate_per: float | None = None
+    priority: int = 0
+    deadline_at: datetime | None = None
+    paused_at: datetime | None = None
+    pause_reason: str | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -59,7 +67,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         input=serde.from_json(row.input),
         output=serde.from_json(row.output),
         error=serde.from_json(row.error),
-        workflow_state=row.workflow_state,
+        workflow_state=shown_state(row.workflow_state, row.paused_at is not None),
         wake_at=row.wake_at,
         waiting_for=list(row.waiting_for),
         created_at=row.created_at,
@@ -72,7 +80,17 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         awaiting_code_version=row.awaiting_code_version,
         trace_context=dict(row.trace_context) if row.trace_context else None,
         replay_generation=row.replay_generation,
+        concurrency_key=row.concurrency_key,
+        priority=row.priority,
+        deadline_at=row.deadline_at,
+        paused=row.paused_at is not None,
+        pause_reason=row.pause_reason,
     )
+
+
+def shown_state(workflow_state: str, paused: bool) -> str:
+    """The workflow state a record shows: ``paused`` for a paused, unfinished workflow (ports.PAUSED)."""
+    return ports.PAUSED if paused and workflow_state not in ports.FINISHED_STATES else workflow_state
 
 
 def entry_out(entry: ports.EntryRecord) -> ports.EntryRecord:

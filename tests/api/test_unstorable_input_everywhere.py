@@ -100,6 +100,8 @@ _BODY_BASES = {
     "send_to_queue": {"body": 1},
     "replay_workflow": {},
     "recover_workflow": {},
+    "pause_workflow": {},
+    "resume_workflow": {},
 }
 
 

@@ -76,7 +76,7 @@ def test_the_sweep_query_uses_the_due_index():
         pytest.skip("the PostgreSQL planner prefers a scan on tiny tables (tests/system checks it at scale)")
     store = storage.store_for()
     plan = store.due_queryset(store.now())[:100].explain()
-    assert "rivet_actor_due_idx" in plan
+    assert "rivet_actor_due_idx" in plan  # (rivet_actor_prio_due_idx holds only actors with a priority)
 
 
 @requires_postgres

@@ -26,7 +26,7 @@ from typing import Any
 
 from project.examples.cron import cron_actor
 from rivet_workflows.engine import errors
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.definitions import Concurrency, RateLimit, queue, setup, workflow
 
 FAULT_DIR = os.environ.get("RIVET_FAULT_DIR", "")
 
@@ -299,8 +299,95 @@ deploy_actor = workflow(
 )
 
 
+# --- flow controls (DESIGN.md section 12) ------------------------------------------------------------
+
+
+def _timed(label: str):
+    def body(step: Any) -> str:
+        effect(step.actor_id, f"{label}-start", f"{time.time():.4f}")
+        time.sleep(float(step.state.get("hold", 0.3)))
+        effect(step.actor_id, f"{label}-end", f"{time.time():.4f}")
+        return label
+
+    body.__name__ = f"timed_{label}"
+    return body
+
+
+async def run_limited(ctx: Any) -> str:
+    """One step that records its start and end instants (``flow-start``/``flow-end``) and holds 0.3 s."""
+    return await ctx.step("work", _timed("flow"))
+
+
+#: at most 2 actors of this type hold a lease at once across every worker
+limited_actor = workflow(run=run_limited, concurrency=2, create_state=lambda input: {"hold": 0.3})
+
+
+def _tenant(c: Any) -> str:
+    return c.state["tenant"]
+
+
+#: at most 1 per tenant
+per_tenant_actor = workflow(
+    run=run_limited,
+    concurrency=Concurrency(1, key=_tenant),
+    create_state=lambda input: {"hold": 0.3, "tenant": (input or {})["tenant"]},
+)
+
+
+async def run_rated(ctx: Any) -> str:
+    return await ctx.step("work", _timed("rate"))
+
+
+#: at most 3 run starts in any 2 s window
+rated_actor = workflow(run=run_rated, rate_limit=RateLimit(3, 2.0), create_state=lambda input: {"hold": 0})
+
+
+def _gated(step: Any) -> str:
+    """Record the start, hold until the file ``$RIVET_FAULT_DIR/release-<actor id>`` exists, record the end."""
+    effect(step.actor_id, "gated-start")
+    gate = Path(FAULT_DIR) / f"release-{step.actor_id}"
+    deadline = time.monotonic() + 60
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    effect(step.actor_id, "gated-end")
+    return "first"
+
+
+async def run_pausable(ctx: Any) -> str:
+    await ctx.step("first", _gated)
+    await ctx.step("second", lambda step: effect(step.actor_id, "second"))
+    return "done"
+
+
+pausable_actor = workflow(run=run_pausable, state={})
+
+
+async def run_overdue(ctx: Any) -> str:
+    """Sleeps an hour (``state["wait"]`` "sleep") or waits on ``go`` ("queue"); its 2 s timeout fails it."""
+    mode = await ctx.step("mode", lambda step: step.state["wait"])
+    if mode == "sleep":
+        await ctx.sleep("nap", 3600)
+    else:
+        await ctx.queue.next("wait-go", names=["go"])
+    return "never"
+
+
+overdue_actor = workflow(
+    run=run_overdue,
+    timeout=2.0,
+    queues={"go": queue()},
+    on_error=_on_error,
+    create_state=lambda input: {"wait": (input or {}).get("wait", "sleep")},
+)
+
+
 registry = setup(
     use={
+        "limited": limited_actor,
+        "per_tenant": per_tenant_actor,
+        "rated": rated_actor,
+        "pausable": pausable_actor,
+        "overdue": overdue_actor,
         "watchful": watchful_actor,
         "atomic_order": atomic_order_actor,
         "deploy": deploy_actor,

@@ -23,6 +23,7 @@ READS = {
     "cron_list": (),
     "cron_due": (10,),
     "cron_next_deadline": (),
+    "flow_retry_at": ("ACTOR",),
     "operator_actions": ("ACTOR",),
 }
 WRITES = {
@@ -48,6 +49,7 @@ WRITES = {
     "cron_delete": ("ACTOR", "c"),
     "cron_advance": ("c1", None, None),
     "cron_record_fire": ("c1", None, 1),
+    "set_paused": ("ACTOR", True),
     "record_operator_action": (ports.OperatorActionRecord(actor_id="ACTOR", action="pause", who="me"),),
 }
 

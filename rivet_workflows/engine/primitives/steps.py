@@ -258,10 +258,13 @@ async def run_step(
     while True:
         if session.rolling_back:
             raise errors.RollbackStop()
+        if session.deadline_at is not None:
+            session.check_deadline(await session.now())  # the workflow's timeout passed: it fails here
         if session.out_of_time():
-            # drain's timeout passed: start no new attempt; the workflow stays due for the next run
+            # drain's timeout passed or the actor was paused: start no new attempt; the workflow stays due
             raise errors.WaitSignal(await session.now(), frozenset())
         now = now or session.stamp()
+        prior = (entry.status, entry.attempts, entry.last_attempt_at, entry.error)
         entry.status = RUNNING
         entry.attempts += 1
         entry.last_attempt_at = now
@@ -276,6 +279,13 @@ async def run_step(
                 await session.load_stored_state()
         else:
             await session.lock.acquire(now)
+            if session.paused:
+                # The commit recording this attempt found the actor paused: undo the attempt (the final
+                # commit writes the entry as it was) and start nothing; the run ends due, for the resume.
+                entry.status, entry.attempts, entry.last_attempt_at, entry.error = prior
+                session.writes.record(entry)
+                session.lock.abandon()
+                raise errors.WaitSignal(await session.now(), frozenset())
         now = None
         session.body_will_run()
         timed_out = False

@@ -95,12 +95,22 @@ def _bulk_cancel(actor_id: str, who: str, reason: str | None) -> bool:
     return cancel_workflow(_runtime(), actor_id, who=who, reason=reason, bulk=True)
 
 
+def _bulk_pause(actor_id: str, who: str, reason: str | None) -> bool:
+    return repairs.pause(_runtime(), actor_id, reason, who=who, bulk=True)
+
+
+def _bulk_resume(actor_id: str, who: str, reason: str | None) -> bool:
+    return repairs.resume(_runtime(), actor_id, reason, who=who, bulk=True)
+
+
 #: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
 #: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
 #: audit row per actor it changed.
 BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
     "recover": ("recover", _bulk_recover),
     "cancel": ("cancel", _bulk_cancel),
+    "pause": ("pause", _bulk_pause),
+    "resume": ("resume", _bulk_resume),
 }
 
 
@@ -192,7 +202,7 @@ class ActorAdmin(admin.ModelAdmin):
     list_per_page = 50
     empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
     show_full_result_count = False
-    actions = ["recover_selected", "cancel_selected"]
+    actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected"]
 
     # --- read-only ----------------------------------------------------------------------------------
 
@@ -221,6 +231,14 @@ class ActorAdmin(admin.ModelAdmin):
     @admin.action(description="Cancel selected workflows", permissions=["replay"])
     def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "cancel")
+
+    @admin.action(description="Pause selected workflows", permissions=["replay"])
+    def pause_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "pause")
+
+    @admin.action(description="Resume selected paused workflows", permissions=["replay"])
+    def resume_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "resume")
 
     def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed

@@ -473,20 +473,25 @@ def check_recover(
 
 
 # --- pause and resume (DESIGN.md section 12): the one place an operator pauses or resumes an actor -------
-def pause(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+def pause(
+    runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
+) -> bool:
     """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
     ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
     ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
-    True when it paused it, False if paused already or finished. ActorNotFoundError; ValueError (bad who)."""
-    row = audit.action_record(actor_id, audit.PAUSE, who, reason)  # refuse a bad who before the change
+    True when it paused it, False if paused already or finished (``bulk``: the row is ``bulk_pause``).
+    ActorNotFoundError; ValueError (bad who)."""
+    row = audit.action_record(actor_id, audit.bulk(audit.PAUSE) if bulk else audit.PAUSE, who, reason)  # refuse a bad who before the change
     return runtime.store.set_paused(actor_id, True, reason, audit=row)
 
 
-def resume(runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON) -> bool:
+def resume(
+    runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
+) -> bool:
     """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
     it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
     ``reason`` as ``pause``) with it. False (nothing done) when it was not paused; as ``pause`` else."""
-    row = audit.action_record(actor_id, audit.RESUME, who, reason)
+    row = audit.action_record(actor_id, audit.bulk(audit.RESUME) if bulk else audit.RESUME, who, reason)
     if not runtime.store.set_paused(actor_id, False, audit=row):
         return False
     wake_at = runtime.store.get_actor(actor_id).wake_at

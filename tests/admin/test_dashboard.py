@@ -98,3 +98,25 @@ def test_bulk_cancel_needs_the_replay_permission(client, rivet, django_user_mode
     assert "Bulk cancel: 1 done" in done and handle.workflow_state() == "cancelled"
     (row,) = rivet.runtime.store.operator_actions(handle.actor_id)
     assert (row.action, row.who, row.reason) == ("bulk_cancel", "operator", None)
+
+
+def test_bulk_pause_then_resume_records_each_actor_and_the_run_goes_on(root, rivet):
+    waiting = [rivet.client.waiter.get_or_create(f"w{i}") for i in range(2)]
+    rivet.drain()
+    ids = [h.actor_id for h in waiting]
+    assert "Pause 2 workflows?" in _select(root, "pause_selected", ids).content.decode()
+    assert all(h.workflow_state() != "paused" for h in waiting)  # nothing done before the confirmation
+    done = _select(root, "pause_selected", ids, post="yes", reason="maintenance").content.decode()
+    assert "Bulk pause: 2 done" in done
+    assert all(h.workflow_state() == "paused" for h in waiting)
+    again = _select(root, "pause_selected", ids, post="yes", reason="").content.decode()
+    assert "Bulk pause: 0 done, 2 had nothing to pause" in again  # paused already: no change, no row
+    done = _select(root, "resume_selected", ids, post="yes", reason="done").content.decode()
+    assert "Bulk resume: 2 done" in done
+    for handle in waiting:
+        rows = rivet.runtime.store.operator_actions(handle.actor_id)
+        assert [(r.action, r.who, r.reason) for r in rows] == [
+            ("bulk_resume", "root", "done"),
+            ("bulk_pause", "root", "maintenance"),
+        ]
+        assert handle.workflow_state() != "paused"

@@ -481,7 +481,9 @@ def pause(
     ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
     True when it paused it, False if paused already or finished (``bulk``: the row is ``bulk_pause``).
     ActorNotFoundError; ValueError (bad who)."""
-    row = audit.action_record(actor_id, audit.bulk(audit.PAUSE) if bulk else audit.PAUSE, who, reason)  # refuse a bad who before the change
+    row = audit.action_record(
+        actor_id, audit.bulk(audit.PAUSE) if bulk else audit.PAUSE, who, reason
+    )  # refuse a bad who before the change
     return runtime.store.set_paused(actor_id, True, reason, audit=row)
 
 

@@ -42,6 +42,11 @@ def bulk(action: str) -> str:
     return f"bulk_{action}"
 
 
+def named(action: str, bulk_action: bool) -> str:
+    """``action``, or its ``bulk`` form when it was done as one actor of a bulk action."""
+    return bulk(action) if bulk_action else action
+
+
 def archive(entries: Iterable[ports.EntryRecord]) -> list:
     """The entries as they are, each the tagged JSON (``serde.to_json``) of its ``EntryRecord`` fields,
     in creation order: what an audit row keeps of the entries an action deleted or reset."""

@@ -406,7 +406,7 @@ def replay(
         return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
 
     action = audit.REPLAY_ALL if entry_id is None else audit.REPLAY
-    return _repair(runtime, actor_id, plan, audit.bulk(action) if bulk else action, who, reason)
+    return _repair(runtime, actor_id, plan, audit.named(action, bulk), who, reason)
 
 
 def recover(
@@ -481,9 +481,7 @@ def pause(
     ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
     True when it paused it, False if paused already or finished (``bulk``: the row is ``bulk_pause``).
     ActorNotFoundError; ValueError (bad who)."""
-    row = audit.action_record(
-        actor_id, audit.bulk(audit.PAUSE) if bulk else audit.PAUSE, who, reason
-    )  # refuse a bad who before the change
+    row = audit.action_record(actor_id, audit.named(audit.PAUSE, bulk), who, reason)  # a bad who: refused
     return runtime.store.set_paused(actor_id, True, reason, audit=row)
 
 
@@ -493,7 +491,7 @@ def resume(
     """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
     it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
     ``reason`` as ``pause``) with it. False (nothing done) when it was not paused; as ``pause`` else."""
-    row = audit.action_record(actor_id, audit.bulk(audit.RESUME) if bulk else audit.RESUME, who, reason)
+    row = audit.action_record(actor_id, audit.named(audit.RESUME, bulk), who, reason)
     if not runtime.store.set_paused(actor_id, False, audit=row):
         return False
     wake_at = runtime.store.get_actor(actor_id).wake_at

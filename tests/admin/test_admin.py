@@ -253,23 +253,22 @@ def test_buttons_record_the_user_and_reason_and_the_trace_page_lists_operator_ac
     assert "1: charge" in html  # the archived entries of each action, by key
 
 
-def test_the_trace_page_tries_the_websocket_only_under_asgi(
-    admin_client_, rivet, async_client, django_user_model
-):
+def test_the_trace_page_tries_the_websocket_only_under_asgi(admin_client_, rivet, django_user_model):
     """Under WSGI (runserver, gunicorn) no WebSocket can be served: the page polls without trying one (the
-    attempt logged a 404 on every load); under ASGI it gets the WebSocket path."""
-    import asyncio
-
-    from asgiref.sync import sync_to_async
+    attempt logged a 404 on every load); under ASGI it gets the WebSocket path. The ASGI request is built
+    with AsyncRequestFactory and the view called directly: an event loop run in this process (the async
+    test client) would leave asgiref's executor thread behind in the daphne servers later tests fork."""
+    from django.test import AsyncRequestFactory
+    from django.urls import resolve
 
     handle = rivet.client.order.get_or_create("ws")
-    wsgi = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    url = change_url(handle.actor_id)
+    wsgi = admin_client_.get(url).content.decode()
     assert 'data-ws-path=""' in wsgi
 
-    async def asgi_page():
-        user = await sync_to_async(django_user_model.objects.get)(username="root")
-        await async_client.aforce_login(user)
-        return (await async_client.get(change_url(handle.actor_id))).content.decode()
-
-    asgi = asyncio.run(asgi_page())
+    request = AsyncRequestFactory().get(url)
+    request.user = django_user_model.objects.get(username="root")
+    match = resolve(url)
+    response = match.func(request, *match.args, **match.kwargs)
+    asgi = (response.render() if hasattr(response, "render") else response).content.decode()
     assert f'data-ws-path="/ws/rivet/actors/{handle.actor_id}/"' in asgi

@@ -82,8 +82,9 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
 def build_observer(conf: Any) -> Any:
     """The engine observer of ``RIVET_WORKFLOWS``'s ``METRICS`` (None: when prometheus-client is installed)
     and ``TRACING`` (DESIGN.md section 14): ``engine.observe.combine`` of the ones switched on."""
-    from . import metrics, tracing
+    from . import tracing
     from .engine import observe
+    from .metrics import prometheus as metrics
 
     observers = []
     if conf.TRACING:

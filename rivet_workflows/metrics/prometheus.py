@@ -1,5 +1,5 @@
 """Prometheus metrics of rivet_workflows (DESIGN.md section 14): the observer that counts, the gauges read at
-scrape time, and ``view`` serving the exposition (mount it at ``/metrics``).
+scrape time and the exposition; the Django view serving it is ``rivet_workflows.metrics.view``.
 
 Needs prometheus-client (the ``[metrics]`` extra); without it ``observer()`` is None and ``view`` answers 501.
 Counted by the engine's observer hooks (``engine.observe``), in the process that does the work:
@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from .engine import observe
+from ..engine import observe
 
 try:
     import prometheus_client
@@ -179,24 +179,3 @@ def exposition(store: Any) -> tuple[bytes, str]:
         registry.register(_ThisProcess())
     registry.register(ActorGauges(store))
     return prometheus_client.generate_latest(registry), prometheus_client.CONTENT_TYPE_LATEST
-
-
-def view(request: Any) -> Any:
-    """The Django view of the Prometheus exposition: ``path("metrics", rivet_workflows.metrics.view)``.
-
-    GET only (405 otherwise); 501 when prometheus-client is not installed. It has no authentication of its
-    own: serve it on an internal address or wrap it (``login_required``, a network rule)."""
-    from django.http import HttpResponse, HttpResponseNotAllowed
-
-    from . import django_runtime
-
-    if request.method not in ("GET", "HEAD"):
-        return HttpResponseNotAllowed(["GET", "HEAD"])
-    if not available():
-        return HttpResponse(
-            "prometheus-client is not installed: pip install 'rivet-workflows[metrics]'\n",
-            status=501,
-            content_type="text/plain",
-        )
-    body, content_type = exposition(django_runtime.get_runtime().store)
-    return HttpResponse(body, content_type=content_type)

@@ -19,22 +19,24 @@ Invariants kept here (the ports docstring has the full list):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Case, Count, DateTimeField, F, Min, Q, Value, When
+from django.db.models import Count, F, Min, Q
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
 from ..engine import errors, observe, ports, serde
 from . import mapper
-from .connection import Connections, user_code, writes_only_through
+from .actions import ActionStorage
+from .audit import AuditStorage
+from .connection import Connections, writes_only_through
 from .cron import CronStorage
+from .flow import FLOW_VALUES, Admission, FlowStorage, lease_free
 from .queues import QueueStorage
 
 
@@ -44,77 +46,6 @@ def lease_fence(actor_id: str, token: int) -> Q:
     executor claimed the actor, the lease was released or the actor was destroyed (ports docstring).
     ``postgres.LEASE_FENCE`` is the same predicate in SQL."""
     return Q(pk=actor_id, lease_token=token, lease_owner__isnull=False, destroyed=False)
-
-
-def lease_free(now: datetime) -> Q:
-    """Actors whose lease is free or expired at ``now`` (a claim may take them)."""
-    return Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-
-
-#: the actor columns a claim reads to apply the flow rules
-_FLOW_VALUES = (
-    "actor_id",
-    "name",
-    "concurrency_key",
-    "concurrency_limit",
-    "rate_count",
-    "rate_per",
-    "lease_token",
-)
-
-#: how many batches of due actors ``claim_due`` looks at to fill its batch past full groups
-_SCAN_BATCHES = 8
-
-
-def _window(store: DjangoStore, row: dict[str, Any], now: datetime):
-    """The run starts of ``row``'s group within its rate window (``FlowStart`` rows)."""
-    return models.FlowStart.objects.using(store.using).filter(
-        name=row["name"],
-        group=row["concurrency_key"],
-        started_at__gt=now - timedelta(seconds=row["rate_per"]),
-    )
-
-
-class _Admission:
-    """The flow check of one claim transaction (portable): per group, the live leases and the run starts in
-    the rate window, counted once and updated as this claim admits actors."""
-
-    def __init__(self, store: DjangoStore, now: datetime) -> None:
-        self.store = store
-        self.now = now
-        self.live: dict[tuple[str, str], int] = {}
-        self.starts: dict[tuple[str, str], int] = {}
-
-    def admit(self, row: dict[str, Any]) -> bool:
-        """True (and the slot counted) when ``row`` (``_FLOW_VALUES``) may be claimed now."""
-        if row["concurrency_key"] is None:
-            return True
-        group = (row["name"], row["concurrency_key"])
-        limit, rate = row["concurrency_limit"], row["rate_count"]
-        if limit is not None:
-            if group not in self.live:
-                self.live[group] = (
-                    self.store._actors()
-                    .filter(
-                        name=row["name"],
-                        concurrency_key=row["concurrency_key"],
-                        lease_owner__isnull=False,
-                        lease_expires_at__gt=self.now,
-                        destroyed=False,
-                    )
-                    .count()
-                )
-            if self.live[group] >= limit:
-                return False
-        if rate is not None:
-            if group not in self.starts:
-                self.starts[group] = _window(self.store, row, self.now).count()
-            if self.starts[group] >= rate:
-                return False
-            self.starts[group] += 1
-        if limit is not None:
-            self.live[group] += 1
-        return True
 
 
 @dataclass
@@ -137,7 +68,9 @@ class Written:
     concurrency_key: str | None = None
 
 
-class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
+class DjangoStore(
+    Connections, FlowStorage, AuditStorage, ActionStorage, CronStorage, QueueStorage, ports.BaseStore
+):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 
     ``poll_interval`` (seconds) paces ``run_action`` while a step holds the actor's step lock;
@@ -301,10 +234,10 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             candidate = (
                 self._actors()
                 .filter(lease_free(now), pk=actor_id, destroyed=False, paused_at__isnull=True)
-                .values(*_FLOW_VALUES)
+                .values(*FLOW_VALUES)
                 .first()
             )
-            if candidate is None or not _Admission(self, now).admit(candidate):
+            if candidate is None or not Admission(self, now).admit(candidate):
                 return None
             won = (
                 self._actors()
@@ -321,141 +254,6 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             token = self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
             self._record_starts([{**candidate, "lease_token": token - 1}], now)
             return token
-
-    def due_queryset(self, now: datetime):
-        """The actors due at ``now`` and not paused, highest priority first, then earliest ``wake_at``
-        (served by the partial index rivet_actor_prio_due_idx)."""
-        return (
-            self._actors()
-            .filter(
-                lease_free(now),
-                wake_at__isnull=False,
-                wake_at__lte=now,
-                destroyed=False,
-                paused_at__isnull=True,
-            )
-            .order_by("-priority", "wake_at", "created_at", "actor_id")
-        )
-
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired, not paused, within their
-        flow limits), highest priority first, then earliest wake_at.
-
-        Returns ``[(actor_id, token), ...]``. Rows locked by a concurrent sweep are skipped (row-locking
-        databases; SQLite has one writer at a time). Candidates over their group's limits are passed over
-        (up to ``_SCAN_BATCHES`` batches are looked at), so a full group does not hold up other actors.
-        The flow limits are exact where writers are serialised (SQLite); on PostgreSQL ``PostgresStore``
-        decides them in the database.
-        """
-        if limit <= 0:
-            return []
-        with self._atomic():
-            now = self.now()
-            admission = _Admission(self, now)
-            chosen: list[dict[str, Any]] = []
-            due = self.due_queryset(now).select_for_update(skip_locked=True).values(*_FLOW_VALUES)
-            batch = limit  # rows are locked as they are read: read no more than a batch needs
-            for round_ in range(_SCAN_BATCHES):
-                candidates = list(due[round_ * batch : (round_ + 1) * batch])
-                for candidate in candidates:
-                    if len(chosen) < limit and admission.admit(candidate):
-                        chosen.append(candidate)
-                if len(chosen) >= limit or len(candidates) < batch:
-                    break
-            if not chosen:
-                return []
-            ids = [c["actor_id"] for c in chosen]
-            expires = now + timedelta(seconds=lease_seconds)
-            self._actors().filter(lease_free(now), pk__in=ids).update(
-                lease_owner=owner,
-                lease_expires_at=expires,
-                lease_token=F("lease_token") + 1,
-                step_lock_until=None,
-            )
-            rows = dict(
-                self._actors()
-                .filter(pk__in=ids, lease_owner=owner, lease_expires_at=expires)
-                .values_list("pk", "lease_token")
-            )
-            self._record_starts([c for c in chosen if c["actor_id"] in rows], now)
-        return [(actor_id, rows[actor_id]) for actor_id in ids if actor_id in rows]
-
-    # ------------------------------------------------------------------ flow controls (DESIGN.md 12)
-
-    def _record_starts(self, claimed: list[dict[str, Any]], now: datetime) -> None:
-        """Record a run start for each claimed rate-limited actor (``FlowStart``, token = the new token)."""
-        starts = [
-            models.FlowStart(
-                name=c["name"],
-                group=c["concurrency_key"],
-                actor_id=c["actor_id"],
-                lease_token=c["lease_token"] + 1,
-                started_at=now,
-            )
-            for c in claimed
-            if c["concurrency_key"] is not None and c["rate_count"] is not None
-        ]
-        if starts:
-            models.FlowStart.objects.using(self.using).bulk_create(starts, ignore_conflicts=True)
-
-    def _next_in_group(self, actor_id: str, name: str, group: str | None, now: datetime) -> str | None:
-        """The next due actor of the concurrency group ``(name, group)`` in which ``actor_id`` just freed a
-        slot (highest priority, then oldest ``wake_at``), to wake at once; None when nobody waits."""
-        if group is None:
-            return None
-        return (
-            self.due_queryset(now)
-            .filter(name=name, concurrency_key=group)
-            .exclude(pk=actor_id)
-            .values_list("pk", flat=True)
-            .first()
-        )
-
-    def flow_retry_at(self, actor_id: str) -> datetime | None:
-        """When the rate limit lets the due actor ``actor_id`` be claimed (``ports.Store.flow_retry_at``)."""
-        now = self.now()
-        row = (
-            self._actors()
-            .filter(pk=actor_id, destroyed=False, paused_at__isnull=True, wake_at__lte=now)
-            .values(*_FLOW_VALUES)
-            .first()
-        )
-        if row is None or row["concurrency_key"] is None or row["rate_count"] is None:
-            return None
-        starts = list(_window(self, row, now).order_by("started_at").values_list("started_at", flat=True))
-        if len(starts) < row["rate_count"]:
-            return None
-        return mapper.utc(starts[0]) + timedelta(seconds=row["rate_per"])
-
-    def set_paused(
-        self,
-        actor_id: str,
-        paused: bool,
-        reason: str | None = None,
-        *,
-        audit: ports.OperatorActionRecord | None = None,
-    ) -> bool:
-        """Pause (recording ``reason``) or resume the actor in one conditional UPDATE, with the ``audit`` row
-        in the same transaction when it changed; True when it changed. Pausing a finished workflow changes
-        nothing. ActorNotFoundError for an unknown actor."""
-        with self._atomic():
-            now = self.now()
-            rows = self._actors().filter(pk=actor_id, destroyed=False)
-            if paused:
-                changed = (
-                    rows.filter(paused_at__isnull=True)
-                    .exclude(workflow_state__in=list(ports.FINISHED_STATES))
-                    .update(paused_at=now, pause_reason=reason, updated_at=now)
-                )
-            else:
-                changed = rows.filter(paused_at__isnull=False).update(
-                    paused_at=None, pause_reason=None, updated_at=now
-                )
-            if not changed and not rows.exists():
-                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-            if changed and audit is not None:
-                self._write_audit(actor_id, audit, now)
-        return changed == 1
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease by ``lease_seconds`` from now if ``token`` still holds it; False = lease lost."""
@@ -651,112 +449,3 @@ class DjangoStore(Connections, CronStorage, QueueStorage, ports.BaseStore):
             if following is not None and following not in woken:
                 woken.append(following)
         return wake_at
-
-    # ------------------------------------------------------------------ actions
-
-    # ------------------------------------------------------------------ the operator audit
-
-    def _write_audit(
-        self, actor_id: str, action: ports.OperatorActionRecord, now: datetime
-    ) -> ports.OperatorActionRecord:
-        row = models.OperatorAction.objects.using(self.using).create(
-            actor_id=actor_id,
-            action=action.action,
-            who=action.who,
-            reason=action.reason,
-            at=now,
-            archived_entries=mapper.audit_archive(action),
-        )
-        return mapper.operator_action_from_model(row)
-
-    def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
-        """Write ``action`` on its own (``ports.Store``); ``ActorNotFoundError``, ``SerializationError``."""
-        with self._atomic():
-            if not self._actors().filter(pk=action.actor_id, destroyed=False).exists():
-                raise errors.ActorNotFoundError(
-                    f"no actor with id {action.actor_id!r}", actor_id=action.actor_id
-                )
-            return self._write_audit(action.actor_id, action, self.now())
-
-    def operator_actions(
-        self, actor_id: str, *, limit: int | None = None
-    ) -> list[ports.OperatorActionRecord]:
-        """The actor's audit rows, newest first (served by ``rivet_opaction_actor_idx``)."""
-        rows = models.OperatorAction.objects.using(self.using).filter(actor_id=actor_id).order_by("-id")
-        if limit is not None:
-            rows = rows[:limit]
-        return [mapper.operator_action_from_model(row) for row in rows]
-
-    def run_action(
-        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
-    ) -> tuple[Any, Any]:
-        """Run ``fn(state)`` once no live step lock is held, serialised with commits on the actor; save the state.
-
-        ``make_due=True`` also sets ``wake_at`` to the database clock in the same write (unless it is
-        earlier already, the workflow is finished or ``fn`` destroyed the actor).
-
-        With row locks: under the actor's row lock. Without (SQLite): under the actor's file lock with
-        ``fn`` running outside any transaction, so a slow action does not stall other actors. A step lock
-        is live while ``step_lock_until`` and the lease are both in the future; the wait polls every
-        ``poll_interval`` seconds holding no lock. WorkflowInFlightError after ``timeout`` seconds,
-        ActorNotFoundError. An exception from ``fn`` propagates and the state is not saved; an action that
-        changed neither the state nor the wake-up writes nothing (``updated_at`` stays). Returns
-        ``(result, state)``.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._serialised(actor_id, max(deadline - time.monotonic(), 0.0)):
-                if self._actor_locks() is None:
-                    with self._atomic():
-                        done, value = self._try_action(
-                            actor_id, fn, select_for_update=True, make_due=make_due
-                        )
-                else:
-                    done, value = self._try_action(actor_id, fn, select_for_update=False, make_due=make_due)
-                if done:
-                    return value
-            if time.monotonic() >= deadline:
-                raise errors.WorkflowInFlightError(
-                    f"actor {actor_id} is running a step; the action waited {timeout}s", actor_id=actor_id
-                )
-            time.sleep(self.poll_interval)
-
-    def _try_action(
-        self, actor_id: str, fn: Callable[[Any], Any], *, select_for_update: bool, make_due: bool = False
-    ) -> tuple[bool, tuple[Any, Any] | None]:
-        """One attempt of run_action: (False, None) while a live step lock is held."""
-        rows = self._actors().select_for_update() if select_for_update else self._actors()
-        columns = ("state", "step_lock_until", "lease_expires_at", "destroyed", "wake_at", "workflow_state")
-        row = rows.filter(pk=actor_id).values(*columns).first()
-        if row is None or row["destroyed"]:
-            raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-        now = self.now()
-        if (
-            row["step_lock_until"] is not None
-            and row["step_lock_until"] > now
-            and row["lease_expires_at"] is not None
-            and row["lease_expires_at"] > now
-        ):
-            return False, None
-        state = serde.from_json(row["state"])
-        result = user_code(fn)(state)
-        stored = serde.to_json(state, where="state")
-        now = self.now()
-        wakes = (
-            make_due
-            and row["workflow_state"] not in ports.FINISHED_STATES
-            and (row["wake_at"] is None or row["wake_at"] > now)
-        )
-        if (
-            mapper.same_json(stored, row["state"]) and not wakes
-        ):  # an action that changed nothing writes nothing
-            return True, (result, serde.from_json(stored))
-        updates: dict[str, Any] = {"state": stored, "updated_at": now}
-        if make_due:  # in the same UPDATE: due now unless finished or due earlier already
-            updates["wake_at"] = Case(
-                When(workflow_state__in=list(ports.FINISHED_STATES), then=F("wake_at")),
-                When(wake_at__lte=now, then=F("wake_at")),
-                default=Value(now, output_field=DateTimeField()),
-            )
-        self._actors().filter(pk=actor_id).update(**updates)  # a destroyed actor matches nothing
-        return True, (result, serde.from_json(stored))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time as _time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -22,12 +21,16 @@ from typing import Any
 from ..engine import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
+from .memory_actions import MemoryActionMixin
 from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
+from .memory_flow import MemoryFlowMixin
 from .memory_queues import MemoryQueueMixin, matches
 
 
-class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore):
+class MemoryStore(
+    MemoryFlowMixin, MemoryActionMixin, MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore
+):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
     ``clock`` is a callable returning an aware UTC datetime (default: the real clock; see ``ManualClock``).
@@ -249,124 +252,6 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
             entries = sorted(self._history[actor_id].values(), key=lambda e: e.seq)
             return rows.actor_record(row), [rows.entry_out(e) for e in entries], self.now()
 
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest first."""
-        with self._lock:
-            now = self.now()
-            due = sorted(
-                (
-                    r
-                    for r in self._actors.values()
-                    if r.wake_at is not None and r.wake_at <= now and not rows.lease_live(r, now)
-                ),
-                key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id),
-            )
-            claimed = []
-            for row in due:
-                if len(claimed) >= limit:
-                    break
-                token = self.claim(row.actor_id, owner, lease_seconds)
-                if token is not None:
-                    claimed.append((row.actor_id, token))
-            return claimed
-
-    # --- flow controls (DESIGN.md section 12) ----------------------------------------------------------
-
-    def _group(self, row: rows.ActorRow) -> tuple[str, str]:
-        return (row.name, row.concurrency_key or "")
-
-    def _admit(self, row: rows.ActorRow, now: datetime) -> bool:
-        """True when the flow limits of ``row``'s group let it be claimed at ``now`` (caller holds the lock)."""
-        if row.concurrency_key is None:
-            return True
-        group = self._group(row)
-        if row.concurrency_limit is not None:
-            live = sum(
-                1
-                for other in self._actors.values()
-                if self._group(other) == group
-                and other.concurrency_key is not None
-                and rows.lease_live(other, now)
-            )
-            if live >= row.concurrency_limit:
-                return False
-        if row.rate_count is not None and row.rate_per is not None:
-            if len(self._window(group, row.rate_per, now)) >= row.rate_count:
-                return False
-        return True
-
-    def _window(self, group: tuple[str, str], per: float, now: datetime) -> list[datetime]:
-        """The run starts of ``group`` within the last ``per`` seconds (older ones are dropped)."""
-        since = now - timedelta(seconds=per)
-        starts = [at for at in self._starts.get(group, []) if at > since]
-        self._starts[group] = starts
-        return starts
-
-    def _record_start(self, row: rows.ActorRow, now: datetime) -> None:
-        if row.concurrency_key is not None and row.rate_count is not None:
-            self._starts.setdefault(self._group(row), []).append(now)
-
-    def _next_in_group(self, row: rows.ActorRow, now: datetime) -> str | None:
-        """The due, unleased, unpaused actor of ``row``'s group to wake when ``row`` frees a slot."""
-        if row.concurrency_key is None or row.concurrency_limit is None:
-            return None
-        group = self._group(row)
-        waiting = [
-            r
-            for r in self._actors.values()
-            if r is not row
-            and r.concurrency_key is not None
-            and self._group(r) == group
-            and r.wake_at is not None
-            and r.wake_at <= now
-            and r.paused_at is None
-            and not rows.lease_live(r, now)
-        ]
-        if not waiting:
-            return None
-        return min(waiting, key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id)).actor_id
-
-    def flow_retry_at(self, actor_id: str) -> datetime | None:
-        """When the rate limit lets the due actor ``actor_id`` be claimed (see ``ports.Store.flow_retry_at``)."""
-        with self._lock:
-            row = self._actors.get(actor_id)
-            if row is None or row.concurrency_key is None or row.rate_count is None or row.rate_per is None:
-                return None
-            now = self.now()
-            if row.wake_at is None or row.wake_at > now or row.paused_at is not None:
-                return None
-            starts = self._window(self._group(row), row.rate_per, now)
-            if len(starts) < row.rate_count:
-                return None
-            return min(starts) + timedelta(seconds=row.rate_per)
-
-    def set_paused(
-        self,
-        actor_id: str,
-        paused: bool,
-        reason: str | None = None,
-        *,
-        audit: ports.OperatorActionRecord | None = None,
-    ) -> bool:
-        """Pause or resume the actor (see ``ports.Store.set_paused``), with the ``audit`` row when that
-        changed it; True when it did."""
-        stored = encode_action(audit) if audit is not None else None
-        with self._lock:
-            row = self._row(actor_id)
-            if paused:
-                if row.paused_at is not None or row.workflow_state in ports.FINISHED_STATES:
-                    return False
-                row.paused_at, row.pause_reason = self.now(), reason
-            else:
-                if row.paused_at is None:
-                    return False
-                row.paused_at, row.pause_reason = None, None
-            row.updated_at = self.now()
-            if stored is not None:
-                self._write_audit(actor_id, stored, row.updated_at)
-            self._changed.notify_all()
-            return True
-
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease held with ``token`` by ``lease_seconds`` from now; False if the fence fails."""
         with self._lock:
@@ -559,62 +444,3 @@ class MemoryStore(MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.Bas
         following = self._next_in_group(row, now)  # a slot freed: wake the next due actor of the group
         if following is not None and following not in woken:
             woken.append(following)
-
-    # --- actions ------------------------------------------------------------------------------------
-
-    def _step_lock_live(self, row: rows.ActorRow, now: datetime) -> bool:
-        return row.step_lock_until is not None and row.step_lock_until > now and rows.lease_live(row, now)
-
-    def run_action(
-        self, actor_id: str, fn: Callable[[Any], Any], timeout: float, *, make_due: bool = False
-    ) -> tuple[Any, Any]:
-        """Run ``fn(state)`` under the actor's row lock once no live step lock is held; save and return
-        ``(result, state)``. ``make_due=True`` also sets ``wake_at`` to now in the same write (unless it is
-        earlier, the workflow is finished or ``fn`` destroyed the actor).
-
-        Waits (re-checking every ``poll_interval`` seconds, or at once when a commit lands) for at most
-        ``timeout`` seconds, then raises ``WorkflowInFlightError``. ``ActorNotFoundError`` for an unknown
-        actor; ``SerializationError`` (state not saved) if ``fn`` leaves an unserializable state. An
-        exception from ``fn`` propagates and the state is not saved; an action that changed neither the
-        state nor the wake-up leaves the row (and ``updated_at``) as it was.
-        """
-        deadline = _time.monotonic() + timeout
-        while True:
-            with self._lock:
-                row = self._row(actor_id)
-            row.row_lock.acquire()
-            try:
-                with self._lock:
-                    if self._actors.get(actor_id) is not row:
-                        raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
-                    busy = self._step_lock_live(row, self.now())
-                    state = None if busy else serde.from_json(row.state)
-                if not busy:
-                    result = fn(state)
-                    encoded = serde.to_json(state, where="actor state")
-                    with self._lock:
-                        if self._actors.get(actor_id) is row:  # not destroyed by the action itself
-                            now = self.now()
-                            wakes = (
-                                make_due
-                                and row.workflow_state not in ports.FINISHED_STATES
-                                and (row.wake_at is None or row.wake_at > now)
-                            )
-                            if wakes or not rows.same_json(encoded, row.state):  # else: nothing changed
-                                row.state = encoded
-                                row.updated_at = now
-                            if wakes:
-                                row.wake_at = now
-                        self._changed.notify_all()
-                    return result, serde.from_json(encoded)
-            finally:
-                row.row_lock.release()
-            remaining = deadline - _time.monotonic()
-            if remaining <= 0:
-                raise errors.WorkflowInFlightError(
-                    f"actor {actor_id} is running a step; the action gave up after {timeout} s",
-                    actor_id=actor_id,
-                    timeout=timeout,
-                )
-            with self._changed:
-                self._changed.wait(min(self.poll_interval, remaining))

@@ -23,36 +23,17 @@ from .. import display, inputs, models
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, ports, repairs, serde
-from ..engine.cancel import cancel as cancel_workflow
-from .trace import error_details, pretty, trace_rows
+from .bulk import BulkActionsMixin
+from .trace import error_details, pretty, state_badge, trace_rows
+from .trace import runtime as _runtime
 
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
-#: most actors one bulk action takes (narrow the list with its filters for more)
-BULK_LIMIT = 500
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
 FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
 
 #: a list cell that may break anywhere, so a long word cannot push the columns after it off screen
 _BREAKABLE = '<span style="overflow-wrap:anywhere">{}</span>'
-
-_STATE_COLORS = {
-    "pending": "#6c757d",
-    "running": "#0d6efd",
-    "sleeping": "#6f42c1",
-    "completed": "#198754",
-    "rolling_back": "#fd7e14",
-    "failed": "#dc3545",
-    "cancelled": "#495057",
-    "paused": "#ffc107",
-    inspector.NO_WORKFLOW: "#adb5bd",
-}
-
-
-def _runtime() -> Any:
-    from ..django_runtime import get_runtime
-
-    return get_runtime()
 
 
 def reject_bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -84,45 +65,6 @@ def _stored(value: Any) -> Any:
         return serde.from_json(value)
     except errors.RivetWorkflowsError:
         return value
-
-
-def _bulk_recover(actor_id: str, who: str, reason: str | None) -> bool:
-    repairs.recover(_runtime(), actor_id, who=who, reason=reason, bulk=True)
-    return True
-
-
-def _bulk_cancel(actor_id: str, who: str, reason: str | None) -> bool:
-    return cancel_workflow(_runtime(), actor_id, who=who, reason=reason, bulk=True)
-
-
-def _bulk_pause(actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.pause(_runtime(), actor_id, reason, who=who, bulk=True)
-
-
-def _bulk_resume(actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.resume(_runtime(), actor_id, reason, who=who, bulk=True)
-
-
-#: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
-#: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
-#: audit row per actor it changed.
-BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
-    "recover": ("recover", _bulk_recover),
-    "cancel": ("cancel", _bulk_cancel),
-    "pause": ("pause", _bulk_pause),
-    "resume": ("resume", _bulk_resume),
-}
-
-
-def state_badge(state: str) -> str:
-    """An HTML badge for a workflow state (``no_workflow`` reads "no workflow")."""
-    color = _STATE_COLORS.get(state, "#6c757d")
-    return format_html(
-        '<span class="rivet-badge" style="background:{};color:#fff;border-radius:10px;padding:1px 8px;'
-        'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
-        color,
-        state.replace("_", " "),
-    )
 
 
 def _audit_item(row: Any) -> dict:
@@ -183,7 +125,7 @@ class AwaitingCodeVersionFilter(admin.SimpleListFilter):
 
 
 @admin.register(models.Actor)
-class ActorAdmin(admin.ModelAdmin):
+class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
 
     list_display = (
@@ -202,7 +144,6 @@ class ActorAdmin(admin.ModelAdmin):
     list_per_page = 50
     empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
     show_full_result_count = False
-    actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected"]
 
     # --- read-only ----------------------------------------------------------------------------------
 
@@ -221,74 +162,6 @@ class ActorAdmin(admin.ModelAdmin):
     def has_replay_permission(self, request: HttpRequest) -> bool:
         """The bulk actions need the replay permission (``rivet_workflows.replay_workflow``)."""
         return request.user.has_perm(REPLAY_PERMISSION)
-
-    # --- bulk actions (a confirmation page first) ---------------------------------------------------
-
-    @admin.action(description="Recover selected failed workflows", permissions=["replay"])
-    def recover_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
-        return self._bulk(request, queryset, "recover")
-
-    @admin.action(description="Cancel selected workflows", permissions=["replay"])
-    def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
-        return self._bulk(request, queryset, "cancel")
-
-    @admin.action(description="Pause selected workflows", permissions=["replay"])
-    def pause_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
-        return self._bulk(request, queryset, "pause")
-
-    @admin.action(description="Resume selected paused workflows", permissions=["replay"])
-    def resume_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
-        return self._bulk(request, queryset, "resume")
-
-    def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
-        """First a confirmation page listing the selected actors (with a reason field); once confirmed
-        (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
-        one message with what was done, skipped and refused."""
-        verb, run = BULK_ACTIONS[name]
-        ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
-        if len(ids) > BULK_LIMIT:
-            self.message_user(
-                request,
-                f"A bulk {verb} takes at most {BULK_LIMIT} actors at once; narrow the list with its filters.",
-                messages.ERROR,
-            )
-            return None
-        if request.POST.get("post") != "yes":
-            actors = list(models.Actor.objects.filter(pk__in=ids).order_by("-updated_at"))
-            context = {
-                **self.admin_site.each_context(request),
-                "opts": self.model._meta,
-                "title": f"{verb.capitalize()} {len(actors)} workflow{'s' if len(actors) != 1 else ''}?",
-                "verb": verb,
-                "action": f"{name}_selected",
-                "actors": [
-                    {"row": a, "key": display.short_key(a.key), "badge": state_badge(a.workflow_state)}
-                    for a in actors
-                ],
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-                "changelist_url": reverse("admin:rivet_workflows_actor_changelist"),
-            }
-            return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
-        who = request.user.get_username()
-        reason = request.POST.get("reason") or None
-        done, skipped, refused = 0, 0, []
-        for actor_id in ids:
-            try:
-                changed = run(actor_id, who, reason)
-            except errors.WorkflowNotFailedError:
-                changed = False
-            except errors.ActorNotFoundError:
-                changed = False
-            except errors.RivetWorkflowsError as exc:
-                refused.append(f"{actor_id}: {repairs.reason(exc)}")
-                continue
-            done += 1 if changed else 0
-            skipped += 0 if changed else 1
-        text = f"Bulk {verb}: {done} done, {skipped} had nothing to {verb}, {len(refused)} refused."
-        if refused:
-            text += " Refused: " + "; ".join(refused[:10]) + (" ..." if len(refused) > 10 else "")
-        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
-        return None
 
     # --- columns ------------------------------------------------------------------------------------
 

@@ -20,7 +20,9 @@ from django.utils.html import format_html, format_html_join
 
 from .. import display, models
 from ..engine import inspector, ports
-from .actors import _STATE_COLORS, _runtime, state_badge
+from .trace import STATE_COLORS as _STATE_COLORS
+from .trace import runtime as _runtime
+from .trace import state_badge
 
 #: the chart's window and its buckets
 MINUTES = 60

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from .. import display
@@ -351,3 +352,34 @@ def trace_rows(
     by_key = {e.key: e for e in entries}
     reasons = replay_reasons or {}
     return [_row(node, workflow_state, by_key, reasons) for node in build_trace(entries, now)]
+
+
+STATE_COLORS = {
+    "pending": "#6c757d",
+    "running": "#0d6efd",
+    "sleeping": "#6f42c1",
+    "completed": "#198754",
+    "rolling_back": "#fd7e14",
+    "failed": "#dc3545",
+    "cancelled": "#495057",
+    "paused": "#ffc107",
+    inspector.NO_WORKFLOW: "#adb5bd",
+}
+
+
+def runtime() -> Any:
+    """The project's runtime (``django_runtime.get_runtime``), imported when first asked for."""
+    from ..django_runtime import get_runtime
+
+    return get_runtime()
+
+
+def state_badge(state: str) -> str:
+    """An HTML badge for a workflow state (``no_workflow`` reads "no workflow")."""
+    color = STATE_COLORS.get(state, "#6c757d")
+    return format_html(
+        '<span class="rivet-badge" style="background:{};color:#fff;border-radius:10px;padding:1px 8px;'
+        'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
+        color,
+        state.replace("_", " "),
+    )

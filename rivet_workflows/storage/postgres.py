@@ -31,6 +31,10 @@ from .. import models
 from ..engine import errors, ports, serde
 from . import mapper
 from .orm import DjangoStore, Written
+from .postgres_flow import OVERFETCH as _OVERFETCH
+from .postgres_flow import admit as _admit
+from .postgres_flow import candidates
+from .postgres_flow import flow_params as _flow_params
 from .postgres_queues import PostgresQueues
 
 _ACTOR = models.Actor._meta.db_table
@@ -139,70 +143,6 @@ def _returning(commit: ports.Commit, changes: dict[str, Any]) -> tuple[str, bool
     return "c.now, a.wake_at, a.waiting_for, a.workflow_state, a.paused_at IS NOT NULL, a.name, " + (
         "a.concurrency_key" + (", a.state" if want_state else "")
     ), want_state
-
-
-def _flow_params(flow: ports.Flow | None) -> list[Any]:
-    """The INSERT parameters of a new actor's flow columns: group, limit, rate count and window, priority and
-    the timeout in seconds (NULL: no deadline)."""
-    if flow is None:
-        return [None, None, None, None, 0, None]
-    return [
-        flow.concurrency_key,
-        flow.concurrency_limit,
-        flow.rate_count,
-        flow.rate_per,
-        flow.priority,
-        flow.timeout,
-    ]
-
-
-#: the claim's flow check on the actor row aliased ``a`` (the admission functions of migration 0004):
-#: no group, or the group's limits let one more in; ``wait``: wait for the group's lock (else skip it)
-def _admit(wait: bool) -> str:
-    flag = "true" if wait else "false"
-    return (
-        "(CASE WHEN a.concurrency_key IS NULL OR (a.concurrency_limit IS NULL AND a.rate_count IS NULL) "
-        "THEN true WHEN a.rate_count IS NULL THEN rivet_flow_slot(a.name, a.concurrency_key, a.concurrency_limit, "
-        f"a.actor_id, {flag}) "
-        "ELSE rivet_flow_admit(a.name, a.concurrency_key, a.concurrency_limit, a.rate_count, a.rate_per, "
-        f"a.actor_id, a.lease_token + 1, {flag}) END)"
-    )
-
-
-#: the free slots of the candidate's group on the statement's snapshot (NULL: no concurrency limit)
-_ROOM = (
-    "(CASE WHEN a.concurrency_limit IS NULL THEN NULL ELSE a.concurrency_limit - (SELECT count(*) FROM "
-    "(SELECT 1 FROM {actor} AS b WHERE b.name = a.name AND b.concurrency_key = a.concurrency_key "
-    "AND b.lease_owner IS NOT NULL AND b.lease_expires_at > statement_timestamp() "
-    "LIMIT a.concurrency_limit) AS live) END)"
-)
-
-#: claim_due reads (and locks, SKIP LOCKED) this many candidates per actor it may claim: 1, so that
-#: concurrent sweeps spread over the due actors; a group with fewer free slots than due candidates makes a
-#: short batch, and the next claim passes the full group over (``_GROUP_HAS_ROOM``)
-_OVERFETCH = 1
-
-#: a quick pre-filter of claim_due's candidates on the statement's snapshot: a group already at its
-#: concurrency limit is passed over (so it does not fill the batch); ``_admit`` decides exactly
-_GROUP_HAS_ROOM = (
-    "(a.concurrency_limit IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {actor} AS b WHERE b.name = a.name "
-    "AND b.concurrency_key = a.concurrency_key AND b.lease_owner IS NOT NULL "
-    "AND b.lease_expires_at > statement_timestamp() LIMIT a.concurrency_limit) AS live) < a.concurrency_limit)"
-)
-
-
-def _candidates(priority: str, order: str) -> str:
-    """One branch of claim_due's candidates: due, unpaused actors with a free lease whose group has room,
-    matching ``priority`` (``a.priority = 0``: by wake_at on rivet_actor_due_idx; ``<> 0``: on the partial
-    rivet_actor_prio_due_idx), in ``order``, locked with SKIP LOCKED; LIMIT is the statement's parameter."""
-    return (
-        "SELECT a.actor_id, a.name, a.concurrency_key, a.priority, a.wake_at, a.created_at, "
-        f"{_ROOM.format(actor=_ACTOR)} AS room FROM {_ACTOR} AS a "
-        f"WHERE a.wake_at <= statement_timestamp() AND {priority} AND NOT a.destroyed AND a.paused_at IS NULL "
-        "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp()) "
-        f"AND {_GROUP_HAS_ROOM.format(actor=_ACTOR)} "
-        f"ORDER BY {order}, a.created_at, a.actor_id LIMIT %s FOR UPDATE OF a SKIP LOCKED"
-    )
 
 
 class PostgresStore(PostgresQueues, DjangoStore):
@@ -353,8 +293,8 @@ class PostgresStore(PostgresQueues, DjangoStore):
             return []
         with connections[self.using].cursor() as cursor:
             cursor.execute(
-                f"WITH plain AS ({_candidates('a.priority = 0', 'a.wake_at')}), "
-                f"ranked AS ({_candidates('a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
+                f"WITH plain AS ({candidates(_ACTOR, 'a.priority = 0', 'a.wake_at')}), "
+                f"ranked AS ({candidates(_ACTOR, 'a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
                 "cand AS (SELECT * FROM plain UNION ALL SELECT * FROM ranked), "
                 "pick AS (SELECT r.actor_id FROM (SELECT cand.*, row_number() OVER (PARTITION BY cand.name, "
                 "cand.concurrency_key ORDER BY cand.priority DESC, cand.wake_at, cand.created_at, cand.actor_id) "

@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 0.02,
     "STEP_ABANDON_SECONDS": 30.0,
     "CONNECTION_IDLE_CHECK": 1.0,
+    "PREPARED_STATEMENTS": True,
     "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
     "API_AUTH": None,
     "API_TOKEN": None,
@@ -78,6 +79,10 @@ class RivetSettings:
     CONNECTION_IDLE_CHECK: a store call that finds its thread's database connection idle for longer than
         this checks it first (one round trip) and reconnects when the server closed it (an idle timeout,
         PgBouncer, a failover), so a long step does not lose its commit; 0 checks before every call.
+    PREPARED_STATEMENTS: on PostgreSQL the store's own statements (a step's commit, the claim, the history
+        load, a send) are prepared once per connection and reused, so the server does not plan them again
+        for every step (the application's ORM queries are untouched). Set False behind PgBouncer in
+        transaction pooling mode older than 1.21, which does not keep prepared statements.
     DISPATCHER: dotted path of the Dispatcher class (``CeleryDispatcher`` or ``LocalDispatcher``).
     API_AUTH: dotted path of the authentication callable of the actor/action/queue API endpoints,
         ``auth(request)`` returning the caller (a principal) or None for a 401 (None:
@@ -118,6 +123,7 @@ class RivetSettings:
     STEP_ABANDON_SECONDS: float
     CONNECTION_IDLE_CHECK: float
     DISPATCHER: str
+    PREPARED_STATEMENTS: bool = True
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
@@ -165,6 +171,7 @@ class RivetSettings:
         values["CODE_VERSION"] = (str(version).strip() or None) if version is not None else None
         values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
         values["TRACING"] = bool(values["TRACING"])
+        values["PREPARED_STATEMENTS"] = bool(values["PREPARED_STATEMENTS"])
         return cls(**{name: values[name] for name in types})
 
 

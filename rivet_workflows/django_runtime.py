@@ -68,7 +68,11 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
     from .realtime import broadcaster
 
     runtime = runtime_mod.Runtime(
-        storage.store_for(poll_interval=conf.POLL_INTERVAL, idle_check=conf.CONNECTION_IDLE_CHECK),
+        storage.store_for(
+            poll_interval=conf.POLL_INTERVAL,
+            idle_check=conf.CONNECTION_IDLE_CHECK,
+            prepared_statements=conf.PREPARED_STATEMENTS,
+        ),
         dispatcher,
         registry,
         settings=settings,

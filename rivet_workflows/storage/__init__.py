@@ -27,9 +27,11 @@ def store_for(using: str = "default", **options: Any) -> DjangoStore:
     """The store for the database alias ``using``: a ``PostgresStore`` on PostgreSQL, else a
     ``DjangoStore`` (the dialect is the class; nothing else switches on the database vendor).
 
-    ``options`` are the constructor's keywords (``poll_interval``, ``lock_timeout``: seconds). Raises
-    Django's ``ConnectionDoesNotExist`` for an alias that is not in ``settings.DATABASES``.
+    ``options`` are the constructor's keywords (``poll_interval``, ``lock_timeout``, ``idle_check``:
+    seconds; ``prepared_statements``: bool, PostgreSQL only, ignored elsewhere). Raises Django's
+    ``ConnectionDoesNotExist`` for an alias that is not in ``settings.DATABASES``.
     """
     if connections[using].vendor == "postgresql":
         return PostgresStore(using, **options)
+    options.pop("prepared_statements", None)
     return DjangoStore(using, **options)

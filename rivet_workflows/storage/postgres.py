@@ -148,8 +148,14 @@ def _returning(commit: ports.Commit, changes: dict[str, Any]) -> tuple[str, bool
 class PostgresStore(PostgresQueues, DjangoStore):
     """``DjangoStore`` on PostgreSQL with the hot paths in raw SQL (see the module docstring).
 
-    Same constructor, contract and thread-safety as ``DjangoStore``; build it with ``storage.store_for``.
+    Same contract and thread-safety as ``DjangoStore``, and its constructor plus ``prepared_statements``
+    (bool, default True: the store's statements are prepared, ``prepared``); build it with
+    ``storage.store_for``.
     """
+
+    def __init__(self, using: str = "default", *, prepared_statements: bool = True, **options: Any) -> None:
+        super().__init__(using, **options)
+        self.prepared_statements = prepared_statements
 
     def _never_ran(self, error: DatabaseError) -> bool:
         """True for SQLSTATE 57P05: the server ended the session for being idle before the call arrived."""
@@ -157,7 +163,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
 
     def now(self) -> datetime:
         """The database clock: ``clock_timestamp()`` as an aware UTC datetime."""
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute("SELECT clock_timestamp()")
             return mapper.utc(cursor.fetchone()[0])
 
@@ -224,7 +230,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
             name,
             key_text,
         ]
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             for _attempt in range(3):
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
@@ -260,7 +266,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
     def _claim(
         self, actor_id: str, owner: str, lease_seconds: float, *, history: bool
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
-        with self._one_round_trip(), connections[self.using].cursor() as cursor:
+        with self._one_round_trip(), self._cursor() as cursor:
             cursor.execute(
                 f"UPDATE {_ACTOR} AS a SET lease_owner = %s, "
                 "lease_expires_at = c.now + %s * interval '1 second', lease_token = a.lease_token + 1, "
@@ -272,7 +278,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 [owner, lease_seconds, actor_id],
             )
             if history:
-                with connections[self.using].cursor() as entries:
+                with self._cursor() as entries:
                     self._query_history(entries, actor_id)
                     row = cursor.fetchone()
                     loaded = [mapper.entry_from_sql(entry) for entry in entries.fetchall()]
@@ -291,7 +297,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         No table lock: concurrent sweeps claim disjoint actors and never pass a limit."""
         if limit <= 0:
             return []
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(
                 f"WITH plain AS ({candidates(_ACTOR, 'a.priority = 0', 'a.wake_at')}), "
                 f"ranked AS ({candidates(_ACTOR, 'a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
@@ -320,12 +326,12 @@ class PostgresStore(PostgresQueues, DjangoStore):
     def load_for_run(self, actor_id: str) -> tuple[ports.ActorRecord, list[ports.EntryRecord], datetime]:
         """``(actor, history, now)`` for a run holding a lease already; ActorNotFoundError when it is gone or
         destroyed. Two statements in one round trip and one transaction (pipelined)."""
-        with self._one_round_trip(), connections[self.using].cursor() as cursor:
+        with self._one_round_trip(), self._cursor() as cursor:
             cursor.execute(
                 f"SELECT {_ACTOR_COLUMNS}, clock_timestamp() FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed",
                 [actor_id],
             )
-            with connections[self.using].cursor() as entries:
+            with self._cursor() as entries:
                 self._query_history(entries, actor_id)
                 row = cursor.fetchone()
                 loaded = [mapper.entry_from_sql(entry) for entry in entries.fetchall()]
@@ -347,7 +353,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         changes = mapper.actor_changes(commit)
         sets, params, release_now = _actor_sets(commit, changes)
         returning, want_state = _returning(commit, changes)
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(
                 f"UPDATE {_ACTOR} AS a SET {', '.join(sets)} FROM (SELECT clock_timestamp() AS now) AS c "
                 f"WHERE {LEASE_FENCE} RETURNING {returning}",
@@ -375,7 +381,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         params: list[Any] = []
         for rec in upserts:
             params += [actor_id, *mapper.entry_params(rec, rec.created_at or now)]
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(
                 f"{_ENTRY_INSERT} VALUES " + ", ".join([_UPSERT_ROW] * len(upserts)) + _UPSERT_TAIL, params
             )
@@ -389,7 +395,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         wake_at, now = written.wake_at, written.now
         if not commit.release:
             return wake_at
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             if not written.released:
                 cursor.execute(
                     f"UPDATE {_ACTOR} SET lease_owner = NULL, lease_expires_at = NULL, "
@@ -424,7 +430,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
         (the releasing worker dispatches it at once: no wait for the sweep)."""
         if group is None or name is None:
             return
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(
                 f"SELECT a.actor_id FROM {_ACTOR} AS a WHERE a.name = %s AND a.concurrency_key = %s "
                 "AND a.actor_id <> %s AND a.wake_at <= %s AND NOT a.destroyed AND a.paused_at IS NULL "
@@ -474,7 +480,7 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 ports.MESSAGE_PENDING,
             ]
         sql += " SELECT * FROM u"
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:  # fenced off: the upsert joined no row, nothing was written

@@ -16,6 +16,7 @@ from django.db import connections
 from .. import models
 from ..engine import errors, ports, serde
 from . import mapper
+from .prepared import prepared_cursor
 
 _ACTOR = models.Actor._meta.db_table
 _MESSAGE = models.QueueMessage._meta.db_table
@@ -45,17 +46,24 @@ class PostgresQueues:
 
     using: str
     notifies_wakes = True
+    #: prepare the store's own statements (the ``PREPARED_STATEMENTS`` setting; ``prepared`` module)
+    prepared_statements = True
+
+    def _cursor(self) -> Any:
+        """A cursor for the store's own statements: bound on the server and prepared
+        (``prepared.prepared_cursor``; not prepared when ``prepared_statements`` is False)."""
+        return prepared_cursor(self.using, prepare=self.prepared_statements)
 
     def _notify_waiter(self, actor_id: str) -> None:
         """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding
         transaction commits (so the listener sees the message it announces)."""
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
 
     def _notify_completed(self, message_ids: list[int]) -> None:
         """NOTIFY the senders waiting on ``message_ids`` (one statement); delivered at commit, so the woken
         sender reads the completed message."""
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(
                 "SELECT pg_notify('rivet_done_' || m, '') FROM unnest(%s::bigint[]) AS m", [list(message_ids)]
             )
@@ -148,7 +156,7 @@ class PostgresQueues:
             wake_channel(actor_id),
             WAKES_CHANNEL,
         ]
-        with connections[self.using].cursor() as cursor:
+        with self._cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:

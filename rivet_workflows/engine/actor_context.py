@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 
-from . import schedules, serde
+from . import bridge, schedules, serde
 from .delivery import send_message
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class ActorQueue:
 
     async def asend(self, name: str, body: Any = None) -> None:
         """Async twin of ``send`` (use it inside ``async`` actions)."""
-        await sync_to_async(self.send, thread_sensitive=True)(name, body)
+        await bridge.call(self.send, name, body)
 
 
 class ActorContext:

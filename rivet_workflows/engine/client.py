@@ -7,9 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
-from . import actions, errors, ports, queries, repairs, serde
+from . import actions, bridge, errors, ports, queries, repairs, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .flow import flow_of
@@ -62,10 +60,10 @@ class _Backoff:
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
-    """The ``a``-prefixed async twin of a sync client method (runs it with ``sync_to_async``)."""
+    """The ``a``-prefixed async twin of a sync client method (runs it with ``bridge.call``: inline in a run's loop, else ``sync_to_async``)."""
 
     async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await sync_to_async(method, thread_sensitive=True)(self, *args, **kwargs)
+        return await bridge.call(method, self, *args, **kwargs)
 
     twin.__name__ = f"a{method.__name__}"
     twin.__doc__ = f"Async twin of ``{method.__name__}``."
@@ -277,7 +275,7 @@ class ActorHandle:
 
     async def acall(self, action: str, *args: Any) -> Any:
         """Async twin of ``call``."""
-        return await sync_to_async(self.call, thread_sensitive=True)(action, *args)
+        return await bridge.call(self.call, action, *args)
 
     # --- queries ------------------------------------------------------------------------------------
 
@@ -298,7 +296,7 @@ class ActorHandle:
 
     async def aquery(self, name: str, *args: Any) -> Any:
         """Async twin of ``query``."""
-        return await sync_to_async(self.query, thread_sensitive=True)(name, *args)
+        return await bridge.call(self.query, name, *args)
 
     # --- queues -------------------------------------------------------------------------------------
 
@@ -346,20 +344,29 @@ class ActorHandle:
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
         """Async twin of ``send`` (the same backoff; each pause is the store's ``wait_for_message_completed``
-        in a worker thread, so the loop is not blocked)."""
+        on the thread owning the connection: outside a run a worker thread, so the loop is not blocked;
+        inside a run's step body it blocks the run's loop for one pause, at most ``MAX_SEND_POLL_SECONDS``)."""
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
-        message = await sync_to_async(send_message, thread_sensitive=True)(
-            self.runtime, self.definition, self.actor_id, queue, body, wait
+        message = await bridge.call(
+            send_message, self.runtime, self.definition, self.actor_id, queue, body, wait
         )
         if not wait:
             return None
         limit = to_seconds(timeout)
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
-        get = sync_to_async(self.runtime.store.get_message, thread_sensitive=True)
-        pause = sync_to_async(self.runtime.store.wait_for_message_completed, thread_sensitive=True)
-        ended = sync_to_async(gave_up, thread_sensitive=True)
+        store = self.runtime.store
+
+        async def get(message_id: str) -> ports.MessageRecord:
+            return await bridge.call(store.get_message, message_id)
+
+        async def pause(message_id: str, seconds: float) -> bool:
+            return await bridge.call(store.wait_for_message_completed, message_id, seconds)
+
+        async def ended(*args: Any) -> Any:
+            return await bridge.call(gave_up, *args)
+
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import actions, errors, observe, ports, rollback, serde
+from . import actions, bridge, errors, observe, ports, rollback, serde
 from .context import WorkflowContext
 from .heartbeat import Heartbeat
 from .history import ROOT, History
@@ -248,9 +248,7 @@ class _Run:
             except Exception:
                 logger.exception("on_sleep hook of actor %s raised; ignored", actor.actor_id)
         if session.destroy_requested:
-            await sync_to_async(actions.destroy, thread_sensitive=True)(
-                self.runtime, definition, actor.actor_id, actor.key
-            )
+            await bridge.call(actions.destroy, self.runtime, definition, actor.actor_id, actor.key)
 
     async def _replay(self, session: RunSession) -> RunOutcome:
         """Run the workflow function and turn how it ended into the run's outcome.

@@ -9,9 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
-from . import errors, observe, ports
+from . import bridge, errors, observe, ports
 from .client import Client
 from .settings import Settings
 
@@ -90,7 +88,7 @@ class Runtime:
         ``StoreUnavailable`` signal.
         """
         try:
-            return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+            return await bridge.call(fn, *args, **kwargs)
         except errors.StoreUnavailableError as exc:  # the store translated its own failure
             raise errors.StoreUnavailable(str(exc)) from exc
         except Exception as exc:

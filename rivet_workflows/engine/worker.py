@@ -10,9 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from asgiref.sync import async_to_sync
-
-from . import errors, ports, run, serde
+from . import bridge, errors, ports, run, serde
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -225,7 +223,8 @@ def run_actor(
             summary.workflow_state = actor.workflow_state
             return summary
         try:
-            report = async_to_sync(run.execute)(
+            report = bridge.run_sync(
+                run.execute,
                 runtime,
                 actor,
                 token,

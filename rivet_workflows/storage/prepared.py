@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-try:  # the server-binding cursor of Django's psycopg 3 backend (absent with psycopg2)
+try:  # the server-binding cursor of Django's psycopg 3 backend (absent with psycopg2 or without a driver)
     from django.db.backends.postgresql.base import ServerBindingCursor
-except ImportError:  # pragma: no cover - psycopg2
+except (ImportError, ImproperlyConfigured):  # no PostgreSQL driver installed (SQLite projects), psycopg2
     ServerBindingCursor = None
 
 
@@ -48,7 +49,7 @@ if ServerBindingCursor is not None:
                 query, params, prepare=self.prepare if prepare is None else prepare, **kwargs
             )
 
-else:  # pragma: no cover - psycopg2
+else:  # pragma: no cover - no driver, or psycopg2
     PreparedCursor = None
 
 

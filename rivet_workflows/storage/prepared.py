@@ -26,6 +26,7 @@ from django.db import connections
 
 try:  # the server-binding cursor of Django's psycopg 3 backend (absent with psycopg2 or without a driver)
     from django.db.backends.postgresql.base import ServerBindingCursor
+    from psycopg.types.datetime import TimestamptzLoader
 except (ImportError, ImproperlyConfigured):  # no PostgreSQL driver installed (SQLite projects), psycopg2
     ServerBindingCursor = None
 
@@ -71,4 +72,8 @@ def prepared_cursor(using: str, *, prepare: bool = True) -> Any:
     with connection.wrap_database_errors:
         raw = PreparedCursor(driver)
     raw.prepare = prepare
+    # psycopg's own timestamptz loader (its C implementation) instead of Django's, a Python subclass that
+    # also converts every value to the current time zone: the store reads instants and makes them UTC
+    # itself (mapper.utc), and the session's time zone is UTC under USE_TZ.
+    raw.adapters.register_loader("timestamptz", TimestamptzLoader)
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)

@@ -85,3 +85,20 @@ def test_a_new_connection_after_a_drop_prepares_again_and_the_commit_goes_throug
         assert store.commit(actor_id, token, ports.Commit(upserts=[entry(f"b{i}", output=i)])).ok
     assert len(store.load_history(actor_id)) == 6
     assert _prepared()  # prepared again on the new session
+
+
+def test_instants_read_by_the_prepared_statements_are_right_whatever_the_session_time_zone():
+    from datetime import UTC, datetime, timedelta
+
+    store = PostgresStore(poll_interval=0.005)
+    actor_id = StoreHarness("pg", store).new_actor()
+    with connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'Asia/Tokyo'")  # +09:00: a naive reading would be 9 hours off
+    token, _actor, _history, claimed_at = store.claim_and_load(actor_id, "runner", 30)
+    wake = datetime.now(UTC) + timedelta(hours=1)
+    result = store.commit(actor_id, token, ports.Commit(wake_at=wake, release=True))
+    assert result.ok
+    assert abs(claimed_at - datetime.now(UTC)) < timedelta(seconds=5)
+    assert claimed_at.utcoffset() == timedelta(0)
+    assert abs(result.wake_at - wake) < timedelta(milliseconds=1)
+    assert abs(store.now() - datetime.now(UTC)) < timedelta(seconds=5)

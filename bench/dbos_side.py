@@ -218,6 +218,8 @@ def p7_throughput(
         line = child.stdout.readline()
         if line.strip() != "READY":
             raise RuntimeError(f"DBOS P7 process did not start: {line!r}")
+    meter = pg.CommitMeter(DBNAME)
+    meter.start()
     for child in children:
         child.stdin.write("go\n")
         child.stdin.flush()
@@ -228,6 +230,7 @@ def p7_throughput(
         if child.returncode != 0 or not marked:
             raise RuntimeError(f"DBOS P7 process exited {child.returncode}")
         results.append(json.loads(marked[-1][len(proc.MARK) :]))
+    commits = meter.stop()
     seconds = max(r["ended"] for r in results) - min(r["started"] for r in results)
     finished = sum(r["finished"] for r in results)
     return {
@@ -238,6 +241,8 @@ def p7_throughput(
         "finished": finished,
         "seconds": seconds,
         "steps_per_s": finished * steps / seconds,
+        "commits_per_step": commits / max(1, finished * steps),
+        "commits_per_wal_flush": commits / meter.wal_syncs if meter.wal_syncs else None,
     }
 
 

@@ -834,6 +834,8 @@ def p7_throughput(
         out[f"expected{suffix}"] = count
         out[f"steps_per_s{suffix}"] = len(got) * steps / max(seconds, 1e-9)
         out[f"commits_per_step{suffix}"] = commits / max(1, len(got) * steps)
+        if meter.wal_syncs:  # how many commits each WAL flush carried (PostgreSQL's group commit)
+            out[f"commits_per_wal_flush{suffix}"] = commits / meter.wal_syncs
         time.sleep(0.3)
         while True:  # drop reports that raced the kill
             sock.settimeout(0.05)

@@ -77,6 +77,19 @@ def sessions(dbname: str) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def wal_syncs() -> int | None:
+    """``pg_stat_wal.wal_sync``: how many times the server has flushed WAL to disk so far (the whole
+    cluster; PostgreSQL 14+), or None where the view is missing. Commits over flushes in a window says
+    how many commits PostgreSQL's group commit shared each flush between."""
+    with admin_connect() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        try:
+            row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        except Exception:  # PostgreSQL < 14
+            return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def flushed_commits(dbname: str, *, flush_wait: float = 1.1) -> tuple[int, float]:
     """``(xact_commit, monotonic read time)`` for ``dbname`` after waiting ``flush_wait`` seconds.
 
@@ -101,6 +114,9 @@ class CommitMeter:
         self.connections = 0  # connections opened to the database between start() and stop()
         self._start: tuple[int, float] | None = None
         self._sessions = 0
+        self._wal: int | None = None
+        #: WAL flushes of the server between start() and stop() (None: not known)
+        self.wal_syncs: int | None = None
 
     def measure_idle(self, window: float = 2.0) -> float:
         """Measure and remember the background commit rate (commits/s) over ``window`` seconds (0 = skip)."""
@@ -116,6 +132,7 @@ class CommitMeter:
         """Take the opening reading (waits for pending statistics to flush)."""
         self._start = flushed_commits(self.dbname)
         self._sessions = sessions(self.dbname)
+        self._wal = wal_syncs()
 
     def stop(self) -> float:
         """Commits since ``start`` minus the idle rate times the window; never negative."""
@@ -123,6 +140,8 @@ class CommitMeter:
         c1, t1 = flushed_commits(self.dbname)
         c0, t0 = self._start
         self.connections = sessions(self.dbname) - self._sessions
+        wal = wal_syncs()
+        self.wal_syncs = None if wal is None or self._wal is None else wal - self._wal
         return max(0.0, (c1 - c0) - self.idle_rate * (t1 - t0))
 
 

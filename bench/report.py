@@ -160,7 +160,12 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                 ">= 1.6x",
                 _cmp(scale, ">=", 1.6),
             ),
-            _row("transactions per step", _get(ours, "commits_per_step")),
+            _row("transactions per step", _get(ours, "commits_per_step"), _get(dbos, "commits_per_step")),
+            _row(
+                "transactions per WAL flush (group commit)",
+                _get(ours, "commits_per_wal_flush"),
+                _get(dbos, "commits_per_wal_flush"),
+            ),
             _row("s to create every actor (before the measure)", _get(ours, "create_seconds")),
         ]
     if bench in ("P2", "P2G", "P5"):

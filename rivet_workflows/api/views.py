@@ -288,8 +288,9 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
-    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow`` (nothing
-    would receive it). Operation ``send``."""
+    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow``, and one
+    whose workflow is completed or cancelled -> 409 ``workflow_finished`` (nothing would receive it, nothing
+    is stored; a failed workflow accepts it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:

@@ -16,7 +16,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     W001: SQLite with a non-embedded broker (real workers on several machines need PostgreSQL).
     W002: no channel layer (broadcasts and live history go nowhere).
     W003: a step timeout longer than LEASE_SECONDS (another worker would take over a live step).
-    W004: the in-memory channel layer with workers in other processes (``in_memory_layer_misses_workers``).
+    (W004, the in-memory channel layer with worker processes, is a deploy check: ``check_channel_layer``.)
     W005: SWEEP_INTERVAL >= LEASE_SECONDS (late timers, slow takeover of a dead worker's actors).
     E003: API_AUTH or AUTHORIZE cannot be imported or is not callable (every API request would fail).
     W006: DEV_MODE on while DEBUG is off (the inspector, and with dev_mode_api_auth the actor API, open to
@@ -78,16 +78,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
 
-    if in_memory_layer_misses_workers(conf.DISPATCHER):
-        errors.append(
-            checks.Warning(
-                "In-memory channel layer with Celery worker processes (the filesystem:// broker too): their "
-                "history pushes and broadcasts never reach WebSocket clients; the admin trace polls instead.",
-                hint="Use channels_redis (REDIS_URL in the example project); or add rivet_workflows.W004 to "
-                "SILENCED_SYSTEM_CHECKS if every worker runs inside the web process.",
-                id="rivet_workflows.W004",
-            )
-        )
     if conf.SWEEP_INTERVAL >= conf.LEASE_SECONDS:
         errors.append(
             checks.Warning(
@@ -180,6 +170,32 @@ def in_memory_layer_misses_workers(dispatcher: str | None = None) -> bool:
         return False
     broker = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
     return not broker.startswith("memory://")
+
+
+@checks.register(checks.Tags.compatibility, deploy=True)
+def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy``: W004 when the default channel layer is in-memory while workers run in
+    processes of their own (``in_memory_layer_misses_workers``): their history pushes and broadcasts never
+    reach WebSocket clients. A deploy check, not one every command runs: it is what the README's
+    one-machine setup (SQLite, the filesystem broker, ``InMemoryChannelLayer``) always has, and there the
+    admin trace says it polls instead. An invalid RIVET_WORKFLOWS is E001's: nothing here then."""
+    from .conf import RivetSettings
+
+    try:
+        conf = RivetSettings.load()
+    except (ValueError, TypeError):
+        return []
+    if not in_memory_layer_misses_workers(conf.DISPATCHER):
+        return []
+    return [
+        checks.Warning(
+            "In-memory channel layer with Celery worker processes (the filesystem:// broker too): their "
+            "history pushes and broadcasts never reach WebSocket clients; the admin trace polls instead.",
+            hint="Use channels_redis (REDIS_URL in the example project); or add rivet_workflows.W004 to "
+            "SILENCED_SYSTEM_CHECKS if every worker runs inside the web process.",
+            id="rivet_workflows.W004",
+        )
+    ]
 
 
 @checks.register(checks.Tags.compatibility, deploy=True)

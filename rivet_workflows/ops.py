@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from . import models
+from . import models, states
 from .engine import audit, dry_run, errors, inspector, ports, repairs, serde
 
 #: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
@@ -26,23 +26,15 @@ def _no_progress(items: Iterable[Any], total: int, description: str) -> Iterable
     return items
 
 
-#: actor states ``list_actors`` filters on: the stored workflow states plus ``no_workflow``
-LIST_STATES = (
-    ports.PENDING,
-    ports.RUNNING,
-    ports.SLEEPING,
-    ports.ROLLING_BACK,
-    ports.COMPLETED,
-    ports.FAILED,
-    ports.CANCELLED,
-    inspector.NO_WORKFLOW,
-)
+#: actor states ``list_actors`` shows and filters on (``states.SHOWN_STATES``: the stored workflow states,
+#: ``paused`` and ``no_workflow``)
+LIST_STATES = states.SHOWN_STATES
 
 
 @dataclass
 class ActorRow:
-    """One line of ``rivet list``: the actor's id, type, key, shown workflow state (``no_workflow`` for a
-    type without a run function), next wake-up, the queues it waits on, and when it last changed."""
+    """One line of ``rivet list``: the actor's id, type, key, shown workflow state (``states.shown``:
+    ``no_workflow`` for a type without a run function, ``paused`` for a paused unfinished one), next wake-up, the queues it waits on, and when it last changed."""
 
     actor_id: str
     name: str
@@ -59,25 +51,29 @@ def list_actors(
     """Live actors (of type ``name``; in workflow state ``state``, one of ``LIST_STATES``), the most
     recently changed first, at most ``limit``: ``(rows, total matching)``. ``ValueError`` for an unknown
     state or a limit < 1."""
-    if state is not None and state not in LIST_STATES:
-        raise ValueError(f"unknown state {state!r}; one of: {', '.join(LIST_STATES)}")
     if limit < 1:
         raise ValueError("--limit must be >= 1")
     rows = models.Actor.objects.filter(destroyed=False)
     if name:
         rows = rows.filter(name=name)
     run_less = inspector.run_less_types(runtime.registry)
-    if state == inspector.NO_WORKFLOW:
-        rows = rows.filter(name__in=run_less)
-    elif state is not None:
-        rows = rows.filter(workflow_state=state).exclude(name__in=run_less)
+    if state is not None:
+        rows = states.filter_state(rows, state, run_less)  # ValueError for an unknown state
     total = rows.count()
-    fields = ("actor_id", "name", "key", "workflow_state", "wake_at", "waiting_for", "updated_at")
+    fields = (
+        "actor_id",
+        "name",
+        "key",
+        "workflow_state",
+        "wake_at",
+        "waiting_for",
+        "updated_at",
+        "paused_at",
+    )
     found = []
     for values in rows.order_by("-updated_at", "actor_id").values_list(*fields)[:limit]:
-        row = ActorRow(*values)
-        if row.name in run_less:
-            row.workflow_state = inspector.NO_WORKFLOW
+        row = ActorRow(*values[:-1])
+        row.workflow_state = states.shown(row.name, row.workflow_state, values[-1], run_less)
         row.key = list(row.key or [])
         found.append(row)
     return found, total

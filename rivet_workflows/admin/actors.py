@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from .. import display, inputs, models
+from .. import display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, ports, repairs, serde
@@ -78,25 +78,26 @@ def _audit_item(row: Any) -> dict:
 
 
 class WorkflowStateFilter(admin.SimpleListFilter):
-    """The "workflow state" filter: each stored state, and "no workflow" for actors whose type has no run
-    function (stored as ``pending``, but with no workflow to wait on: listed apart, not as pending)."""
+    """The "workflow state" filter: each state an actor shows (``states.shown``, the badge's rule): the
+    stored states, "paused" for a paused unfinished actor (not counted in its stored state), and "no
+    workflow" for actors whose type has no run function (stored as ``pending``, but with no workflow to
+    wait on: listed apart, not as pending)."""
 
     title = "workflow state"
     parameter_name = "workflow_state__exact"  # the parameter Django's own field filter used
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        states = models.Actor.objects.order_by().values_list("workflow_state", flat=True).distinct()
-        shown = sorted(set(states))
+        counts = states.count(models.Actor.objects.filter(destroyed=False), ())  # no_workflow: always listed
+        shown = sorted({state for _, state in counts})
         return [(s, s.replace("_", " ")) for s in shown] + [(inspector.NO_WORKFLOW, "no workflow")]
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
         value = self.value()
         if not value:
             return queryset
-        run_less = inspector.run_less_types(_runtime().registry)
-        if value == inspector.NO_WORKFLOW:
-            return queryset.filter(name__in=run_less)
-        return queryset.filter(workflow_state=value).exclude(name__in=run_less)
+        if value not in states.SHOWN_STATES:
+            return queryset.none()
+        return states.filter_state(queryset, value, inspector.run_less_types(_runtime().registry))
 
 
 class AwaitingCodeVersionFilter(admin.SimpleListFilter):
@@ -180,13 +181,10 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
 
     @admin.display(description="workflow state", ordering="workflow_state")
     def state_display(self, obj: models.Actor) -> str:
-        """The workflow state's badge; "no workflow" for an actor whose type has no run function."""
-        registry = _runtime().registry
-        if obj.name in registry and registry.get(obj.name).run is None:
-            return state_badge(inspector.NO_WORKFLOW)
-        if obj.paused_at is not None and obj.workflow_state not in ("completed", "failed", "cancelled"):
-            return state_badge("paused")
-        return state_badge(obj.workflow_state)
+        """The badge of the state the actor shows (``states.shown``): "no workflow" for an actor whose
+        type has no run function, "paused" for a paused unfinished one."""
+        run_less = inspector.run_less_types(_runtime().registry)
+        return state_badge(states.shown(obj.name, obj.workflow_state, obj.paused_at, run_less))
 
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:

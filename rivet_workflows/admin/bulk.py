@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import display, models
-from ..engine import errors, repairs
+from .. import display, models, states
+from ..engine import errors, inspector, repairs
 from ..engine.cancel import cancel as cancel_workflow
 from .trace import runtime as _runtime
 from .trace import state_badge
@@ -91,6 +91,7 @@ class BulkActionsMixin:
             return None
         if request.POST.get("post") != "yes":
             actors = list(models.Actor.objects.filter(pk__in=ids).order_by("-updated_at"))
+            run_less = inspector.run_less_types(_runtime().registry)  # the badge as in the list
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.model._meta,
@@ -98,7 +99,11 @@ class BulkActionsMixin:
                 "verb": verb,
                 "action": f"{name}_selected",
                 "actors": [
-                    {"row": a, "key": display.short_key(a.key), "badge": state_badge(a.workflow_state)}
+                    {
+                        "row": a,
+                        "key": display.short_key(a.key),
+                        "badge": state_badge(states.shown(a.name, a.workflow_state, a.paused_at, run_less)),
+                    }
                     for a in actors
                 ],
                 "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,

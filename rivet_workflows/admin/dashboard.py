@@ -19,6 +19,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from .. import display, models
+from .. import states as shown_states
 from ..engine import inspector, ports
 from .trace import STATE_COLORS as _STATE_COLORS
 from .trace import runtime as _runtime
@@ -30,15 +31,6 @@ MINUTES = 60
 TOP = 10
 
 _ITERATION = re.compile(r"/~\d+(?=/|$)")
-_STATES = (
-    ports.PENDING,
-    ports.RUNNING,
-    ports.SLEEPING,
-    ports.ROLLING_BACK,
-    ports.COMPLETED,
-    ports.FAILED,
-    ports.CANCELLED,
-)
 
 
 @dataclass
@@ -70,16 +62,12 @@ def _live() -> Any:
 
 
 def _counts(registry: Any) -> tuple[list[str], list[tuple[str, list[int], int]], list[int]]:
-    """Actors per type and workflow state (``no_workflow`` for types without a run function)."""
-    run_less = inspector.run_less_types(registry)
+    """Actors per type and the state they show (``states.shown``: ``paused`` for paused unfinished actors,
+    ``no_workflow`` for types without a run function), the states in ``states.SHOWN_STATES`` order."""
     grid: dict[str, dict[str, int]] = {}
-    for row in _live().values("name", "workflow_state").annotate(n=Count("pk")).order_by():
-        state = inspector.NO_WORKFLOW if row["name"] in run_less else row["workflow_state"]
-        cells = grid.setdefault(row["name"], {})
-        cells[state] = cells.get(state, 0) + row["n"]
-    states = [s for s in _STATES if any(s in cells for cells in grid.values())]
-    if any(inspector.NO_WORKFLOW in cells for cells in grid.values()):
-        states.append(inspector.NO_WORKFLOW)
+    for (name, state), n in shown_states.count(_live(), inspector.run_less_types(registry)).items():
+        grid.setdefault(name, {})[state] = n
+    states = [s for s in shown_states.SHOWN_STATES if any(s in cells for cells in grid.values())]
     counts = [
         (name, [grid[name].get(s, 0) for s in states], sum(grid[name].values())) for name in sorted(grid)
     ]
@@ -145,7 +133,8 @@ def build() -> Dashboard:
     states, counts, totals = _counts(runtime.registry)
     unfinished = _live().exclude(workflow_state__in=list(ports.FINISHED_STATES))
     expired = unfinished.filter(lease_owner__isnull=False, lease_expires_at__lt=now)
-    due = unfinished.filter(wake_at__lte=now).filter(
+    # a paused actor is never claimed: it is not waiting for a worker, so it is not "due"
+    due = unfinished.filter(wake_at__lte=now, paused_at__isnull=True).filter(
         Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
     )
     return Dashboard(

@@ -42,13 +42,15 @@ KeyPart = (
     StorableText | Annotated[int, Field(ge=-MAX_KEY_INT, le=MAX_KEY_INT), BeforeValidator(_integer_key_part)]
 )
 
-#: the values of the ``state`` filter of ``GET /actors`` (ENGINE-SEMANTICS.md section 1), and
-#: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``, never stored)
+#: the values of the ``state`` filter of ``GET /actors`` (``states.SHOWN_STATES``): the stored workflow
+#: states (ENGINE-SEMANTICS.md section 1), ``paused`` for a paused unfinished actor (``ports.PAUSED``) and
+#: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``); neither is stored
 WorkflowState = Literal[
     ports.PENDING,
     ports.RUNNING,
     ports.SLEEPING,
     ports.ROLLING_BACK,
+    ports.PAUSED,
     ports.COMPLETED,
     ports.FAILED,
     ports.CANCELLED,

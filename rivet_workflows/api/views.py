@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, models
+from .. import access, inputs, models, states
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.delivery import send_message
@@ -130,7 +130,7 @@ def _summary(row: models.Actor, run_less: frozenset[str]) -> dict:
         "actor_id": row.actor_id,
         "name": row.name,
         "key": list(row.key or []),
-        "workflow_state": inspector.NO_WORKFLOW if row.name in run_less else row.workflow_state,
+        "workflow_state": states.shown(row.name, row.workflow_state, row.paused_at, run_less),
         "wake_at": row.wake_at,
         "waiting_for": list(row.waiting_for or []),
         "created_at": row.created_at,
@@ -142,18 +142,17 @@ def _summary(row: models.Actor, run_less: frozenset[str]) -> dict:
 def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1..500) and
     ``offset`` (0..2**53-1). Values outside those bounds, or a ``state`` that is not one of
-    ``schemas.WorkflowState``, are a 422 ``validation_error``. Actors whose type has no run function show
-    (and filter as) ``no_workflow``, not ``pending``. Operation ``list``: with an ``AUTHORIZE`` hook, only
+    ``schemas.WorkflowState``, are a 422 ``validation_error``. Each actor shows (and filters as) the state
+    ``states.shown`` gives: ``no_workflow`` for a type without a run function (not ``pending``), ``paused``
+    for a paused unfinished actor (not its stored state, e.g. ``sleeping``). Operation ``list``: with an ``AUTHORIZE`` hook, only
     the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
     authorize(request, access.LIST)
     run_less = frozenset(inspector.run_less_types(runtime().registry))
     rows = models.Actor.objects.filter(destroyed=False)
     if filters.name:
         rows = rows.filter(name=filters.name)
-    if filters.state == inspector.NO_WORKFLOW:
-        rows = rows.filter(name__in=sorted(run_less))
-    elif filters.state:
-        rows = rows.filter(workflow_state=filters.state).exclude(name__in=sorted(run_less))
+    if filters.state:
+        rows = states.filter_state(rows, filters.state, run_less)
     if rivet_settings.AUTHORIZE:
         if filters.name:
             authorize(request, access.LIST, filters.name)
@@ -289,8 +288,9 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
-    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow`` (nothing
-    would receive it). Operation ``send``."""
+    actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow``, and one
+    whose workflow is completed or cancelled -> 409 ``workflow_finished`` (nothing would receive it, nothing
+    is stored; a failed workflow accepts it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
     if payload.wait:

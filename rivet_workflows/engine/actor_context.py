@@ -43,8 +43,9 @@ class ActorQueue:
         """Enqueue ``body`` on queue ``name`` of this actor.
 
         Inside a workflow run (hooks such as ``on_error``) the message rides in the run's next commit
-        (the outbox); elsewhere it is stored at once and wakes the workflow if it waits on ``name``.
-        Errors as ``send_message``.
+        (the outbox; never refused: the workflow is running); elsewhere (an action, a scheduled action) it
+        is stored at once and wakes the workflow if it waits on ``name``. Errors as ``send_message``:
+        ``WorkflowFinishedError`` there when the workflow is completed or cancelled.
         """
         c = self._c
         if c._session is not None:

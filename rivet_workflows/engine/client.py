@@ -313,7 +313,9 @@ class ActorHandle:
         ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline; each pause is the store's
         ``wait_for_message_completed``, which returns at once on the completion where the store is told
         of it (MemoryStore, PostgresStore: LISTEN/NOTIFY), so the reply is seen without the poll delay. Raises ``QueueNotFoundError``,
-        ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues").
+        ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"),
+        ``NoWorkflowError`` (no run function) and ``WorkflowFinishedError`` (the workflow is completed or
+        cancelled: nothing is stored; a failed one accepts the message for a recover or replay).
         """
         if wait:
             check_not_reentrant(self.actor_id, "send to a queue and wait for the response")

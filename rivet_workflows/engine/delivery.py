@@ -49,8 +49,10 @@ def send_message(
     """Validate and store a queue message for ``actor_id``, then wake it if the send made it due.
 
     Raises ``QueueNotFoundError`` (undeclared queue on an actor that declares queues),
-    ``SerializationError``/``PayloadTooLargeError`` (body over ``settings.max_payload_bytes``) and
-    ``ActorNotFoundError``. Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
+    ``SerializationError``/``PayloadTooLargeError`` (body over ``settings.max_payload_bytes``),
+    ``ActorNotFoundError``, ``NoWorkflowError`` (a type without a run function) and
+    ``WorkflowFinishedError`` (the workflow is completed or cancelled: the store refuses it, nothing is
+    stored; a failed workflow accepts it). Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
     """
     definition.check_queue(name)
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)

@@ -217,6 +217,31 @@ class NoWorkflowError(RivetWorkflowsError):
     http_status = 409
 
 
+class WorkflowFinishedError(RivetWorkflowsError):
+    """The actor's workflow is completed or cancelled, so nothing would ever receive a queue message.
+
+    Raised by every send from outside a run (``ActorHandle.send``, ``c.queue.send`` in an action or a
+    scheduled action, HTTP ``POST /actors/{id}/queues/{queue}``: 409 ``workflow_finished``); the store
+    refuses it under the actor's row lock, so nothing is stored. A failed workflow still accepts messages
+    (a recover or replay may consume them). ``metadata``: ``actor_id``, ``workflow_state``, ``queue``."""
+
+    group = "queue"
+    code = "workflow_finished"
+    http_status = 409
+
+
+def workflow_finished(actor_id: str, workflow_state: str, queue: str) -> WorkflowFinishedError:
+    """The ``WorkflowFinishedError`` a store raises for a send to ``actor_id`` whose workflow is
+    ``workflow_state`` (completed or cancelled) on queue ``queue``."""
+    return WorkflowFinishedError(
+        f"the workflow of actor {actor_id} is {workflow_state}: nothing would ever receive a message on queue "
+        f"{queue!r} (a failed workflow still accepts messages, for a recover or replay)",
+        actor_id=actor_id,
+        workflow_state=workflow_state,
+        queue=queue,
+    )
+
+
 class MessageAlreadyCompletedError(RivetWorkflowsError):
     """This queue message was already completed."""
 

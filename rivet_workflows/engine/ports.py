@@ -62,6 +62,9 @@ ROLLING_BACK = "rolling_back"
 FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+#: finished states that refuse a send from outside a run (``errors.WorkflowFinishedError``): nothing will
+#: consume it; a failed workflow accepts sends (an operator's recover or replay runs it again)
+CLOSED_STATES = frozenset({COMPLETED, CANCELLED})
 #: how an unfinished actor that an operator paused reads (``ActorRecord.workflow_state``); the stored
 #: workflow state stays as the run left it and is back on resume (DESIGN.md section 12)
 PAUSED = "paused"
@@ -263,7 +266,10 @@ class Store(Protocol):
         trace_context: dict | None = None,
     ) -> MessageRecord:
         """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
-        its workflow is finished. ``ActorNotFoundError``, ``SerializationError``."""
+        its workflow is finished. ``ActorNotFoundError``, ``SerializationError``; ``WorkflowFinishedError``
+        (``errors.workflow_finished``) when the workflow is in ``CLOSED_STATES`` (completed, cancelled),
+        checked under the same lock as the insert: nothing is stored. A commit's outbox is not a ``send``
+        and is never refused (the run sent it while its workflow ran)."""
 
     def send_and_check(
         self,

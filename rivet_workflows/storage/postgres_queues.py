@@ -21,6 +21,7 @@ from .prepared import prepared_cursor
 _ACTOR = models.Actor._meta.db_table
 _MESSAGE = models.QueueMessage._meta.db_table
 _FINISHED_SQL = ", ".join(f"'{s}'" for s in sorted(ports.FINISHED_STATES))
+_CLOSED_SQL = ", ".join(f"'{s}'" for s in sorted(ports.CLOSED_STATES))
 
 
 def wake_channel(actor_id: str) -> str:
@@ -45,6 +46,7 @@ class PostgresQueues:
     and the notifies of a delivery and of a completion."""
 
     using: str
+    _actors: Any  # provided by DjangoStore: its actors queryset
     notifies_wakes = True
     #: prepare the store's own statements (the ``PREPARED_STATEMENTS`` setting; ``prepared`` module)
     prepared_statements = True
@@ -126,7 +128,8 @@ class PostgresQueues:
         commit). Returns ``(message, hint)``: ``hint`` is ``delivery.wake_if_due``'s answer read in the
         same statement (the actor is due now and no live lease is held); when it is True the statement
         also NOTIFYs ``WAKES_CHANNEL`` with the actor id (``wait_for_wakes``). Raises ActorNotFoundError
-        (missing or destroyed actor) and SerializationError (body)."""
+        (missing or destroyed actor), SerializationError (body) and WorkflowFinishedError (the workflow is
+        completed or cancelled: the statement inserts nothing)."""
         encoded = serde.to_json(body, where=f"body of queue message {name!r}")
         live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
         sql = (
@@ -134,7 +137,8 @@ class PostgresQueues:
             "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
             f"FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
             f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status, trace_context) "
-            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb FROM a, c RETURNING id, created_at), "
+            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb FROM a, c "
+            f"WHERE a.workflow_state NOT IN ({_CLOSED_SQL}) RETURNING id, created_at), "
             f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
             f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
             "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
@@ -159,7 +163,15 @@ class PostgresQueues:
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
-        if row is None:
+        if row is None:  # nothing stored: no such live actor, or its workflow is completed or cancelled
+            state = (
+                self._actors()
+                .filter(pk=actor_id, destroyed=False)
+                .values_list("workflow_state", flat=True)
+                .first()
+            )
+            if state in ports.CLOSED_STATES:
+                raise errors.workflow_finished(actor_id, state, name)
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
         message = ports.MessageRecord(
             id=str(row[0]),

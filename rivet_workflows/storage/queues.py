@@ -38,8 +38,12 @@ class QueueStorage:
         completable: bool,
         now: datetime,
         trace_context: dict | None = None,
+        *,
+        refuse_closed: bool = False,
     ) -> tuple[ports.MessageRecord, bool]:
-        """Insert a message under the target's row lock and apply the wake rule; returns (record, woke)."""
+        """Insert a message under the target's row lock and apply the wake rule; returns (record, woke).
+        With ``refuse_closed`` (a ``send``, not a commit's outbox) ``WorkflowFinishedError`` when the
+        workflow is completed or cancelled (``ports.CLOSED_STATES``), before anything is stored."""
         row = (
             self._actors()
             .select_for_update()
@@ -49,6 +53,8 @@ class QueueStorage:
         )
         if row is None or row["destroyed"]:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        if refuse_closed and row["workflow_state"] in ports.CLOSED_STATES:
+            raise errors.workflow_finished(actor_id, row["workflow_state"], name)
         message = self._messages().create(
             actor_id=actor_id,
             name=name,
@@ -125,10 +131,13 @@ class QueueStorage:
     ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` and make the actor due if it waits on ``name`` or is running.
 
-        Raises ActorNotFoundError (missing or destroyed actor) and SerializationError (body).
+        Raises ActorNotFoundError (missing or destroyed actor), SerializationError (body) and
+        WorkflowFinishedError (completed or cancelled workflow: nothing stored).
         """
         with self._atomic():
-            message, _ = self._deliver(actor_id, name, body, completable, self.now(), trace_context)
+            message, _ = self._deliver(
+                actor_id, name, body, completable, self.now(), trace_context, refuse_closed=True
+            )
         return message
 
     def pending_messages(

@@ -54,9 +54,15 @@ class MemoryQueueMixin:
         completable: bool,
         now: datetime,
         trace_context: dict | None = None,
+        *,
+        refuse_closed: bool = False,
     ) -> tuple[ports.MessageRecord, bool]:
-        """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``."""
+        """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``.
+        With ``refuse_closed`` (a ``send``, not a commit's outbox) ``WorkflowFinishedError`` for a
+        completed or cancelled workflow, before anything is stored."""
         row = self._row(actor_id)
+        if refuse_closed and row.workflow_state in ports.CLOSED_STATES:
+            raise errors.workflow_finished(actor_id, row.workflow_state, name)
         message = ports.MessageRecord(
             id=uuid.uuid4().hex,
             actor_id=actor_id,
@@ -104,7 +110,8 @@ class MemoryQueueMixin:
     ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` on queue ``name`` and apply the wake rule (see ``ports``).
 
-        Raises ``ActorNotFoundError`` and ``SerializationError``. Returns the stored message (a copy).
+        Raises ``ActorNotFoundError``, ``SerializationError`` and ``WorkflowFinishedError`` (completed or
+        cancelled workflow: nothing stored). Returns the stored message (a copy).
         """
         return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
 
@@ -123,7 +130,9 @@ class MemoryQueueMixin:
         encoded = serde.to_json(body, where=f"queue {name!r} body")
         with self._lock:
             now = self.now()
-            message, _ = self._deliver(actor_id, name, encoded, completable, now, trace_context)
+            message, _ = self._deliver(
+                actor_id, name, encoded, completable, now, trace_context, refuse_closed=True
+            )
             row = self._actors[actor_id]
             hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
             if hint:

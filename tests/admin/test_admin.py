@@ -42,8 +42,8 @@ def test_actor_list_filters_and_search(admin_client_, rivet):
 
 def test_trace_page_shows_nested_timeline_with_details(admin_client_, rivet):
     handle = rivet.client.order.get_or_create("o")
+    handle.send("approval", {"by": "ann"})  # before the workflow completes: a send after it is refused
     rivet.drain()
-    handle.send("approval", {"by": "ann"})
     page = admin_client_.get(change_url(handle.actor_id))
     assert page.status_code == 200
     html = page.content.decode()

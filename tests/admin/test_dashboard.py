@@ -111,6 +111,8 @@ def test_bulk_pause_then_resume_records_each_actor_and_the_run_goes_on(root, riv
     assert all(h.workflow_state() == "paused" for h in waiting)
     again = _select(root, "pause_selected", ids, post="yes", reason="").content.decode()
     assert "Bulk pause: 0 done, 2 had nothing to pause" in again  # paused already: no change, no row
+    confirm = _select(root, "resume_selected", ids).content.decode()
+    assert confirm.count(">paused<") == 2  # the confirmation shows the badge the list shows
     done = _select(root, "resume_selected", ids, post="yes", reason="done").content.decode()
     assert "Bulk resume: 2 done" in done
     for handle in waiting:

@@ -64,9 +64,8 @@ def test_http_and_python_give_the_same_detail_in_every_ending(api, rivet):  # no
         join = in_background(lambda r=reader: drain_until(rivet, lambda: "inbox" in _waiting_for(r)))
         seen["received"] = send(reader, "inbox", 3)
         join()
-        order = client.order.get_or_create(f"done-{via}")
-        rivet.drain()
-        seen["ended"] = send(order, "approval", 30)
+        # a failed workflow accepts the message (a recover may consume it) but ends the wait at once
+        seen["ended"] = send(rivet.failed_order(f"failed-{via}"), "approval", 30)
         doomed = client.waiter.get_or_create(f"doomed-{via}")
         join = in_background(lambda h=doomed: _destroy_once_sent(h))
         seen["destroyed"] = send(doomed, "approval", 30)
@@ -77,7 +76,7 @@ def test_http_and_python_give_the_same_detail_in_every_ending(api, rivet):  # no
         "not received": "timed out: the workflow has not received the message yet (is it waiting on this queue?)",
         "received": "timed out: the workflow received the message but has not completed it (was it received "
         "with completable=True, and does the workflow call message.complete()?)",
-        "ended": "the workflow completed without completing the message",
+        "ended": "the workflow failed without completing the message",
         "destroyed": "the actor was destroyed before completing the message",
     }
 
@@ -122,3 +121,30 @@ def test_sending_to_an_actor_without_a_workflow_is_409_no_workflow_and_stores_no
     assert rivet.runtime.store.pending_messages(handle.actor_id, None, 10) == []
     with pytest.raises(errors.NoWorkflowError):
         handle.send("whatever", 1, wait=wait)
+
+
+@pytest.mark.parametrize("wait", [False, True])
+@pytest.mark.parametrize("finish", ["completed", "cancelled"])
+def test_sending_to_a_completed_or_cancelled_workflow_is_409_workflow_finished_and_stores_nothing(
+    api,  # noqa: F811
+    rivet,
+    finish,
+    wait,
+):
+    """Nothing would consume it (it used to be a 202 and a message pending forever); Python raises the same."""
+    from rivet_workflows import WorkflowFinishedError
+
+    handle = rivet.client.order.get_or_create(f"{finish}-{wait}")
+    if finish == "cancelled":
+        handle.cancel()
+    rivet.drain()
+    assert handle.workflow_state() == finish
+    body = {"body": 1, "wait": True, "timeout": 5} if wait else {"body": 1}
+    answer = assert_error(
+        post(api, f"/actors/{handle.actor_id}/queues/approval", body), 409, "workflow_finished"
+    )
+    assert answer["group"] == "queue" and f"is {finish}" in answer["message"]
+    assert answer["metadata"] == {"actor_id": handle.actor_id, "workflow_state": finish, "queue": "approval"}
+    assert rivet.runtime.store.pending_messages(handle.actor_id, None, 10) == []
+    with pytest.raises(WorkflowFinishedError):
+        handle.send("approval", 1, wait=wait)

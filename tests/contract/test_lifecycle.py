@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from rivet_workflows.engine import ports
+import pytest
+
+from rivet_workflows.engine import errors, ports
 from rivet_workflows.engine.definitions import actor, workflow
 
 
@@ -129,7 +131,8 @@ def test_cancel_stops_a_sleeping_workflow_for_good(h):
     assert handle.cancel() is True
     actor = h.actor(handle.actor_id)
     assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None and actor.lease_owner is None
-    handle.send("go", None)
+    with pytest.raises(errors.WorkflowFinishedError):  # nothing would take it: refused, not stored
+        handle.send("go", None)
     assert h.run(handle.actor_id).ran is False  # later runs refuse
     h.drain()
     assert ran == [] and h.actor(handle.actor_id).workflow_state == ports.CANCELLED

@@ -3,7 +3,12 @@ W005 a sweep interval not shorter than the lease."""
 
 from __future__ import annotations
 
-from rivet_workflows.checks import check_settings
+import io
+
+import pytest
+from django.core.management import call_command
+
+from rivet_workflows.checks import check_channel_layer, check_settings
 
 REGISTRY = "tests.integration.workflows.registry"
 
@@ -18,22 +23,22 @@ def test_in_memory_layer_with_worker_processes_warns(settings) -> None:
     # Celery workers are separate processes with a network broker and with the embedded filesystem one
     for broker in ("redis://127.0.0.1:6379/0", "filesystem://"):
         settings.CELERY_BROKER_URL = broker
-        messages = [m for m in check_settings() if m.id == "rivet_workflows.W004"]
+        messages = [m for m in check_channel_layer() if m.id == "rivet_workflows.W004"]
         assert len(messages) == 1, broker
         assert "REDIS_URL" in messages[0].hint and "channels_redis" in messages[0].hint
     # work that runs inside the web process reaches its in-memory layer: no warning
     settings.CELERY_BROKER_URL = "memory://"
-    assert "rivet_workflows.W004" not in ids(check_settings())
+    assert "rivet_workflows.W004" not in ids(check_channel_layer())
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": REGISTRY,
         "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
     }
-    assert "rivet_workflows.W004" not in ids(check_settings())
+    assert "rivet_workflows.W004" not in ids(check_channel_layer())
     # a shared channel layer carries worker events
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
-    assert "rivet_workflows.W004" not in ids(check_settings())
+    assert "rivet_workflows.W004" not in ids(check_channel_layer())
 
 
 def test_sweep_interval_not_below_the_lease_warns(settings) -> None:
@@ -42,3 +47,23 @@ def test_sweep_interval_not_below_the_lease_warns(settings) -> None:
     assert len(messages) == 1 and "SWEEP_INTERVAL" in messages[0].hint
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY, "LEASE_SECONDS": 30, "SWEEP_INTERVAL": 1}
     assert "rivet_workflows.W005" not in ids(check_settings())
+
+
+def _readme_setup(settings) -> None:
+    """The README's settings block for one machine: the in-memory channel layer, Celery on the embedded
+    filesystem broker (worker processes of their own)."""
+    settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CELERY_BROKER_URL = "filesystem://"
+
+
+@pytest.mark.django_db
+def test_the_readmes_setup_prints_no_warning_on_commands_but_check_deploy_has_w004(settings) -> None:
+    _readme_setup(settings)
+    for args, options in ((("rivet", "list"), {"skip_checks": False}), (("check",), {})):
+        err = io.StringIO()
+        call_command(*args, **options, stdout=io.StringIO(), stderr=err)  # checks run as from manage.py
+        assert "W004" not in err.getvalue() and "WARNINGS" not in err.getvalue(), args
+    err = io.StringIO()
+    call_command("check", deploy=True, stdout=io.StringIO(), stderr=err)
+    assert "rivet_workflows.W004" in err.getvalue()

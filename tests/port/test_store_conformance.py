@@ -508,15 +508,32 @@ def test_a_release_without_a_matching_message_sleeps_until_the_deadline(h):
     assert result.wake_at is None and result.woken == []
 
 
-def test_a_send_to_a_finished_workflow_does_not_wake_it(h):
+def test_a_send_to_a_failed_workflow_is_kept_but_does_not_wake_it(h):
     actor_id = h.new_actor()
     token = h.store.claim(actor_id, "w", 30)
     h.store.commit(
-        actor_id, token, ports.Commit(workflow_state=ports.COMPLETED, waiting_for=["*"], release=True)
+        actor_id, token, ports.Commit(workflow_state=ports.FAILED, waiting_for=["*"], release=True)
     )
     message, hint = h.store.send_and_check(actor_id, "jobs", 1)
     assert h.store.get_actor(actor_id).wake_at is None and not hint
     assert [m.id for m in h.store.pending_messages(actor_id, None, 10)] == [message.id]
+
+
+@pytest.mark.parametrize("state", [ports.COMPLETED, ports.CANCELLED])
+def test_a_send_to_a_completed_or_cancelled_workflow_is_refused_and_stores_nothing(h, state):
+    actor_id = h.new_actor()
+    token = h.store.claim(actor_id, "w", 30)
+    h.store.commit(actor_id, token, ports.Commit(workflow_state=state, waiting_for=["*"], release=True))
+    old = _mark_old(h, actor_id)
+    for send in (h.store.send, h.store.send_and_check):
+        with pytest.raises(errors.WorkflowFinishedError) as caught:
+            send(actor_id, "jobs", 1)
+        assert caught.value.metadata == {"actor_id": actor_id, "workflow_state": state, "queue": "jobs"}
+    assert h.store.pending_messages(actor_id, None, 10) == []
+    record = h.store.get_actor(actor_id)
+    assert record.wake_at is None and record.updated_at == old
+    with pytest.raises(errors.ActorNotFoundError):  # a missing actor is still that, not a finished one
+        h.store.send("0" * 32, "jobs", 1)
 
 
 def test_send_and_check_hints_a_dispatch_only_when_the_actor_is_due_and_not_leased(h):
@@ -864,7 +881,8 @@ def test_reads_and_refused_calls_on_a_finished_actor_leave_updated_at(h):
     h.store.commit(actor_id, token, ports.Commit(workflow_state=ports.COMPLETED, output=1, release=True))
     old = _mark_old(h, actor_id)
     h.store.run_action(actor_id, lambda s: dict(s), timeout=1, make_due=True)  # a polled read
-    h.store.send(actor_id, "late", 1)  # stored, but a finished workflow is not woken
+    with pytest.raises(errors.WorkflowFinishedError):  # refused: nothing stored, nothing woken
+        h.store.send(actor_id, "late", 1)
     with pytest.raises(errors.SerializationError):
         h.store.run_action(actor_id, lambda s: s.update(bad=object()), timeout=1)
     with pytest.raises(ValueError):

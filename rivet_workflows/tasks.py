@@ -120,6 +120,12 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     """
     from .django_runtime import get_runtime
 
+    if token is None and _local_runs is not None and _local_runs.covers(actor_id):
+        # A run of this actor started by this process (the wake listener heard the same send) has not
+        # finished: it claims after the send committed, or holds the lease and its release finds the
+        # message and runs again. Claiming here too would only find the lease taken (two transactions, and
+        # a new connection: Celery's Django fix-up closes the task thread's connection around every task).
+        return
     runtime = get_runtime()
     if token is not None:
         # Take the sweep's claim over with one conditional UPDATE: a redelivered copy of this task (broker
@@ -130,9 +136,10 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     _run(runtime, actor_id, token)
 
 
-def _run(runtime: Any, actor_id: str, token: int | None) -> None:
+def _run(runtime: Any, actor_id: str, token: int | None, ran: Any = None) -> None:
     """One worker run of ``actor_id`` (``token``: a lease already held, or None to claim it), then keep
-    its wake-up when it is near (``LocalRuns``)."""
+    its wake-up when it is near (``LocalRuns``). ``ran`` (no arguments) is called as soon as the run
+    returned (it released the lease, or did not get it)."""
     from .engine import executor
 
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
@@ -144,7 +151,11 @@ def _run(runtime: Any, actor_id: str, token: int | None) -> None:
     # that comes right away is taken by this run without a release, a broker hop and a replay. Not when
     # eager: the task then runs inside the sender's call, which would only be held up.
     warm = 0.0 if run_actor.app.conf.task_always_eager else runtime.settings.warm_wait
-    summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
+    try:
+        summary = executor.run_actor(runtime, actor_id, token=token, live_until=live_until, warm_wait=warm)
+    finally:
+        if ran is not None:
+            ran()
     if summary.left_for_other_version:
         # Left for a worker of another code version (a rolling deploy): this process must not keep the
         # wake-up, or it would always be the one to run it again; the sweep hands it to any worker.
@@ -181,6 +192,9 @@ class LocalRuns:
     the process dies, the sweep finds the actor due. A timer fired early or twice is harmless (the run
     replays to the wait and waits again). Runner threads are not the Celery pool's: a due timer does
     not queue behind the broker's backlog of new work. One instance per process (``local_runs()``).
+
+    ``covers(actor_id)`` says whether a run it submitted for the actor has not returned yet: the
+    broker's hint for the send the listener heard then does nothing (``run_actor``).
     """
 
     def __init__(self, threads: int = 1) -> None:
@@ -191,6 +205,7 @@ class LocalRuns:
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
         self._busy = 0  # runs submitted and not finished
+        self._running: dict[str, int] = {}  # actor id -> runs submitted whose executor run has not returned
 
     def add(self, actor_id: str, wake_at: datetime) -> None:
         """Keep ``actor_id``'s wake-up at ``wake_at`` (an aware datetime; the run starts
@@ -212,9 +227,25 @@ class LocalRuns:
                 return False
             self._start()
             self._busy += 1
+            self._running[actor_id] = self._running.get(actor_id, 0) + 1
         assert self._pool is not None
         self._pool.submit(self._fire, actor_id)
         return True
+
+    def covers(self, actor_id: str) -> bool:
+        """True while a run of ``actor_id`` submitted here has not returned from its executor run: it
+        claims the lease later (and so sees every message committed before now), or holds it (its release
+        finds such a message and runs the actor again), or found it held by another executor, whose release
+        does the same. A send committed after that release wakes the actor again by itself (the listener
+        hears it; the sweep finds it due)."""
+        with self._lock:
+            return actor_id in self._running
+
+    def _ran(self, actor_id: str) -> None:
+        with self._lock:
+            left = self._running.pop(actor_id, 1) - 1
+            if left > 0:
+                self._running[actor_id] = left
 
     def _start(self) -> None:  # under self._lock
         if self._thread is None:
@@ -237,6 +268,7 @@ class LocalRuns:
                     continue
                 del self._due[actor_id]
                 self._busy += 1
+                self._running[actor_id] = self._running.get(actor_id, 0) + 1
             assert self._pool is not None
             self._pool.submit(self._fire, actor_id)
 
@@ -246,12 +278,21 @@ class LocalRuns:
         from .django_runtime import get_runtime
 
         # As Celery's Django fixup does around a task: drop a connection past CONN_MAX_AGE or broken.
+        done = False
+
+        def ran() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._ran(actor_id)
+
         close_old_connections()
         try:
-            _run(get_runtime(), actor_id, None)
+            _run(get_runtime(), actor_id, None, ran)
         except Exception:  # the sweep is the safety net: it finds the actor due
             logger.exception("local run of actor %s failed; the sweep will retry it", actor_id)
         finally:
+            ran()  # when the run never started (get_runtime failed)
             close_old_connections()
             with self._lock:
                 self._busy -= 1

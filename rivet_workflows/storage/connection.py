@@ -7,8 +7,10 @@ keeps one per thread and alias).
 A connection the database server (or PgBouncer, a load balancer, a failover) closed while it sat idle must
 not fail a healthy workflow (field case C47): every member of ``ports.Store`` is wrapped (``guarded``) so
 that, before it uses a connection it left idle for more than ``idle_check`` seconds (or one that saw an
-error), it checks the connection with Django's ``is_usable()`` (one round trip) and closes a dead one; the
-call then opens a new one. Nothing was sent on the dead connection, so the call (a commit too) runs as
+error), it checks the connection and closes a dead one; the call then opens a new one. The check is a
+look at a psycopg connection's socket (no round trip: a server that ends a session sends an error or end
+of file first) and, when something waits there, the connection saw an error or it sat idle over
+``PING_AFTER_SECONDS``, Django's ``is_usable()`` (one round trip). Nothing was sent on the dead connection, so the call (a commit too) runs as
 if nothing happened, under the same lease and token. A call the database refused because it had ended the
 session before the call arrived (``_never_ran``: PostgreSQL's idle-session timeout) is retried once on a
 new connection. A failure whose outcome is unknown (sent, then the connection broke) is raised as before.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +54,28 @@ class _Calls(threading.local):
 
 
 _calls = _Calls()
+
+
+#: a connection idle longer than this (seconds) is checked with a round trip even when its socket is quiet:
+#: a middlebox that dropped it silently (a NAT or load balancer idle timeout) answers only the next packet
+PING_AFTER_SECONDS = 30.0
+
+
+def _quiet(connection: Any) -> bool:
+    """True when ``connection`` (a Django connection wrapper) is a psycopg 3 connection in good standing
+    with nothing waiting on its socket: a server that ended the session (``idle_session_timeout``, a
+    restart, a failover, PgBouncer closing the client) has sent an error or end of file there, so a quiet
+    socket needs no ``SELECT 1`` round trip. False for any other driver, or when in doubt."""
+    pgconn = getattr(connection.connection, "pgconn", None)
+    if pgconn is None:
+        return False
+    try:
+        if pgconn.status != 0 or pgconn.transaction_status != 0:  # CONNECTION_OK, PQTRANS_IDLE
+            return False
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+    except Exception:  # a closed or unusual connection: check it the usual way
+        return False
+    return not readable
 
 
 def _note_query(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict) -> Any:
@@ -211,7 +236,8 @@ class Connections:
     def _check_idle_connection(self) -> None:
         """Close this thread's connection if it sat idle over ``idle_check`` seconds since its last query
         (or saw an error) and the database no longer answers on it (Django's ``is_usable()``, one round
-        trip); the next query opens a new one. From its first store call on, a thread's connection has its
+        trip; skipped for a psycopg connection idle under ``PING_AFTER_SECONDS`` whose socket is quiet,
+        ``_quiet``); the next query opens a new one. From its first store call on, a thread's connection has its
         queries timed (``_note_query``); before that, its idle time is unknown and it is not checked."""
         connection = connections[self.using]
         if connection.connection is None or connection.in_atomic_block:
@@ -221,6 +247,12 @@ class Connections:
         last = _calls.last.get(self.using)
         idle = last is not None and time.monotonic() - last > self.idle_check
         if not (idle or connection.errors_occurred):
+            return
+        if (
+            not connection.errors_occurred
+            and time.monotonic() - last < PING_AFTER_SECONDS
+            and _quiet(connection)
+        ):
             return
         if connection.is_usable():
             connection.errors_occurred = False

@@ -42,7 +42,8 @@ _listening = threading.local()
 
 
 class PostgresQueues:
-    """``send``/``send_and_check``/``wait_for_messages``/``wait_for_message_completed`` of ``PostgresStore``
+    """``send``/``send_and_check``/``pending_messages``/``wait_for_messages``/``wait_for_message_completed`` of
+    ``PostgresStore``
     and the notifies of a delivery and of a completion."""
 
     using: str
@@ -184,6 +185,39 @@ class PostgresQueues:
             trace_context=trace_context,
         )
         return message, bool(row[3])
+
+    def pending_messages(
+        self, actor_id: str, names: list[str] | None, limit: int
+    ) -> list[ports.MessageRecord]:
+        """``DjangoStore.pending_messages`` as one prepared statement (a queue wait's read, built without
+        the ORM): up to ``limit`` not-yet-received messages, oldest first; ``names`` None or containing
+        "*" = any."""
+        any_name = names is None or "*" in names
+        sql = (
+            "SELECT id, name, body, created_at, completable, status, response, completed_at, trace_context "
+            f"FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
+            + ("" if any_name else " AND name = ANY(%s)")
+            + " ORDER BY id LIMIT %s"
+        )
+        params = [actor_id, ports.MESSAGE_PENDING, *([] if any_name else [list(names or [])]), max(limit, 0)]
+        with self._cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        return [
+            ports.MessageRecord(
+                id=str(row[0]),
+                actor_id=actor_id,
+                name=row[1],
+                body=serde.from_json(mapper.load_json(row[2])),
+                created_at=mapper.utc(row[3]),
+                completable=row[4],
+                status=row[5],
+                response=serde.from_json(mapper.load_json(row[6])),
+                completed_at=mapper.utc(row[7]),
+                trace_context=mapper.load_json(row[8]),
+            )
+            for row in rows
+        ]
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         """A warm queue wait: LISTEN on the actor's channel, look for a pending message, then wait up to

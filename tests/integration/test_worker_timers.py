@@ -108,3 +108,34 @@ def test_an_idle_worker_hears_a_send_to_a_released_actor_and_runs_it_without_the
     finally:
         stop.set()
         listener.join(timeout=10)
+
+
+def test_the_brokers_hint_leaves_an_actor_to_the_run_this_process_started_for_the_same_send(
+    queued, monkeypatch
+):
+    handle = django_runtime.client().approval.get_or_create("a2")
+    tasks.run_actor(handle.actor_id)  # to the queue wait; released
+    store = django_runtime.get_runtime().store
+    handle.send("approval", {"ok": True})  # the actor is due; its hint is recorded, not delivered
+    go = threading.Event()
+    real_run = tasks._run
+
+    def held_run(*args, **kwargs):  # the listener's run, held before its claim
+        go.wait(10)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "_run", held_run)
+    runs = tasks.LocalRuns(threads=1)
+    monkeypatch.setattr(tasks, "_local_runs", runs)
+    assert runs.run_now(handle.actor_id)
+    tasks.run_actor(handle.actor_id)  # the hint arrives while that run is on its way: it does nothing
+    actor = store.get_actor(handle.actor_id)
+    assert actor.workflow_state != ports.COMPLETED and actor.lease_owner is None  # not claimed by the hint
+    go.set()
+    deadline = time.monotonic() + 10
+    while store.get_actor(handle.actor_id).workflow_state != ports.COMPLETED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (
+        store.get_actor(handle.actor_id).workflow_state == ports.COMPLETED
+    )  # the local run took the message
+    assert not runs.covers(handle.actor_id)

@@ -135,3 +135,36 @@ def test_inside_the_callers_transaction_nothing_is_checked_or_retried():
         assert store.commit(actor_id, token, ports.Commit(state={"count": 5})).ok
     assert connections["default"].connection is not None
     assert store.get_actor(actor_id).state == {"count": 5}
+
+
+def _count_pings(monkeypatch) -> list[bool]:
+    pings: list[bool] = []
+    wrapper = connections["default"]
+    real = wrapper.is_usable
+
+    def is_usable():
+        pings.append(real())
+        return pings[-1]
+
+    monkeypatch.setattr(wrapper, "is_usable", is_usable)
+    return pings
+
+
+def test_a_healthy_connection_left_idle_is_used_without_a_ping(store, monkeypatch):
+    actor_id = StoreHarness("pg", store).new_actor()
+    store.claim(actor_id, "runner", 30)
+    time.sleep(0.7)  # over idle_check; the server has not closed the session
+    pings = _count_pings(monkeypatch)
+    store.send(actor_id, "q", 1)
+    assert pings == []  # its socket is quiet: no SELECT 1 round trip before the call
+    assert [m.body for m in store.pending_messages(actor_id, ["q"], 10)] == [1]
+
+
+def test_a_connection_the_server_closed_while_idle_is_pinged_and_replaced(store, monkeypatch):
+    actor_id = StoreHarness("pg", store).new_actor()
+    _idle_timeout_of_this_session()
+    _let_the_server_close_it()
+    pings = _count_pings(monkeypatch)
+    token = store.claim(actor_id, "runner", 30)
+    assert pings == [False]  # the server's goodbye waits on the socket: checked, found dead, replaced
+    assert token is not None

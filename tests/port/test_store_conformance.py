@@ -37,9 +37,10 @@ def test_every_store_implements_the_whole_port(h):
         "wait_for_message_completed",
         "wait_for_wakes",
     ]
-    native = {MemoryStore: [*fast, "release", "get_or_create_actor"], PostgresStore: fast}.get(
-        type(h.store), []
-    )
+    native = {
+        MemoryStore: [*fast, "release", "get_or_create_actor"],
+        PostgresStore: [*fast, "pending_messages"],
+    }.get(type(h.store), [])
     assert [name for name in native if getattr(type(h.store), name) is getattr(ports.BaseStore, name)] == []
 
 
@@ -552,6 +553,18 @@ def test_send_and_check_hints_a_dispatch_only_when_the_actor_is_due_and_not_leas
         h.store.send_and_check("no-such-actor", "q", 1)
     with pytest.raises(errors.SerializationError):
         h.store.send_and_check(actor_id, "q", object())
+
+
+def test_a_pending_message_reads_back_as_it_was_sent(h):
+    actor_id = h.new_actor()
+    body = {"at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "amount": Decimal("1.50"), "tags": ["a", None]}
+    sent = h.store.send(
+        actor_id, "jobs", body, completable=True, trace_context={"traceparent": "00-ab-cd-01"}
+    )
+    [got] = h.store.pending_messages(actor_id, ["jobs", "other"], 10)
+    assert got == h.store.get_message(sent.id)
+    assert (got.id, got.body, got.completable, got.status) == (sent.id, body, True, ports.MESSAGE_PENDING)
+    assert got.trace_context == {"traceparent": "00-ab-cd-01"} and got.created_at == sent.created_at
 
 
 def test_messages_are_fifo_received_and_completed_once(h):

@@ -14,7 +14,9 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from rivet_workflows import CriticalError, Loop, RollbackError, actor, workflow
+import pytest
+
+from rivet_workflows import CriticalError, Loop, RollbackError, WorkflowFinishedError, actor, workflow
 
 from .driver import EPOCH, Case, Driver
 
@@ -777,7 +779,8 @@ def lifecycle_cancelled() -> dict:
 def _record_cancelled(d: Driver) -> Any:
     handle = _start_settle(d)
     handle.cancel()
-    handle.send("go", None)
+    with pytest.raises(WorkflowFinishedError):  # a cancelled workflow refuses it: nothing would receive it
+        handle.send("go", None)
     d.settle()
     return handle
 
@@ -1119,7 +1122,7 @@ CASES = [
     Case(
         "lifecycle-cancelled",
         "Lifecycle",
-        "a workflow waiting on a queue cancelled through its handle; a later message changes nothing",
+        "a workflow waiting on a queue cancelled through its handle; a later message is refused",
         lifecycle_cancelled,
         _record_cancelled,
     ),

@@ -156,6 +156,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
+# Keep a worker's database connection between tasks: Celery's Django fix-up otherwise closes every
+# connection before and after each task (a new PostgreSQL session, and its prepared statements, per run).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A broker blip must not kill the steps that are running: they commit to the database, not the broker, and
 # a redelivered copy of their task finds the lease held and does nothing. (Celery 6 flips the default.)

@@ -367,6 +367,27 @@ def _wake_soon(actor_id: str, wake_at: datetime | None) -> None:
     local_runs().add(actor_id, wake_at)
 
 
+def queued_runs() -> int | None:
+    """How many messages wait in the broker queue ``run_actor`` is routed to (not yet taken by a worker;
+    prefetched ones are not counted), or None when it cannot be told (eager mode, a broker without queue
+    sizes, the broker away). One passive ``queue_declare`` on a pooled connection."""
+    app = run_actor.app
+    if app.conf.task_always_eager:
+        return None
+    try:
+        queue = app.amqp.router.route({}, run_actor.name)["queue"]
+        with app.pool.acquire(block=True, timeout=1.0) as connection:
+            try:
+                return int(
+                    connection.default_channel.queue_declare(queue=queue.name, passive=True).message_count
+                )
+            except connection.channel_errors:  # a virtual transport drops an empty queue: nothing waits
+                return 0
+    except Exception:  # the broker cannot tell: no backpressure, the sweep claims as before
+        logger.debug("could not read the broker's queue size", exc_info=True)
+        return None
+
+
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
     """Fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
@@ -374,7 +395,9 @@ def sweep() -> int:
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
     means two overlapping sweeps never queue the same actor twice, and an actor whose executor died is
-    taken over once its lease expires. Returns the number of actors queued. Logs one INFO line when it
+    taken over once its lease expires. It claims at most SWEEP_BATCH minus the run messages already
+    waiting in the broker (``queued_runs``): behind a backlog it adds nothing. Returns the number of
+    actors queued. Logs one INFO line when it
     queued actors or fired schedules, and nothing above DEBUG otherwise (``QuietSweepFilter``).
     """
     from .conf import rivet_settings
@@ -391,9 +414,18 @@ def sweep() -> int:
         fired = firing.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
-    claimed = runtime.store.claim_due(
-        runtime.owner, rivet_settings.SWEEP_BATCH, runtime.settings.lease_seconds
+    # Backpressure: run messages already waiting in the broker are, mostly, the hints of actors that are
+    # due (a burst of creations or sends the workers have not reached). Claiming those again would queue a
+    # second task per actor behind the first and make the hint's own run find the lease taken, doubling
+    # the work exactly when the workers are behind. The sweep tops the queue up to SWEEP_BATCH instead; a
+    # lost hint or an expired lease is still found as soon as the workers catch up.
+    backlog = queued_runs()
+    limit = rivet_settings.SWEEP_BATCH - (backlog or 0)
+    claimed = (
+        runtime.store.claim_due(runtime.owner, limit, runtime.settings.lease_seconds) if limit > 0 else []
     )
+    if limit <= 0:
+        logger.debug("sweep: %d run messages wait in the broker; claiming none", backlog)
     for actor_id, token in claimed:
         try:
             run_actor.delay(actor_id, token)

@@ -124,7 +124,7 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
         # A run of this actor started by this process (the wake listener heard the same send) has not
         # finished: it claims after the send committed, or holds the lease and its release finds the
         # message and runs again. Claiming here too would only find the lease taken (two transactions, and
-        # a new connection: Celery's Django fix-up closes the task thread's connection around every task).
+        # without CELERY_DB_REUSE_MAX a new connection: Celery's Django fix-up closes it around every task).
         return
     runtime = get_runtime()
     if token is not None:

@@ -8,8 +8,7 @@ from typing import Annotated, Any, Literal
 from ninja import Field, Schema
 from pydantic import BeforeValidator, StrictBool, StrictFloat
 
-from .. import inputs
-from ..engine import inspector, ports
+from .. import inputs, states
 from ..engine.keys import MAX_KEY_INT
 
 #: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
@@ -42,20 +41,10 @@ KeyPart = (
     StorableText | Annotated[int, Field(ge=-MAX_KEY_INT, le=MAX_KEY_INT), BeforeValidator(_integer_key_part)]
 )
 
-#: the values of the ``state`` filter of ``GET /actors`` (``states.SHOWN_STATES``): the stored workflow
+#: the values of the ``state`` filter of ``GET /actors``: ``states.SHOWN_STATES``, the stored workflow
 #: states (ENGINE-SEMANTICS.md section 1), ``paused`` for a paused unfinished actor (``ports.PAUSED``) and
 #: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``); neither is stored
-WorkflowState = Literal[
-    ports.PENDING,
-    ports.RUNNING,
-    ports.SLEEPING,
-    ports.ROLLING_BACK,
-    ports.PAUSED,
-    ports.COMPLETED,
-    ports.FAILED,
-    ports.CANCELLED,
-    inspector.NO_WORKFLOW,
-]
+WorkflowState = Literal[states.SHOWN_STATES]  # type: ignore[valid-type]  # Literal of the tuple's values
 
 
 class ErrorOut(Schema):

@@ -359,20 +359,10 @@ class ActorHandle:
         deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
         backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
         store = self.runtime.store
-
-        async def get(message_id: str) -> ports.MessageRecord:
-            return await bridge.call(store.get_message, message_id)
-
-        async def pause(message_id: str, seconds: float) -> bool:
-            return await bridge.call(store.wait_for_message_completed, message_id, seconds)
-
-        async def ended(*args: Any) -> Any:
-            return await bridge.call(gave_up, *args)
-
         next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         while True:
             try:
-                current = await get(message.id)
+                current = await bridge.call(store.get_message, message.id)
             except LookupError:  # destroying the actor deleted the message
                 return SendResult("timed_out", None, DESTROYED)
             if current.status == ports.MESSAGE_COMPLETED:
@@ -380,10 +370,10 @@ class ActorHandle:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or time.monotonic() >= next_check:
                 next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = await ended(self.runtime, current, self.actor_id, remaining <= 0)
+                result = await bridge.call(gave_up, self.runtime, current, self.actor_id, remaining <= 0)
                 if result is not None:
                     return result
-            await pause(message.id, backoff.next_pause())
+            await bridge.call(store.wait_for_message_completed, message.id, backoff.next_pause())
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

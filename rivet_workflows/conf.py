@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "API_TOKEN": None,
     "AUTHORIZE": None,
     "CODE_VERSION": None,
+    "WORKFLOW_FAILURE_TYPES": ("rivet_workflows.WorkflowFailure",),
     "METRICS": None,
     "TRACING": True,
     "TRACE_URL": None,
@@ -98,6 +99,12 @@ class RivetSettings:
         it; during a rolling deploy a worker whose replay diverges on entries written by another code
         version leaves the run unchanged and due for a worker of that version instead of failing it
         (DESIGN.md section 12). None (or "") keeps every divergence a failure.
+    WORKFLOW_FAILURE_TYPES: dotted paths of the exception classes that fail a workflow when workflow code
+        raises them outside a step body (rollback handlers run, the run is over); any other exception there is
+        a code error and suspends the run until it is retried (DESIGN.md section 16, README "Failures and
+        what happens"). Default ``("rivet_workflows.WorkflowFailure",)``; what the engine raises on purpose
+        (a step's failure, timeouts, JoinError, RaceError, a divergence) always fails.
+        ``("builtins.Exception",)`` restores the spec's rule: every exception fails.
     METRICS: count steps, finished workflows, wake lateness and lease takeovers for Prometheus
         (``rivet_workflows.metrics``); None (default): when prometheus-client is installed.
     TRACING: report runs, step attempts, sends and creations as OpenTelemetry spans
@@ -128,6 +135,7 @@ class RivetSettings:
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
     CODE_VERSION: str | None = None
+    WORKFLOW_FAILURE_TYPES: tuple[str, ...] = ("rivet_workflows.WorkflowFailure",)
     METRICS: bool | None = None
     TRACING: bool = True
     TRACE_URL: str | None = None
@@ -169,10 +177,45 @@ class RivetSettings:
             values["CODE_VERSION"] = os.environ.get(CODE_VERSION_ENV)
         version = values["CODE_VERSION"]
         values["CODE_VERSION"] = (str(version).strip() or None) if version is not None else None
+        values["WORKFLOW_FAILURE_TYPES"] = _failure_paths(values["WORKFLOW_FAILURE_TYPES"])
         values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
         values["TRACING"] = bool(values["TRACING"])
         values["PREPARED_STATEMENTS"] = bool(values["PREPARED_STATEMENTS"])
-        return cls(**{name: values[name] for name in types})
+        loaded = cls(**{name: values[name] for name in types})
+        loaded.failure_types()  # a path that does not import, or names no exception class, fails here
+        return loaded
+
+    def failure_types(self) -> tuple[type[BaseException], ...]:
+        """``WORKFLOW_FAILURE_TYPES`` imported: the exception classes. ``ValueError`` naming a path that
+        does not import or is not an exception class."""
+        from django.utils.module_loading import import_string
+
+        classes = []
+        for path in self.WORKFLOW_FAILURE_TYPES:
+            try:
+                found = import_string(path)
+            except ImportError as exc:
+                raise ValueError(
+                    f"RIVET_WORKFLOWS['WORKFLOW_FAILURE_TYPES']: cannot import {path!r}: {exc}"
+                ) from exc
+            if not (isinstance(found, type) and issubclass(found, BaseException)):
+                raise ValueError(
+                    f"RIVET_WORKFLOWS['WORKFLOW_FAILURE_TYPES']: {path!r} is not an exception class"
+                )
+            classes.append(found)
+        return tuple(classes)
+
+
+def _failure_paths(value: Any) -> tuple[str, ...]:
+    """``WORKFLOW_FAILURE_TYPES`` as a tuple of dotted paths (one str is one path); ``ValueError`` else."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(
+            "RIVET_WORKFLOWS['WORKFLOW_FAILURE_TYPES'] must be a tuple of dotted paths of exception classes, "
+            f"e.g. ('rivet_workflows.WorkflowFailure',); got {value!r}"
+        )
+    return tuple(value)
 
 
 class _LazySettings:

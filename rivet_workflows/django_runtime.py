@@ -64,6 +64,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         step_abandon_seconds=conf.STEP_ABANDON_SECONDS,
         dev_mode=conf.DEV_MODE,
         code_version=conf.CODE_VERSION,
+        workflow_failure_types=conf.failure_types(),
     )
     from .realtime import broadcaster
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Q
 
 from . import models, states
-from .engine import audit, dry_run, errors, inspector, ports, repairs, serde
+from .engine import audit, dry_run, errors, inspector, ports, repairs, retrying, serde
 
 #: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
 #: progress bar on a terminal); the default shows nothing
@@ -102,7 +102,8 @@ def check(
     include_failed: bool = False,
     track: Track = _no_progress,
 ) -> list[dry_run.CheckResult]:
-    """Dry-run replay of every in-flight actor (of the types ``names``, or all) against the current code.
+    """Dry-run replay of every in-flight or suspended actor (of the types ``names``, or all) against the
+    current code (``blocks_deploy`` says which results fail the deploy gate).
 
     With ``include_failed`` failed workflows are checked too, as ``recover`` would restart them
     (``repairs.check_recover``: refused when the run was rolled back, else a dry replay with the failed
@@ -122,6 +123,19 @@ def check(
         else:
             results.extend(dry_run.check_all(runtime, [actor]))
     return results
+
+
+def blocks_deploy(result: dry_run.CheckResult) -> bool:
+    """True when ``result`` (of ``check``) is a run the deployed code would break, which makes ``rivet check``
+    exit 1 (DESIGN.md section 16, the deploy gate): an in-flight run whose replay diverges or raises, a
+    suspended run whose replay diverges, a failed run that ``recover`` would make diverge. A suspended run
+    that still raises its code error, and a failed or rolled-back run ``recover`` refuses, are listed only:
+    the deploy changes nothing for them."""
+    if result.outcome == dry_run.OK:
+        return False
+    if result.workflow_state in (ports.SUSPENDED, ports.FAILED):
+        return result.outcome == dry_run.DIVERGED
+    return result.outcome != dry_run.REFUSED
 
 
 @dataclass
@@ -330,3 +344,29 @@ def pause(
             done = repairs.pause(runtime, actor_id, reason, who=who)
         (changed if done else unchanged).append(actor_id)
     return changed, unchanged
+
+
+def retry(
+    runtime: Any,
+    *,
+    actor_ids: list[str] | None = None,
+    names: list[str] | None = None,
+    reason: str | None = None,
+    who: str = audit.COMMAND,
+) -> tuple[list[str], list[str]]:
+    """``rivet retry``: retry the suspended runs of the actors ``actor_ids`` and of every suspended actor of
+    the types ``names`` (``retrying.retry``, DESIGN.md section 16; each retry writes an audit row by ``who``
+    for ``reason``). Returns ``(retried, unchanged)`` actor ids (unchanged: not suspended).
+    ``ActorNotFoundError`` for an unknown actor id; ``ValueError`` when neither ids nor names are given."""
+    if not actor_ids and not names:
+        raise ValueError("say which actors: --actor ID or --name TYPE")
+    chosen = list(actor_ids or [])
+    if names:
+        rows = _workflow_rows(runtime, names).filter(workflow_state=ports.SUSPENDED)
+        chosen += [pk for pk in rows.order_by("created_at").values_list("pk", flat=True) if pk not in chosen]
+    retried: list[str] = []
+    unchanged: list[str] = []
+    for actor_id in chosen:
+        done = retrying.retry(runtime, actor_id, reason, who=who)
+        (retried if done else unchanged).append(actor_id)
+    return retried, unchanged

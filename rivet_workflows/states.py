@@ -2,10 +2,11 @@
 actor list and dashboard (one rule, the one ``rivet show`` and ``ActorRecord.workflow_state`` follow).
 
 The state shown is, in this order: ``no_workflow`` for an actor whose type has no run function (never
-stored), ``paused`` for an unfinished actor an operator paused (``paused_at`` set, ``ports.PAUSED``), else
-the stored ``workflow_state``. A filter on a state matches exactly the actors that show it: ``sleeping``
-does not include a paused actor that sleeps underneath, and a finished actor shows its finished state even
-if it was paused when it finished.
+stored), ``paused`` for an actor an operator paused (``paused_at`` set, ``ports.PAUSED``) that is neither
+finished nor suspended, else the stored ``workflow_state`` (``suspended``: a code error stopped the run,
+DESIGN.md section 16). A filter on a state matches exactly the actors that show it: ``sleeping`` does not
+include a paused actor that sleeps underneath, and a finished or suspended actor shows that state even if it
+was paused too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SHOWN_STATES = (
     ports.SLEEPING,
     ports.ROLLING_BACK,
     ports.PAUSED,
+    ports.SUSPENDED,
     ports.COMPLETED,
     ports.FAILED,
     ports.CANCELLED,
@@ -32,8 +34,8 @@ SHOWN_STATES = (
 
 
 def paused_q() -> Q:
-    """The actors that show ``paused``: paused (``paused_at`` set) and unfinished."""
-    return Q(paused_at__isnull=False) & ~Q(workflow_state__in=sorted(ports.FINISHED_STATES))
+    """The actors that show ``paused``: paused (``paused_at`` set), neither finished nor suspended."""
+    return Q(paused_at__isnull=False) & ~Q(workflow_state__in=sorted(ports.HALTED_STATES))
 
 
 def shown(name: str, workflow_state: str, paused_at: Any, run_less: Iterable[str]) -> str:
@@ -41,7 +43,7 @@ def shown(name: str, workflow_state: str, paused_at: Any, run_less: Iterable[str
     (``inspector.run_less_types``)."""
     if name in run_less:
         return inspector.NO_WORKFLOW
-    if paused_at is not None and workflow_state not in ports.FINISHED_STATES:
+    if paused_at is not None and workflow_state not in ports.HALTED_STATES:
         return ports.PAUSED
     return workflow_state
 
@@ -58,7 +60,7 @@ def filter_state(rows: Any, state: str, run_less: Iterable[str]) -> Any:
     if state == ports.PAUSED:
         return rows.filter(paused_q())
     rows = rows.filter(workflow_state=state)
-    return rows if state in ports.FINISHED_STATES else rows.filter(paused_at__isnull=True)
+    return rows if state in ports.HALTED_STATES else rows.filter(paused_at__isnull=True)
 
 
 def count(rows: Any, run_less: Iterable[str]) -> dict[tuple[str, str], int]:
@@ -75,7 +77,7 @@ def count(rows: Any, run_less: Iterable[str]) -> dict[tuple[str, str], int]:
     for name, workflow_state, n, n_paused in grouped:
         if name in run_less:
             parts = [(inspector.NO_WORKFLOW, n)]
-        elif workflow_state in ports.FINISHED_STATES:
+        elif workflow_state in ports.HALTED_STATES:
             parts = [(workflow_state, n)]
         else:
             parts = [(workflow_state, n - n_paused), (ports.PAUSED, n_paused)]

@@ -390,7 +390,8 @@ def queued_runs() -> int | None:
 
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
-    """Fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
+    """Retry the runs suspended on another code version (``retrying.retry_on_new_code``; a deploy with a
+    fix), fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
     queue a run for each.
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
@@ -402,9 +403,13 @@ def sweep() -> int:
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
-    from .engine import firing
+    from .engine import firing, retrying
 
     runtime = get_runtime()
+    try:  # runs a code error suspended under another code version: retried once by this (newer) code
+        retrying.retry_on_new_code(runtime, rivet_settings.SWEEP_BATCH)
+    except Exception:
+        logger.exception("retrying suspended runs failed; the next sweep retries")
 
     def queue_fire(record, fire) -> None:
         fire_schedule.delay(fire_to_dict(record, fire))

@@ -363,6 +363,7 @@ STATE_COLORS = {
     "failed": "#dc3545",
     "cancelled": "#495057",
     "paused": "#ffc107",
+    "suspended": "#d63384",
     inspector.NO_WORKFLOW: "#adb5bd",
 }
 

@@ -205,6 +205,23 @@ class PauseIn(Schema):
     reason: str | None = Field(None, max_length=1000, pattern=inputs.TEXT_PATTERN)
 
 
+class RetryIn(Schema):
+    """``reason``: why, kept in the audit row ``retry`` (at most 2000 characters); omitted or null = none.
+    Unknown fields are refused (422)."""
+
+    model_config = {"extra": "forbid"}
+
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class RetryOut(Schema):
+    """``changed``: True when the run was suspended and now goes on; ``workflowState`` after the call."""
+
+    actorId: str
+    changed: bool
+    workflowState: str
+
+
 class PauseOut(Schema):
     """``changed``: True when the call paused (resumed) the actor; ``workflowState`` after it."""
 

@@ -9,7 +9,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models, states
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, repairs, serde
+from ..engine import audit, errors, inspector, repairs, retrying, serde
 from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
 from . import schemas as s
@@ -195,6 +195,8 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
             actor_input, redacted = None, ["input"]
         if isinstance(error, dict) and error.get("stack"):
             error, redacted = {**error, "stack": None}, [*redacted, "error.stack"]
+        if isinstance(error, dict) and error.get("location"):  # a suspension's place in the code
+            error, redacted = {**error, "location": None}, [*redacted, "error.location"]
     return {
         "actor_id": record.actor_id,
         "name": record.name,
@@ -386,6 +388,25 @@ def resume_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn 
     who = access.operator_name(request.auth, request)
     changed = repairs.resume(runtime(), actor_id, reason, who=who)
     return _pause_out(actor_id, changed)
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/retry",
+    response={200: s.RetryOut, **_errors(404, 413)},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Retry a suspended workflow",
+)
+def retry_workflow(request: HttpRequest, actor_id: ActorId, payload: s.RetryIn | None = None) -> Any:
+    """Retry a run a code error suspended (DESIGN.md section 16), after the fix is deployed: it goes on from
+    where it stopped; completed steps are not run again. ``{reason?}`` (unknown fields: 422) goes into the
+    audit row ``retry`` (who: the user name, or ``"token"``). ``changed`` False, nothing written, when the
+    run is not suspended. 404 for an unknown actor."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    changed = retrying.retry(runtime(), actor_id, reason, who=who)
+    record = runtime().store.get_actor(actor_id)
+    return {"actorId": actor_id, "changed": changed, "workflowState": record.workflow_state}
 
 
 def _pause_out(actor_id: str, changed: bool) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The operator audit: what an operator action records and how it is read back (DESIGN.md section 12).
 
-Every operator action (replay, replay all, recover, cancel, pause, resume, and each of them as one actor
+Every operator action (replay, replay all, recover, cancel, pause, resume, retry, and each of them as one actor
 of a bulk action) writes one ``ports.OperatorActionRecord``: a repair or a cancel hands it to the store as
 ``Commit.audit``, in the transaction that makes the change, so an action is never done without its row
 (nor the row written for an action that was refused); an action with no fenced commit of its own calls
@@ -25,11 +25,15 @@ RECOVER = "recover"
 CANCEL = "cancel"
 PAUSE = "pause"
 RESUME = "resume"
-ACTIONS = frozenset({REPLAY, REPLAY_ALL, RECOVER, CANCEL, PAUSE, RESUME})
+#: a suspended run retried (DESIGN.md section 16)
+RETRY = "retry"
+ACTIONS = frozenset({REPLAY, REPLAY_ALL, RECOVER, CANCEL, PAUSE, RESUME, RETRY})
 
 #: ``who`` of an action done through the Python API (``handle.replay``...) and by ``manage.py rivet``
 PYTHON = "python"
 COMMAND = "command"
+#: ``who`` of the automatic retry of a suspended run by the first process of another code version
+DEPLOY = "deploy"
 #: ``who`` of an HTTP request authenticated by the inspector token (a user is named by their user name)
 TOKEN = "token"
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import actions, bridge, errors, ports, queries, repairs, serde
+from . import actions, bridge, errors, ports, queries, repairs, retrying, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .flow import flow_of
@@ -440,12 +440,20 @@ class ActorHandle:
         ``"python"``). True when it was paused, False (a no-op) otherwise."""
         return repairs.resume(self.runtime, self.actor_id, reason)
 
+    def retry(self, reason: str | None = None) -> bool:
+        """Retry a run a code error suspended (DESIGN.md section 16), once the code is fixed: it goes on from
+        where it stopped (completed steps are not run again). ``reason`` goes into the audit row (who:
+        ``"python"``). True when it was suspended; False, writing nothing, otherwise."""
+        check_not_reentrant(self.actor_id, "retry the workflow from inside its own step")
+        return retrying.retry(self.runtime, self.actor_id, reason)
+
     adestroy = _twin(destroy)
     areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
     apause = _twin(pause)
     aresume = _twin(resume)
+    aretry = _twin(retry)
 
     # --- reads --------------------------------------------------------------------------------------
 
@@ -458,8 +466,9 @@ class ActorHandle:
         return self.record().state
 
     def workflow_state(self) -> str:
-        """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled or
-        paused (an operator paused the actor: ``pause()``)."""
+        """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled,
+        suspended (a code error stopped the run: ``retry()`` after the fix) or paused (an operator paused
+        the actor: ``pause()``)."""
         return self.record().workflow_state
 
     arecord = _twin(record)

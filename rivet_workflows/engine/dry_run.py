@@ -269,6 +269,8 @@ class CheckResult:
     other_version: str | None = None
     #: the code version the run waits for (a worker of another version left it), None: not waiting
     awaiting_code_version: str | None = None
+    #: the stored error of a suspended run (the code error that suspended it), None otherwise
+    suspension: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,7 @@ def check_actor(
     definition = runtime.registry.get(actor.name)
     result = CheckResult(actor.actor_id, actor.name, list(actor.key), actor.workflow_state, OK)
     result.awaiting_code_version = actor.awaiting_code_version
+    result.suspension = actor.error if actor.workflow_state == ports.SUSPENDED else None
     if definition.run is None:
         return result
     dry = copy.copy(runtime)  # no __init__: the registry stays bound to the real runtime

@@ -64,6 +64,21 @@ class RollbackError(RivetWorkflowsError):
     code = "rollback"
 
 
+class WorkflowFailure(RivetWorkflowsError):
+    """The workflow failed on purpose: raise it from workflow code to fail the run (rollback handlers run,
+    ``on_error`` gets a ``workflow`` event), as opposed to a code error, which suspends the run.
+
+    ``WorkflowFailure(message, details=None)``: ``details`` is any JSON-ready value kept with the stored error
+    (``error["metadata"]["details"]``). The default of the setting ``WORKFLOW_FAILURE_TYPES`` (README
+    "Failures and what happens", DESIGN.md section 16); pickles like every error here."""
+
+    code = "workflow_failure"
+    details: Any
+
+    def __init__(self, message: str | None = None, details: Any = None) -> None:
+        super().__init__(message, details=details)
+
+
 # --- engine errors --------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from . import firing, ports
+from . import firing, ports, retrying
 from .errors import StoreUnavailableError
 from .worker import RunSummary, run_actor
 
@@ -21,7 +21,7 @@ __all__ = ["DrainSummary", "RunSummary", "StoreUnavailableError", "drain", "run_
 @dataclass
 class DrainSummary:
     """What ``drain`` did: ``actors_run`` (distinct actors), ``steps_executed`` and ``still_waiting`` (ids of
-    run actors that were neither completed, failed nor cancelled when drain returned)."""
+    run actors that were neither completed, failed, cancelled nor suspended when drain returned)."""
 
     actors_run: int = 0
     steps_executed: int = 0
@@ -31,6 +31,7 @@ class DrainSummary:
 def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainSummary:
     """Run every due actor in this process until none has work due within ``timeout`` seconds (DESIGN.md 9).
 
+    First retries, once, the runs suspended on another code version (``retrying.retry_on_new_code``).
     Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers); while
     the earliest deadline (``store.next_deadline``) falls within the timeout it sleeps until then and goes
     on. Starts no step, live wait or actor after ``timeout``: a step already running cannot be interrupted,
@@ -42,6 +43,7 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
     end = time.monotonic() + timeout
     summary = DrainSummary()
     seen: dict[str, str | None] = {}
+    retrying.retry_on_new_code(runtime, limit)  # runs a code error suspended under another code version
     while True:
         remaining = end - time.monotonic()
         if remaining <= 0:
@@ -72,5 +74,5 @@ def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainS
             break
         time.sleep(min(max(wait, settings.poll_interval), max(remaining, 0.0)))
     summary.actors_run = len(seen)
-    summary.still_waiting = [a for a, s in seen.items() if s not in ports.FINISHED_STATES]
+    summary.still_waiting = [a for a, s in seen.items() if s not in ports.HALTED_STATES]
     return summary

@@ -116,7 +116,7 @@ class Observer:
         """The running workflow of ``actor`` received a message of ``queue`` sent with ``trace_context``."""
 
     def workflow_finished(self, name: str, state: str) -> None:
-        """A workflow of type ``name`` ended ``state`` (completed, failed or cancelled)."""
+        """A workflow of type ``name`` ended ``state`` (completed, failed or cancelled) or was suspended."""
 
     def lease_taken_over(self, name: str) -> None:
         """An executor's lease on an actor of type ``name`` was taken over by another executor: this run

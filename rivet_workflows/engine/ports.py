@@ -61,7 +61,11 @@ COMPLETED = "completed"
 ROLLING_BACK = "rolling_back"
 FAILED = "failed"
 CANCELLED = "cancelled"
+#: a code error stopped the run: nothing rolled back, not due, sends kept; ``retry`` goes on (DESIGN.md 16)
+SUSPENDED = "suspended"
 FINISHED_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+#: states in which no run goes on by itself: the finished ones and suspended (never due, never run)
+HALTED_STATES = FINISHED_STATES | {SUSPENDED}
 #: finished states that refuse a send from outside a run (``errors.WorkflowFinishedError``): nothing will
 #: consume it; a failed workflow accepts sends (an operator's recover or replay runs it again)
 CLOSED_STATES = frozenset({COMPLETED, CANCELLED})
@@ -158,6 +162,12 @@ class Store(Protocol):
     @abstractmethod
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        """Ids of suspended actors whose recorded ``code_version`` (the suspending commit's) is not
+        ``code_version`` (None is another), least recently updated first, at most ``limit``: the runs a
+        deploy retries (DESIGN.md section 16). Default: ``list_actors``."""
+        ...
 
     def actor_counts(self) -> observe.ActorCounts:
         """Live actors per ``(type, workflow_state)``, how many are due, how many unfinished ones hold an
@@ -424,6 +434,12 @@ class BaseStore(Store):
             trace_context=trace_context,
             flow=None if flow is None else flow(state),
         )
+
+    def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        found = [
+            a for a in self.list_actors() if a.workflow_state == SUSPENDED and a.code_version != code_version
+        ]
+        return [a.actor_id for a in sorted(found, key=lambda a: a.updated_at or a.created_at)[:limit]]
 
     def actor_counts(self) -> observe.ActorCounts:
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)

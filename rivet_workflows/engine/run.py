@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import actions, bridge, errors, observe, ports, rollback, serde
+from . import actions, bridge, errors, observe, ports, rollback, serde, suspension
 from .context import WorkflowContext
 from .heartbeat import Heartbeat
 from .history import ROOT, History
@@ -40,7 +40,8 @@ class RunOutcome:
     """How one run left the workflow: the fields of its final commit (UNSET leaves a column as it is).
 
     ``workflow_state`` is sleeping (``wake_at``/``waiting_for`` say until when and on which queues),
-    completed (``output``), failed (``error``) or rolling_back (``error``; due again at ``wake_at``).
+    completed (``output``), failed (``error``), suspended (``error``; never due) or rolling_back
+    (``error``; due again at ``wake_at``).
     """
 
     workflow_state: str
@@ -63,6 +64,12 @@ class RunOutcome:
     def failed(cls, error: dict) -> RunOutcome:
         """The workflow failed with ``error`` (``serde.error_to_dict`` form); it never runs again."""
         return cls(ports.FAILED, error=error, wake_at=None, waiting_for=[])
+
+    @classmethod
+    def suspended(cls, error: dict) -> RunOutcome:
+        """A code error stopped the workflow (``suspension.suspended_error`` form): it keeps its history and
+        state, is not due and waits for a retry (DESIGN.md section 16)."""
+        return cls(ports.SUSPENDED, error=error, wake_at=None, waiting_for=[])
 
     @classmethod
     def rolling_back(cls, error: dict, wake_at: datetime) -> RunOutcome:
@@ -156,7 +163,7 @@ class _Run:
             raise
         outcome = report.outcome
         observation.end(outcome.workflow_state if outcome is not None else observe.EVICTED)
-        if outcome is not None and outcome.workflow_state in (ports.COMPLETED, ports.FAILED):
+        if outcome is not None and outcome.workflow_state in (ports.COMPLETED, ports.FAILED, ports.SUSPENDED):
             observer.workflow_finished(self.actor.name, outcome.workflow_state)
         return report
 
@@ -278,6 +285,8 @@ class _Run:
         except errors.EvictedSignal:
             raise
         except Exception as exc:
+            if not session.rolling_back and suspension.suspends(exc, session.settings):
+                return await self._on_suspend(session, exc)
             return await self._on_failure(session, exc)
         return await self._on_return(session, output)
 
@@ -310,6 +319,17 @@ class _Run:
             if session.rolling_back or rollback.pending_handlers(session):
                 await rollback.run(session, error)
         return RunOutcome.failed(error)
+
+    async def _on_suspend(self, session: RunSession, exc: Exception) -> RunOutcome:
+        """Workflow code raised a code error (not a failure type): report it to ``on_error`` once, with
+        ``suspended: True``, and suspend. Nothing rolls back; completed steps stay completed, so a retry
+        after the fix replays them without running them (DESIGN.md section 16)."""
+        error = suspension.suspended_error(exc)
+        shown = {k: v for k, v in error.items() if v is not None and k != "suspended"}
+        await session.fire_error(
+            {"workflow": {"workflow_id": session.actor_id, "error": shown, "suspended": True}}
+        )
+        return RunOutcome.suspended(error)
 
     async def _on_return(self, session: RunSession, output: Any) -> RunOutcome:
         """The workflow function returned: completed (or, rolling back, finish the rollback)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .errors import WorkflowFailure
+
 
 def to_seconds(value: float | int | timedelta | None) -> float | None:
     """A duration given as seconds (int/float) or ``timedelta``, as float seconds; None stays None.
@@ -47,6 +49,9 @@ class Settings:
       Every write of a run records it; a replay that diverges on entries another code version wrote leaves
       the run, unchanged, for a process of that version (DESIGN.md section 12, rolling deploys). None:
       every divergence fails the workflow.
+    * ``workflow_failure_types``: the exception classes that fail the workflow when raised by workflow code
+      outside a step body; any other exception there is a code error and suspends the run (DESIGN.md
+      section 16, README "Failures and what happens"). ``(Exception,)`` fails on every exception.
     """
 
     lease_seconds: float = 30.0
@@ -60,3 +65,4 @@ class Settings:
     step_abandon_seconds: float = 30.0
     dev_mode: bool = True
     code_version: str | None = None
+    workflow_failure_types: tuple[type[BaseException], ...] = (WorkflowFailure,)

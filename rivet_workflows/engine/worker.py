@@ -138,6 +138,20 @@ def _log_failure(actor: ports.ActorRecord, error: dict | None) -> None:
     )
 
 
+def _log_suspension(actor: ports.ActorRecord, error: dict | None) -> None:
+    error = error or {}
+    logger.error(
+        "workflow of actor %s (%s, key %r) suspended by a code error at %s: %s: %s; it keeps its state and "
+        "history and goes on after a fix: a deploy with another CODE_VERSION retries it, or rivet retry",
+        actor.actor_id,
+        actor.name,
+        actor.key,
+        error.get("location") or "?",
+        error.get("name", "error"),
+        error.get("message", ""),
+    )
+
+
 def _fail_refused(runtime: Runtime, actor: ports.ActorRecord, token: int, exc: BaseException) -> bool:
     """Record the workflow failed with ``exc`` (the store's refusal) in a fresh commit holding none of the
     run's pending writes; returns False when the lease was lost meanwhile."""
@@ -218,8 +232,10 @@ def run_actor(
             store.commit(actor_id, token, ports.Commit(release=True))
             summary.workflow_state = actor.workflow_state
             return summary
-        if actor.destroyed or actor.workflow_state in ports.FINISHED_STATES or definition.run is None:
-            result = store.commit(actor_id, token, ports.Commit(release=True))
+        if actor.destroyed or actor.workflow_state in ports.HALTED_STATES or definition.run is None:
+            # a suspended run made due by something else (an action's wake) is left as it is, not due
+            halted = actor.workflow_state == ports.SUSPENDED and actor.wake_at is not None
+            store.commit(actor_id, token, ports.Commit(release=True, **({"wake_at": None} if halted else {})))
             summary.workflow_state = actor.workflow_state
             return summary
         try:
@@ -264,6 +280,8 @@ def run_actor(
         summary.wake_at = result.wake_at
         if outcome.workflow_state == ports.FAILED:
             _log_failure(actor, outcome.error)
+        elif outcome.workflow_state == ports.SUSPENDED:
+            _log_suspension(actor, outcome.error)
         again = actor_id in result.woken or (
             outcome.workflow_state in (ports.SLEEPING, ports.ROLLING_BACK)
             and result.wake_at is not None

@@ -30,6 +30,12 @@ def _where(r: Any) -> str:
     return text
 
 
+def _suspension(error: dict) -> str:
+    """The line under a suspended run in ``rivet check``: the code error that suspended it and where."""
+    where = f" at {error['location']}" if error.get("location") else ""
+    return f"suspended by {error.get('name', 'error')}: {error.get('message', '')}{where}"
+
+
 #: run ids listed per problem group of ``rivet check`` (the per-run lines above list them all)
 GROUP_IDS = 5
 
@@ -57,7 +63,8 @@ def add_parsers(subs: Any) -> None:
     """Add the subcommand parsers to ``subs`` (an argparse subparsers action)."""
     check = subs.add_parser(
         "check",
-        help="Replay every in-flight history against the current code (no step runs); exit 1 on divergence.",
+        help="Replay every in-flight and suspended history against the current code (no step runs); exit 1 "
+        "only for runs this code would break (the deploy gate).",
     )
     check.add_argument("--name", action="append", help="only this actor type (repeatable)")
     check.add_argument(
@@ -96,12 +103,18 @@ def add_parsers(subs: Any) -> None:
         sub.add_argument("--actor", action="append", help="this actor id (repeatable)")
         sub.add_argument("--name", action="append", help="every unfinished actor of this type (repeatable)")
         sub.add_argument("--reason", help=f"why (kept with the {verb} in each actor's operator actions)")
+    retry = subs.add_parser(
+        "retry", help="Retry runs a code error suspended (after the fix): they go on where they stopped."
+    )
+    retry.add_argument("--actor", action="append", help="this actor id (repeatable)")
+    retry.add_argument("--name", action="append", help="every suspended actor of this type (repeatable)")
+    retry.add_argument("--reason", help="why (kept with the retry in each actor's operator actions)")
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
 
 
-HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume"})
+HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume", "retry"})
 
 
 def handle(command: Any, sub: str, options: dict) -> None:
@@ -115,20 +128,30 @@ def handle(command: Any, sub: str, options: dict) -> None:
             results = ops.check(
                 django_runtime.get_runtime(), options.get("name"), include_failed=include_failed, track=track
             )
-        bad = [r for r in results if r.outcome != "ok"]
+        blocking = [r for r in results if ops.blocks_deploy(r)]
+        listed = [r for r in results if r.outcome != "ok" and not ops.blocks_deploy(r)]
         verbose = bool(options.get("verbose"))
         for r in results:
             # the key as JSON, cut short: a 1 KB key must not make a 1 KB line (the actor id names it whole)
             line = f"{r.outcome:8} {r.name} {display.short_key(r.key)} {r.actor_id} [{r.workflow_state}]"
             line += _where(r)
             if r.outcome != "ok":
-                out.write(command.style.ERROR(line) + (f"\n    {r.message}" if verbose else ""))
+                style = command.style.ERROR if ops.blocks_deploy(r) else command.style.WARNING
+                out.write(style(line) + (f"\n    {r.message}" if verbose else ""))
             else:
                 out.write(line)
-        _summarise(command, bad)
+            if r.suspension:
+                out.write(f"    {_suspension(r.suspension)}")
+        _summarise(command, blocking)
         what = "in-flight or failed workflow" if include_failed else "in-flight workflow"
         checked = _count(len(results), what, what + "s")
-        out.write(f"checked {checked}: {_count(len(bad), 'problem', 'problems')}")
+        out.write(f"checked {checked}: {_count(len(blocking), 'problem', 'problems')}")
+        if listed:  # failed, rolled-back or still suspended runs this deploy does not change: not a problem
+            out.write(
+                _count(len(listed), "run is listed", "runs are listed")
+                + " above that this deploy does not break (not recoverable as they are, or still suspended "
+                "by their code error); they do not change the exit code"
+            )
         awaiting = [r for r in results if r.awaiting_code_version]
         if awaiting:  # left during a rolling deploy by a worker of another version (DESIGN.md section 12)
             out.write(
@@ -136,7 +159,7 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 + " for a worker of another code version: "
                 + ", ".join(sorted({str(r.awaiting_code_version) for r in awaiting}))
             )
-        other = [r for r in bad if r.other_version]
+        other = [r for r in blocking if r.other_version]
         if other:
             out.write(
                 _count(len(other), "workflow diverges", "workflows diverge")
@@ -144,18 +167,9 @@ def handle(command: Any, sub: str, options: dict) -> None:
                 "retiring it leaves them waiting): "
                 + ", ".join(sorted({str(r.other_version) for r in other}))
             )
-        refused = [r for r in bad if r.outcome == "refused"]
-        problems = []
-        if len(bad) > len(refused):
-            failing = _count(len(bad) - len(refused), f"{what} does", f"{what}s do")
-            problems.append(f"{failing} not replay on the current code")
-        if refused:
-            problems.append(
-                _count(len(refused), "failed workflow cannot", "failed workflows cannot")
-                + " be recovered (see the reasons above)"
-            )
-        if problems:
-            raise CommandError("; ".join(problems))
+        if blocking:
+            failing = _count(len(blocking), f"{what} does", f"{what}s do")
+            raise CommandError(f"{failing} not replay on the current code")
     elif sub == "gates":
         report = ops.gates(django_runtime.get_runtime(), options.get("name"))
         for name, count in sorted(report.in_flight.items()):
@@ -183,6 +197,19 @@ def handle(command: Any, sub: str, options: dict) -> None:
         if unchanged:
             why = "paused already or finished" if sub == "pause" else "not paused"
             out.write(f"unchanged ({why}): {len(unchanged)} {' '.join(unchanged)}")
+    elif sub == "retry":
+        try:
+            retried, unchanged = ops.retry(
+                django_runtime.get_runtime(),
+                actor_ids=options.get("actor"),
+                names=options.get("name"),
+                reason=options.get("reason"),
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        out.write(f"retried: {len(retried)} {' '.join(retried)}".rstrip())
+        if unchanged:
+            out.write(f"unchanged (not suspended): {len(unchanged)} {' '.join(unchanged)}")
     elif sub == "prune":
         try:
             with console.progress(command.stderr) as track:

@@ -201,6 +201,17 @@ class FlowStorage:
             return None
         return mapper.utc(starts[0]) + timedelta(seconds=row["rate_per"])
 
+    def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        """Ids of suspended actors not suspended under ``code_version`` (``ports.Store``), one indexed query."""
+        rows = (
+            self._actors()
+            .filter(workflow_state=ports.SUSPENDED, destroyed=False)
+            .exclude(code_version=code_version)  # NULL (unversioned) is another version too
+            .order_by("updated_at")
+            .values_list("pk", flat=True)
+        )
+        return list(rows[:limit])
+
     def set_paused(
         self,
         actor_id: str,

@@ -171,7 +171,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
 
 def shown_state(workflow_state: str, paused: bool) -> str:
     """The workflow state a record shows: ``paused`` for a paused, unfinished workflow (``ports.PAUSED``)."""
-    return ports.PAUSED if paused and workflow_state not in ports.FINISHED_STATES else workflow_state
+    return ports.PAUSED if paused and workflow_state not in ports.HALTED_STATES else workflow_state
 
 
 def flow_columns(flow: ports.Flow | None) -> dict[str, Any]:

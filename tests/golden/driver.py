@@ -40,6 +40,8 @@ class Case:
     definitions: Callable[[], dict[str, Any]]
     record: Callable[[Driver], Any]
     labels: tuple[str, ...] = ()
+    #: ``engine.runtime.Settings`` fields the recording runs with (``Driver(**settings)``)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def file_stems(self) -> list[str]:
         """The file names (without ``.json``) this case writes."""

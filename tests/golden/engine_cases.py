@@ -830,6 +830,13 @@ def lifecycle_errors_persist() -> dict:
 # --- the table -----------------------------------------------------------------------------------------
 
 
+#: the spec's rule, where any exception of workflow code fails the workflow (``WORKFLOW_FAILURE_TYPES =
+#: ("builtins.Exception",)``): the scenarios that record such a failure run with it, since by default a
+#: plain exception of workflow code suspends the run instead (DESIGN.md section 16,
+#: tests/contract/test_suspension.py)
+SPEC_RULE = (("workflow_failure_types", (Exception,)),)
+
+
 def _finish(d: Driver) -> Any:
     return _until_finished(d, d.start("wf"))
 
@@ -883,6 +890,7 @@ CASES = [
         "an error raised in the run function after a step (failed), the workflow event in state",
         steps_workflow_error,
         _finish,
+        settings=SPEC_RULE,
     ),
     Case(
         "steps-ephemeral",
@@ -937,7 +945,14 @@ CASES = [
         loops_command,
         lambda d: _send_then_settle(d, "cmd", ["a", "b"], completable=True),
     ),
-    Case("loops-failure", "Loops", "an iteration raising 'loop failure' (failed)", loops_failure, _finish),
+    Case(
+        "loops-failure",
+        "Loops",
+        "an iteration raising 'loop failure' (failed)",
+        loops_failure,
+        _finish,
+        settings=SPEC_RULE,
+    ),
     Case(
         "loops-resumed-after-crash",
         "Loops",
@@ -1079,6 +1094,7 @@ CASES = [
         "a loop failing at iteration 1 rolls back the step before it (failed)",
         rollback_loop,
         _finish,
+        settings=SPEC_RULE,
     ),
     Case(
         "rollback-without-checkpoint",
@@ -1086,6 +1102,7 @@ CASES = [
         "a rollback handler without a checkpoint: RollbackCheckpointError (failed)",
         rollback_without_checkpoint,
         _finish,
+        settings=SPEC_RULE,
     ),
     Case(
         "versions-fresh",
@@ -1139,6 +1156,7 @@ CASES = [
         "state changed by a step, then the run raises 'boom' (failed with state and error kept)",
         lifecycle_errors_persist,
         _finish,
+        settings=SPEC_RULE,
     ),
 ]
 

@@ -56,7 +56,7 @@ def strip_stacks(value: Any) -> Any:
 
 def record(case: Case) -> dict[str, dict]:
     """Drive ``case`` on a fresh driver and return ``{file stem: exported history}`` (stacks stripped)."""
-    driver = Driver(case.definitions())
+    driver = Driver(case.definitions(), **dict(case.settings))
     got = case.record(driver)
     if not isinstance(got, dict):
         got = {"": got}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, ports, serde
+from .. import errors, ports, serde, suspension
 from ..history import check_name, child_key
 from ..results import RaceResult
 from ..session import maybe_await
@@ -67,7 +67,9 @@ def normalize_race(branches: Any) -> Branches:
 
 async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str, Any]:
     """Run one branch to an outcome: ("ok", value), ("wait", WaitSignal), ("evicted", signal),
-    ("fatal", error) or ("err", error). Cancellation propagates."""
+    ("fatal", error) or ("err", error). Cancellation propagates. A code error of the branch (not a failure
+    type: ``suspension.suspends``) is fatal: it suspends the whole run instead of being collected into
+    ``JoinError``/``RaceError`` (DESIGN.md section 16)."""
     try:
         value = await maybe_await(fn(ctx))
         ctx.end_scope()
@@ -79,6 +81,8 @@ async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str
     except _FATAL as exc:
         return "fatal", exc
     except Exception as exc:
+        if not ctx._session.rolling_back and suspension.suspends(exc, ctx._session.settings):
+            return "fatal", exc
         return "err", exc
 
 

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from .. import display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, ports, repairs, serde
+from ..engine import audit, errors, inspector, ports, repairs, retrying, serde
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -250,6 +250,11 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
                 view(require_POST(self.resume_view)),
                 name="rivet_workflows_actor_resume",
             ),
+            path(
+                "<str:actor_id>/retry/",
+                view(require_POST(self.retry_view)),
+                name="rivet_workflows_actor_retry",
+            ),
         ]
         return extra + super().get_urls()
 
@@ -334,6 +339,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             and record.workflow_state not in ports.FINISHED_STATES,
             "pause_url": reverse("admin:rivet_workflows_actor_pause", args=[record.actor_id]),
             "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
+            "suspended": record.workflow_state == ports.SUSPENDED,
+            "retry_url": reverse("admin:rivet_workflows_actor_retry", args=[record.actor_id]),
         }
 
     def change_view(
@@ -438,6 +445,25 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     def resume_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: resume a paused actor; replay permission."""
         return self._pause(request, actor_id, pause=False)
+
+    def retry_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: retry a run a code error suspended (``reason``: optional text); replay permission. The
+        audit row ``retry`` names the user (DESIGN.md section 16)."""
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        reason = (request.POST.get("reason") or "").strip() or None
+        try:
+            changed = retrying.retry(_runtime(), actor_id, reason, who=request.user.get_username())
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        text = (
+            "Retried: the run goes on from where the code error stopped it."
+            if changed
+            else "Not retried: the run is not suspended."
+        )
+        self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
+        return HttpResponseRedirect(back)
 
     def _pause(self, request: HttpRequest, actor_id: str, *, pause: bool) -> HttpResponse:
         if not request.user.has_perm(REPLAY_PERMISSION):

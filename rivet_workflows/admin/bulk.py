@@ -1,4 +1,4 @@
-"""The actor list's bulk actions (DESIGN.md section 12): recover, cancel, pause and resume many actors, with a
+"""The actor list's bulk actions (DESIGN.md sections 12, 16): recover, cancel, pause, resume and retry many actors, with a
 confirmation page and a reason, each through the engine as its own button would, one ``bulk_<action>``
 audit row per actor changed; they need the replay permission.
 """
@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from .. import display, models, states
-from ..engine import errors, inspector, repairs
+from ..engine import errors, inspector, repairs, retrying
 from ..engine.cancel import cancel as cancel_workflow
 from .trace import runtime as _runtime
 from .trace import state_badge
@@ -40,6 +40,10 @@ def _bulk_resume(actor_id: str, who: str, reason: str | None) -> bool:
     return repairs.resume(_runtime(), actor_id, reason, who=who, bulk=True)
 
 
+def _bulk_retry(actor_id: str, who: str, reason: str | None) -> bool:
+    return retrying.retry(_runtime(), actor_id, reason, who=who, bulk=True)
+
+
 #: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
 #: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
 #: audit row per actor it changed.
@@ -48,6 +52,7 @@ BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
     "cancel": ("cancel", _bulk_cancel),
     "pause": ("pause", _bulk_pause),
     "resume": ("resume", _bulk_resume),
+    "retry": ("retry", _bulk_retry),
 }
 
 
@@ -55,7 +60,7 @@ class BulkActionsMixin:
     """The bulk actions of ``ActorAdmin`` (a ``ModelAdmin``: ``message_user``, ``admin_site``, ``model``;
     ``has_replay_permission`` gates them)."""
 
-    actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected"]
+    actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected", "retry_selected"]
     message_user: Callable[..., Any]
     admin_site: Any
     model: Any
@@ -75,6 +80,10 @@ class BulkActionsMixin:
     @admin.action(description="Resume selected paused workflows", permissions=["replay"])
     def resume_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "resume")
+
+    @admin.action(description="Retry selected suspended workflows", permissions=["replay"])
+    def retry_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "retry")
 
     def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed

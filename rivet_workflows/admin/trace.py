@@ -257,6 +257,8 @@ def error_details(error: Any, label: str = "Error") -> list[Detail]:
     if not isinstance(error, dict):
         return [Detail(label, str(error), error=True)]
     out = [Detail(label, f"{error.get('name', 'Error')}: {error.get('message', '')}", error=True)]
+    if error.get("location"):  # where a code error that suspended the run was raised (DESIGN.md 16)
+        out.append(Detail("Location", str(error["location"]), error=True))
     if error.get("stack"):
         stack = error["stack"]
         text = "".join(stack) if isinstance(stack, list) else str(stack)
@@ -273,14 +275,15 @@ def error_details(error: Any, label: str = "Error") -> list[Detail]:
         out.append(Detail(f"{label} metadata", pretty(metadata), error=True))
     for name, cause in causes:
         out.extend(error_details(cause, label="Cause" if name == "error" else f"{label} {name}"))
-    extra = {k: v for k, v in error.items() if k not in ("name", "message", "stack", "metadata")}
+    shown = ("name", "message", "stack", "metadata", "location", "suspended")
+    extra = {k: v for k, v in error.items() if k not in shown}
     if extra:
         out.append(Detail(f"{label} details", pretty(extra), error=True))
     return out
 
 
 #: workflow states in which nothing runs any more (a loop still marked running there was interrupted)
-_STOPPED_WORKFLOW = frozenset({"failed", "cancelled", "rolling_back"})
+_STOPPED_WORKFLOW = frozenset({"failed", "cancelled", "rolling_back", "suspended"})
 _FAILED_STATUSES = frozenset({"failed", "exhausted"})
 
 

@@ -170,6 +170,14 @@ def _show(command: Any, actor_id: str) -> None:
         lines.append(f"leased by {record.lease_owner} until {_time(record.lease_expires_at)}")
     if record.error:
         lines.append(f"error     {_error_text(record.error)}")
+    if record.workflow_state == ports.SUSPENDED and isinstance(record.error, dict):
+        # a code error stopped the run (DESIGN.md section 16): where, and what brings it back
+        if record.error.get("location"):
+            lines.append(f"raised at {record.error['location']}")
+        lines.append(
+            "suspended nothing was rolled back; fix the code and deploy (a new CODE_VERSION retries it), "
+            "or rivet retry --actor " + record.actor_id
+        )
     trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
     if trace_id:
         lines.append(f"trace     {trace_url or trace_id}")

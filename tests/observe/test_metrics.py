@@ -86,3 +86,27 @@ def test_the_view_serves_counters_and_the_gauges_read_at_scrape_time(client, set
     assert samples[("rivet_steps_total", (("actor", "order"), ("status", "completed")))] >= 2
     assert ("rivet_step_duration_seconds_bucket", (("actor", "order"), ("le", "+Inf"))) in samples
     assert client.post("/metrics").status_code == 405
+
+
+def test_a_suspension_is_counted_and_the_gauge_shows_suspended_actors():
+    from rivet_workflows.engine.definitions import setup, workflow
+
+    async def run(ctx):
+        await ctx.step("one", lambda s: 1)
+        return ctx.input.get("typo")  # no input: AttributeError, a code error -> suspended
+
+    registry = setup(use={"typo_flow": workflow(run=run)})
+    store = MemoryStore()
+    runtime = Runtime(store, InlineDispatcher(), registry, observer=metrics.observer())
+    before = value("rivet_workflows_finished_total", actor="typo_flow", state="suspended")
+    runtime.client().typo_flow.create("t-1")
+    drain(runtime)
+    assert value("rivet_workflows_finished_total", actor="typo_flow", state="suspended") - before == 1
+    assert store.actor_counts().by_state == {("typo_flow", ports.SUSPENDED): 1}
+    gauges = metrics.ActorGauges(store)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in gauges.collect()
+        for s in family.samples
+    }
+    assert samples[("rivet_actors", (("actor", "typo_flow"), ("state", "suspended")))] == 1

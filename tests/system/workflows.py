@@ -299,6 +299,37 @@ deploy_actor = workflow(
 )
 
 
+# --- a code error suspends, a deploy with the fix retries it (DESIGN.md section 16) --------------------
+
+
+def _order_step(name: str):
+    def body(step: Any) -> str:
+        effect(step.actor_id, name, DEPLOY_CODE)
+        return name
+
+    return body
+
+
+def _order_undo(step: Any, output: Any) -> None:
+    effect(step.actor_id, f"undo-{output}", DEPLOY_CODE)
+
+
+async def run_typo(ctx: Any) -> str:
+    """Reserve and charge (with compensations), then, in the old code, a typo: ``ctx.input`` is None for an
+    actor created without input, so ``.get`` raises AttributeError (a code error: the run suspends); the
+    new code has the fix and ships."""
+    await ctx.rollback_checkpoint("order")
+    await ctx.step("reserve", _order_step("reserve"), rollback=_order_undo)
+    await ctx.step("charge", _order_step("charge"), rollback=_order_undo)
+    if DEPLOY_CODE == "old":
+        ctx.input.get("address")
+    await ctx.step("ship", _order_step("ship"))
+    return "shipped"
+
+
+typo_actor = workflow(run=run_typo, state={})
+
+
 # --- flow controls (DESIGN.md section 12) ------------------------------------------------------------
 
 
@@ -391,6 +422,7 @@ registry = setup(
         "watchful": watchful_actor,
         "atomic_order": atomic_order_actor,
         "deploy": deploy_actor,
+        "typo": typo_actor,
         "slow": slow_actor,
         "steps": steps_actor,
         "saga": saga_actor,

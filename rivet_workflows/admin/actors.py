@@ -336,7 +336,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "paused": record.paused,
             "can_pause": can_replay
             and not record.paused
-            and record.workflow_state not in ports.FINISHED_STATES,
+            and record.workflow_state not in ports.HALTED_STATES,
             "pause_url": reverse("admin:rivet_workflows_actor_pause", args=[record.actor_id]),
             "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
             "suspended": record.workflow_state == ports.SUSPENDED,

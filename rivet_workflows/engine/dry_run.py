@@ -64,6 +64,9 @@ class ReadOnlyStore(ports.BaseStore):
     def actor_counts(self) -> observe.ActorCounts:
         return self._store.actor_counts()
 
+    def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        return self._store.suspended_by_other_version(code_version, limit)
+
     def load_history(self, actor_id: str) -> list[ports.EntryRecord]:
         return self._store.load_history(actor_id)
 

@@ -75,8 +75,8 @@ class WorkflowFailure(RivetWorkflowsError):
     code = "workflow_failure"
     details: Any
 
-    def __init__(self, message: str | None = None, details: Any = None) -> None:
-        super().__init__(message, details=details)
+    def __init__(self, message: str | None = None, details: Any = None, **metadata: Any) -> None:
+        super().__init__(message, details=details, **metadata)
 
 
 # --- engine errors --------------------------------------------------------------------------------

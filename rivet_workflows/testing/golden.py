@@ -118,7 +118,7 @@ def _parse(exported: Any) -> tuple[dict, list[ports.EntryRecord]]:
         ports.RUNNING,
         ports.SLEEPING,
         ports.ROLLING_BACK,
-        *ports.FINISHED_STATES,
+        *ports.HALTED_STATES,
     }:
         raise errors.InvalidExportError(f"unknown workflow state {raw['workflow_state']!r}")
     try:

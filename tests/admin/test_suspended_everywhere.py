@@ -60,9 +60,18 @@ async def refusing_run(ctx):
     return await _order(ctx, typo=False, failure=True)
 
 
+async def renamed_run(ctx):
+    await ctx.rollback_checkpoint("order")
+    await ctx.step(name="reserve", run=_step("reserve"), rollback=_undo)
+    await ctx.step(name="pay", run=_step("pay"), rollback=_undo)  # was "charge": the history diverges
+    await ctx.step(name="ship", run=_step("ship"))
+    return "shipped"
+
+
 broken = d.setup(use={"order": d.actor(state={}, run=d.workflow(broken_run))})
 fixed = d.setup(use={"order": d.actor(state={}, run=d.workflow(fixed_run))})
 refusing = d.setup(use={"order": d.actor(state={}, run=d.workflow(refusing_run))})
+renamed = d.setup(use={"order": d.actor(state={}, run=d.workflow(renamed_run))})
 HERE = "tests.admin.test_suspended_everywhere"
 
 
@@ -242,3 +251,15 @@ def test_a_bad_failure_type_setting_is_refused(rivet, value, message):
     rivet.configure(WORKFLOW_FAILURE_TYPES=value)
     with pytest.raises(ValueError, match=message):
         rivet_settings.get()
+
+
+def test_rivet_check_fails_the_deploy_only_for_suspended_runs_the_new_code_breaks(rivet, suspended):
+    out = io.StringIO()
+    call_command("rivet", "check", stdout=out)  # the same code: still raising, listed, exit 0
+    assert "2 runs are listed above that this deploy does not break" in out.getvalue()
+    rivet.configure(REGISTRY=f"{HERE}.renamed", CODE_VERSION="v1")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="2 in-flight workflows do not replay"):
+        call_command("rivet", "check", stdout=out)
+    assert f'diverged order ["o0"] {suspended[0].actor_id} [suspended] at charge' in out.getvalue()
+    assert "suspended by AttributeError" in out.getvalue()

@@ -16,6 +16,7 @@ READS = {
     "find_actor": ("w", ["a"]),
     "list_actors": (),
     "actor_counts": (),
+    "suspended_by_other_version": ("v1", 10),
     "load_history": ("ACTOR",),
     "load_for_run": ("ACTOR",),
     "next_deadline": (),

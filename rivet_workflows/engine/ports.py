@@ -222,8 +222,8 @@ class Store(Protocol):
         *,
         audit: OperatorActionRecord | None = None,
     ) -> bool:
-        """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished workflow is
-        not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
+        """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished or
+        suspended workflow is not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
         its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ``audit``: the
         operator action written in the same transaction when it changed the actor (none when it did not).
         ActorNotFoundError."""

@@ -479,7 +479,7 @@ def pause(
     """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
     ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
     ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
-    True when it paused it, False if paused already or finished (``bulk``: the row is ``bulk_pause``).
+    True when it paused it, False if paused already, finished or suspended (``bulk``: the row is ``bulk_pause``).
     ActorNotFoundError; ValueError (bad who)."""
     row = audit.action_record(actor_id, audit.named(audit.PAUSE, bulk), who, reason)  # a bad who: refused
     return runtime.store.set_paused(actor_id, True, reason, audit=row)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar
 
 from .failures import ErrorInfo
 from .step_context import StepContext
@@ -31,10 +31,12 @@ class RollbackErrorEvent(TypedDict):
 
 
 class WorkflowFailureEvent(TypedDict):
-    """Body of a ``{"workflow": ...}`` error event."""
+    """Body of a ``{"workflow": ...}`` error event; ``suspended`` (present and True only then) when a code
+    error suspended the run instead of failing it (DESIGN.md section 16)."""
 
     workflow_id: str
     error: ErrorInfo
+    suspended: NotRequired[bool]
 
 
 class WorkflowErrorEvent(TypedDict, total=False):

@@ -221,15 +221,15 @@ class FlowStorage:
         audit: ports.OperatorActionRecord | None = None,
     ) -> bool:
         """Pause (recording ``reason``) or resume the actor in one conditional UPDATE, with the ``audit`` row
-        in the same transaction when it changed; True when it changed. Pausing a finished workflow changes
-        nothing. ActorNotFoundError for an unknown actor."""
+        in the same transaction when it changed; True when it changed. Pausing a finished or suspended
+        workflow changes nothing (nothing runs it). ActorNotFoundError for an unknown actor."""
         with self._atomic():
             now = self.now()
             rows = self._actors().filter(pk=actor_id, destroyed=False)
             if paused:
                 changed = (
                     rows.filter(paused_at__isnull=True)
-                    .exclude(workflow_state__in=list(ports.FINISHED_STATES))
+                    .exclude(workflow_state__in=list(ports.HALTED_STATES))
                     .update(paused_at=now, pause_reason=reason, updated_at=now)
                 )
             else:

@@ -134,7 +134,7 @@ class MemoryFlowMixin:
         with self._lock:
             row = self._row(actor_id)
             if paused:
-                if row.paused_at is not None or row.workflow_state in ports.FINISHED_STATES:
+                if row.paused_at is not None or row.workflow_state in ports.HALTED_STATES:
                     return False
                 row.paused_at, row.pause_reason = self.now(), reason
             else:

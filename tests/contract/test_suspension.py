@@ -191,3 +191,16 @@ def test_a_new_code_version_retries_a_suspended_run_once(h):
     assert h.actor(aid).workflow_state == ports.COMPLETED
     assert ran == ["reserve", "charge", "ship"] and undone == []
     assert [a.who for a in runtime.store.operator_actions(aid)] == ["deploy", "deploy"]
+
+
+def test_a_suspended_run_is_not_paused_and_cancel_still_ends_it(h):
+    async def run(ctx):
+        ctx.input.get("x")
+
+    h.setup(failure_types=DEFAULT, wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    handle = h.runtime.client()["wf"].get_for_id(aid)
+    assert handle.pause() is False and handle.workflow_state() == ports.SUSPENDED
+    assert handle.cancel() is True and handle.workflow_state() == ports.CANCELLED
+    assert handle.retry() is False

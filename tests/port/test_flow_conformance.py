@@ -253,3 +253,29 @@ def test_set_paused_writes_its_audit_row_with_the_change_only(h):
         ("pause", "carol", "deploy"),
     ]
     assert all(r.at is not None and r.id for r in rows)
+
+
+def _suspend(h, key: str, version: str | None) -> str:
+    actor_id = h.new_actor(key, due=True)
+    token = h.store.claim(actor_id, "w", 30)
+    suspended = ports.Commit(
+        workflow_state=ports.SUSPENDED, error={"name": "AttributeError"}, wake_at=None, release=True
+    )
+    suspended.code_version = version
+    h.store.commit(actor_id, token, suspended)
+    return actor_id
+
+
+def test_suspended_runs_are_never_due_nor_paused_and_are_found_by_another_code_version(h):
+    v1 = _suspend(h, "a", "v1")
+    unversioned = _suspend(h, "b", None)
+    v2 = _suspend(h, "c", "v2")
+    assert h.store.claim_due("sweep", 10, 30) == []
+    assert h.store.set_paused(v1, True) is False
+    assert set(h.store.suspended_by_other_version("v2", 10)) == {v1, unversioned}
+    assert set(h.store.suspended_by_other_version("v3", 10)) == {v1, unversioned, v2}
+    assert len(h.store.suspended_by_other_version("v3", 2)) == 2
+    h.store.send(v1, "go", 1)  # a suspended run keeps its messages and is not woken by them
+    assert (
+        h.store.claim_due("sweep", 10, 30) == [] and h.store.get_actor(v1).workflow_state == ports.SUSPENDED
+    )

@@ -260,6 +260,8 @@ class _Run:
     async def _replay(self, session: RunSession) -> RunOutcome:
         """Run the workflow function and turn how it ended into the run's outcome.
 
+        A code error (an exception that is not a failure type, ``suspension.suspends``) suspends the run:
+        nothing rolls back (DESIGN.md section 16). A failure fails it, as follows.
         An unrecoverable error runs the collected rollback handlers first (unless it is a divergence or
         checkpoint error); a replay of an interrupted rollback resumes it with the stored error. When history
         holds handlers this run did not collect (steps of join branches or race winners finished in an earlier

@@ -1,9 +1,15 @@
-"""A waiting send's outcome (``SendResult``) and when it gives up (spec "Queues", case C55).
+"""A waiting send's outcome (``SendResult``), when it gives up, and how many may wait at once (spec
+"Queues"; README "Calling actors").
 
-``engine.client`` re-exports ``SendResult``; ``gave_up`` is the check its waiting sends make."""
+``engine.client`` re-exports ``SendResult``; ``gave_up`` is the check its waiting sends make;
+``waiting_send_slot`` bounds the waiting sends of the process."""
 
 from __future__ import annotations
 
+import contextvars
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,3 +64,55 @@ def gave_up(
     else:
         detail = "the workflow has not received the message yet (is it waiting on this queue?)"
     return SendResult("timed_out", None, f"timed out: {detail}")
+
+
+class _WaitingSends:
+    """The count of this process's waiting sends, against ``MAX_WAITING_SENDS``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def take(self, limit: int) -> bool:
+        with self._lock:
+            if self.count >= limit:
+                return False
+            self.count += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+#: the waiting sends of this process (every runtime of it: the bound protects its threads and connections)
+WAITING_SENDS = _WaitingSends()
+
+#: True in a context that holds a slot already (an HTTP view takes it before reading the actor; the client's
+#: send inside it must not take a second one)
+_holding: contextvars.ContextVar[bool] = contextvars.ContextVar("rivet_waiting_send_slot", default=False)
+
+
+@contextmanager
+def waiting_send_slot(limit: int) -> Iterator[None]:
+    """Hold one of the process's ``limit`` waiting-send slots (``MAX_WAITING_SENDS``) for the block.
+
+    Raises ``TooManyWaitingSendsError`` (HTTP 429) at once when all are taken, touching nothing else, so a
+    burst of waiting sends is refused before it reaches the database. Re-entrant within one context (a
+    thread, or an async task and the sync calls it makes through ``sync_to_async``): a nested block holds
+    the outer slot."""
+    if _holding.get():
+        yield
+        return
+    if not WAITING_SENDS.take(limit):
+        raise errors.TooManyWaitingSendsError(
+            f"{limit} sends of this process wait for their response already (MAX_WAITING_SENDS); "
+            "try again shortly",
+            limit=limit,
+        )
+    reset = _holding.set(True)
+    try:
+        yield
+    finally:
+        _holding.reset(reset)
+        WAITING_SENDS.give_back()

@@ -42,7 +42,7 @@ WRITES = {
     "send_and_check": ("ACTOR", "jobs", 1),
     "complete_message": ("m1", None),
     "wait_for_messages": ("ACTOR", ["jobs"], 0.1),
-    "wait_for_message_completed": ("m1", 0.1),
+    "watch_sends": ("ACTOR",),
     "wait_for_wakes": (0.1,),
     "run_action": ("ACTOR", lambda state: None, 1.0),
     "cron_upsert": (ports.CronRecord(actor_id="ACTOR", name="c", action="tick"),),

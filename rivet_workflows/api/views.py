@@ -12,8 +12,8 @@ from .. import access, inputs, models, states
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.delivery import send_message
-from ..engine.sending import waiting_send_slot
 from ..engine.keys import normalize_key
+from ..engine.sending import waiting_send_slot
 from . import schemas as s
 from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
 

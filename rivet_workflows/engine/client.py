@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import actions, bridge, errors, ports, queries, repairs, serde
@@ -16,10 +14,9 @@ from .keys import MAX_KEY_INT as MAX_KEY_INT
 from .keys import display_part as display_part
 from .keys import normalize_key as normalize_key
 from .reentrancy import check_not_reentrant
-from .sending import DESTROYED, gave_up, waiting_send_slot
+from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
-from .settings import to_seconds
-from .watches import SendWatch
+from .sending import await_completion, drive, drive_async, waiting_send_slot
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -29,113 +26,6 @@ logger = logging.getLogger("rivet_workflows")
 
 
 ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
-
-
-#: how often (seconds) a waiting send on a store that cannot notify senders also checks whether the
-#: workflow ended without answering
-_ENDED_CHECK_SECONDS = 0.25
-#: the longest pause (seconds) between two looks of a waiting send at its message on such a store
-MAX_SEND_POLL_SECONDS = 0.5
-
-
-class _Backoff:
-    """The pauses of a waiting send on a store whose ``SendWatch`` cannot notify it (README "Calling
-    actors"): the first is ``first`` seconds (``poll_interval``), each next one twice as long up to
-    ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past ``deadline`` (a
-    ``time.monotonic()`` value), so the last look happens at the deadline itself.
-
-    A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
-    two store reads per ``MAX_SEND_POLL_SECONDS``. A notifying watch (PostgreSQL, memory) needs none of
-    this: the sender sleeps until it is told, then looks.
-    """
-
-    def __init__(self, first: float, deadline: float) -> None:
-        self.pause = max(first, 0.001)
-        self.cap = max(MAX_SEND_POLL_SECONDS, self.pause)
-        self.deadline = deadline
-
-    def next_pause(self) -> float:
-        """Seconds to pause before the next check (0 at or after the deadline)."""
-        pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
-        self.pause = min(self.pause * 2, self.cap)
-        return pause
-
-
-@dataclass(frozen=True)
-class _Pause:
-    """A waiting send's pause on its watch: up to ``seconds``; the driver sends back whether it was woken."""
-
-    seconds: float
-
-
-def _await_completion(
-    runtime: Runtime, actor_id: str, watch: SendWatch, message: ports.MessageRecord, timeout: Any
-) -> Generator[Any, Any, SendResult]:
-    """The waiting part of ``send(wait=True)``, written once for the sync and the async client: a generator
-    that yields store calls (``(fn, *args)``, answered with the result or thrown the exception) and
-    ``_Pause``s (answered with ``SendWatch.wait``'s bool), and returns the ``SendResult``.
-
-    The ended check (``gave_up``) runs first, then whenever a notifying watch was woken and at the deadline
-    (on a polling watch every ``_ENDED_CHECK_SECONDS``). Before each pause the thread's database connection
-    is given back (``Store.release_connection``): a waiting send holds none while it waits.
-    """
-    store = runtime.store
-    limit = to_seconds(timeout)
-    deadline = time.monotonic() + (limit if limit is not None else runtime.settings.action_timeout)
-    backoff = _Backoff(runtime.settings.poll_interval, deadline)
-    current, check_ended, next_check = message, True, 0.0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or check_ended:
-            result = yield (gave_up, runtime, current, actor_id, remaining <= 0)
-            if result is not None:
-                return result
-            next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-        yield (store.release_connection,)
-        woke = yield _Pause(remaining if watch.notifies else backoff.next_pause())
-        try:
-            current = yield (store.get_message, message.id)
-        except LookupError:  # destroying the actor deleted the message
-            return SendResult("timed_out", None, DESTROYED)
-        if current.status == ports.MESSAGE_COMPLETED:
-            return SendResult("completed", current.response)
-        check_ended = woke if watch.notifies else time.monotonic() >= next_check
-
-
-def _drive(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
-    """Run ``_await_completion`` on this thread: store calls inline, pauses on ``watch.wait``."""
-    answer: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            op = steps.throw(failure) if failure is not None else steps.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, failure = None, None
-        try:
-            answer = watch.wait(op.seconds) if isinstance(op, _Pause) else op[0](*op[1:])
-        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
-            failure = exc
-
-
-async def _adrive(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
-    """``_drive`` for a coroutine: store calls through ``bridge.call``, pauses on ``watch.wait_async`` (no
-    thread and no database connection is held while it waits)."""
-    answer: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            op = steps.throw(failure) if failure is not None else steps.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, failure = None, None
-        try:
-            if isinstance(op, _Pause):
-                answer = await watch.wait_async(op.seconds)
-            else:
-                answer = await bridge.call(*op)
-        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
-            failure = exc
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -410,7 +300,7 @@ class ActorHandle:
                     self.runtime, self.definition, self.actor_id, queue, body, completable=True
                 )
                 watch.expect(message.id)
-                return _drive(_await_completion(self.runtime, self.actor_id, watch, message, timeout), watch)
+                return drive(await_completion(self.runtime, self.actor_id, watch, message, timeout), watch)
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
@@ -428,8 +318,8 @@ class ActorHandle:
                     send_message, self.runtime, self.definition, self.actor_id, queue, body, True
                 )
                 watch.expect(message.id)
-                steps = _await_completion(self.runtime, self.actor_id, watch, message, timeout)
-                return await _adrive(steps, watch)
+                steps = await_completion(self.runtime, self.actor_id, watch, message, timeout)
+                return await drive_async(steps, watch)
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

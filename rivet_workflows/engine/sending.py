@@ -1,19 +1,22 @@
 """A waiting send's outcome (``SendResult``), when it gives up, and how many may wait at once (spec
 "Queues"; README "Calling actors").
 
-``engine.client`` re-exports ``SendResult``; ``gave_up`` is the check its waiting sends make;
-``waiting_send_slot`` bounds the waiting sends of the process."""
+``engine.client`` re-exports ``SendResult``; ``await_completion`` is the wait of its waiting sends
+(``drive``/``drive_async`` run it), ``gave_up`` their ended check, ``waiting_send_slot`` their bound."""
 
 from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import errors, ports
+from . import bridge, errors, ports
+from .settings import to_seconds
+from .watches import SendWatch
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -116,3 +119,110 @@ def waiting_send_slot(limit: int) -> Iterator[None]:
     finally:
         _holding.reset(reset)
         WAITING_SENDS.give_back()
+
+
+#: how often (seconds) a waiting send on a store that cannot notify senders also checks whether the
+#: workflow ended without answering
+_ENDED_CHECK_SECONDS = 0.25
+#: the longest pause (seconds) between two looks of a waiting send at its message on such a store
+MAX_SEND_POLL_SECONDS = 0.5
+
+
+class _Backoff:
+    """The pauses of a waiting send on a store whose ``SendWatch`` cannot notify it (README "Calling
+    actors"): the first is ``first`` seconds (``poll_interval``), each next one twice as long up to
+    ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past ``deadline`` (a
+    ``time.monotonic()`` value), so the last look happens at the deadline itself.
+
+    A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
+    two store reads per ``MAX_SEND_POLL_SECONDS``. A notifying watch (PostgreSQL, memory) needs none of
+    this: the sender sleeps until it is told, then looks.
+    """
+
+    def __init__(self, first: float, deadline: float) -> None:
+        self.pause = max(first, 0.001)
+        self.cap = max(MAX_SEND_POLL_SECONDS, self.pause)
+        self.deadline = deadline
+
+    def next_pause(self) -> float:
+        """Seconds to pause before the next check (0 at or after the deadline)."""
+        pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
+        self.pause = min(self.pause * 2, self.cap)
+        return pause
+
+
+@dataclass(frozen=True)
+class _Pause:
+    """A waiting send's pause on its watch: up to ``seconds``; the driver sends back whether it was woken."""
+
+    seconds: float
+
+
+def await_completion(
+    runtime: Runtime, actor_id: str, watch: SendWatch, message: ports.MessageRecord, timeout: Any
+) -> Generator[Any, Any, SendResult]:
+    """The waiting part of ``send(wait=True)``, written once for the sync and the async client: a generator
+    that yields store calls (``(fn, *args)``, answered with the result or thrown the exception) and
+    ``_Pause``s (answered with ``SendWatch.wait``'s bool), and returns the ``SendResult``.
+
+    The ended check (``gave_up``) runs first, then whenever a notifying watch was woken and at the deadline
+    (on a polling watch every ``_ENDED_CHECK_SECONDS``). Before each pause the thread's database connection
+    is given back (``Store.release_connection``): a waiting send holds none while it waits.
+    """
+    store = runtime.store
+    limit = to_seconds(timeout)
+    deadline = time.monotonic() + (limit if limit is not None else runtime.settings.action_timeout)
+    backoff = _Backoff(runtime.settings.poll_interval, deadline)
+    current, check_ended, next_check = message, True, 0.0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or check_ended:
+            result = yield (gave_up, runtime, current, actor_id, remaining <= 0)
+            if result is not None:
+                return result
+            next_check = time.monotonic() + _ENDED_CHECK_SECONDS
+        yield (store.release_connection,)
+        woke = yield _Pause(remaining if watch.notifies else backoff.next_pause())
+        try:
+            current = yield (store.get_message, message.id)
+        except LookupError:  # destroying the actor deleted the message
+            return SendResult("timed_out", None, DESTROYED)
+        if current.status == ports.MESSAGE_COMPLETED:
+            return SendResult("completed", current.response)
+        check_ended = woke if watch.notifies else time.monotonic() >= next_check
+
+
+def drive(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
+    """Run ``await_completion`` on this thread: store calls inline, pauses on ``watch.wait``."""
+    answer: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            op = steps.throw(failure) if failure is not None else steps.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        answer, failure = None, None
+        try:
+            answer = watch.wait(op.seconds) if isinstance(op, _Pause) else op[0](*op[1:])
+        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
+            failure = exc
+
+
+async def drive_async(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
+    """``drive`` for a coroutine: store calls through ``bridge.call``, pauses on ``watch.wait_async`` (no
+    thread and no database connection is held while it waits)."""
+    answer: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            op = steps.throw(failure) if failure is not None else steps.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        answer, failure = None, None
+        try:
+            if isinstance(op, _Pause):
+                answer = await watch.wait_async(op.seconds)
+            else:
+                answer = await bridge.call(*op)
+        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
+            failure = exc

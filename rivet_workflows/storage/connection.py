@@ -39,7 +39,10 @@ from ..engine import errors, ports
 from .locks import ActorLocks
 
 #: the store members that use a connection: every member of the port but the one that closes it
-GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {"close_thread_connection", "release_connection"}
+GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {
+    "close_thread_connection",
+    "release_connection",
+}
 
 
 class _Calls(threading.local):

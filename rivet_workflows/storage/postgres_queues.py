@@ -31,6 +31,20 @@ def wake_channel(actor_id: str) -> str:
     return f"rivet_wake_{actor_id}"
 
 
+#: NOTIFY the waiting senders of an actor (params: ``ended_notify_params``) that its workflow ended or it is
+#: being destroyed (payload ''); only while a completable message of it is open: nobody else can be
+#: waiting, and a NOTIFY costs the committing transaction a global lock
+ENDED_NOTIFY_SQL = (
+    f"SELECT pg_notify(%s, '') WHERE EXISTS (SELECT 1 FROM {_MESSAGE} WHERE actor_id = %s "
+    "AND status <> %s AND completable)"
+)
+
+
+def ended_notify_params(actor_id: str) -> list[str]:
+    """The parameters of ``ENDED_NOTIFY_SQL`` for ``actor_id``."""
+    return [sends_channel(actor_id), actor_id, ports.MESSAGE_COMPLETED]
+
+
 #: the NOTIFY channel of sends that make a released actor due (payload: its id); idle workers listen
 WAKES_CHANNEL = "rivet_wakes"
 
@@ -70,14 +84,9 @@ class PostgresQueues:
 
     def _notify_ended(self, actor_id: str) -> None:
         """NOTIFY the senders waiting on ``actor_id`` that its workflow finished or it is being destroyed
-        (payload ''), only when a completable message of it is still open: nobody else can be waiting, and
-        a NOTIFY costs every committing transaction a global lock."""
+        (``ENDED_NOTIFY_SQL``)."""
         with self._cursor() as cursor:
-            cursor.execute(
-                f"SELECT pg_notify(%s, '') WHERE EXISTS (SELECT 1 FROM {_MESSAGE} WHERE actor_id = %s "
-                "AND status <> %s AND completable)",
-                [sends_channel(actor_id), actor_id, ports.MESSAGE_COMPLETED],
-            )
+            cursor.execute(ENDED_NOTIFY_SQL, ended_notify_params(actor_id))
 
     def watch_sends(self, actor_id: str) -> watches.SendWatch:
         """A ``NotifiedWatch`` on the actor's sends channel of the process's listening connection

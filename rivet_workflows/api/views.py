@@ -13,7 +13,7 @@ from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
-from ..engine.sending import waiting_send_slot
+from ..engine.sending import database_turn, waiting_send_slot
 from . import schemas as s
 from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
 
@@ -300,14 +300,20 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
     if not payload.wait:
         return await sync_to_async(_send_now)(request, actor_id, queue, payload)
     with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):
-        handle, body = await sync_to_async(_send_target)(request, actor_id, payload)
+        handle, body = await sync_to_async(_send_target)(request, actor_id, payload, turn=True)
         result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
     answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
     return Status(200, answer)
 
 
-def _send_target(request: HttpRequest, actor_id: str, payload: s.SendIn) -> tuple[Any, Any]:
-    """The handle a send goes to, after the access check, and the decoded body."""
+def _send_target(
+    request: HttpRequest, actor_id: str, payload: s.SendIn, *, turn: bool = False
+) -> tuple[Any, Any]:
+    """The handle a send goes to, after the access check, and the decoded body. ``turn``: read the actor in
+    one of the waiting sends' database turns (``sending.database_turn``), the connection given back after."""
+    if turn:
+        with database_turn(runtime().store):
+            return _send_target(request, actor_id, payload)
     handle, _ = _handle(request, actor_id, access.SEND)
     return handle, _decode(payload.body, "body")
 

@@ -16,7 +16,7 @@ from .keys import normalize_key as normalize_key
 from .reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
-from .sending import await_completion, drive, drive_async, waiting_send_slot
+from .sending import WaitingSend, waiting_send_slot
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -296,11 +296,14 @@ class ActorHandle:
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             # watching starts before the message is stored, so nothing the workflow does to it is missed
             with self.runtime.store.watch_sends(self.actor_id) as watch:
-                message = send_message(
-                    self.runtime, self.definition, self.actor_id, queue, body, completable=True
-                )
-                watch.expect(message.id)
-                return drive(await_completion(self.runtime, self.actor_id, watch, message, timeout), watch)
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = wait.begin(lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = wait.look(watch.wait(wait.pause()))
+                return result
+
+    def _send_completable(self, queue: str, body: Any) -> ports.MessageRecord:
+        return send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=True)
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
@@ -314,12 +317,11 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             with await bridge.call(store.watch_sends, self.actor_id) as watch:
-                message = await bridge.call(
-                    send_message, self.runtime, self.definition, self.actor_id, queue, body, True
-                )
-                watch.expect(message.id)
-                steps = await_completion(self.runtime, self.actor_id, watch, message, timeout)
-                return await drive_async(steps, watch)
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = await bridge.call(wait.look, await watch.wait_async(wait.pause()))
+                return result
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

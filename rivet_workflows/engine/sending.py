@@ -1,20 +1,20 @@
 """A waiting send's outcome (``SendResult``), when it gives up, and how many may wait at once (spec
 "Queues"; README "Calling actors").
 
-``engine.client`` re-exports ``SendResult``; ``await_completion`` is the wait of its waiting sends
-(``drive``/``drive_async`` run it), ``gave_up`` their ended check, ``waiting_send_slot`` their bound."""
+``engine.client`` re-exports ``SendResult``; ``WaitingSend`` is the wait of its waiting sends, ``gave_up``
+their ended check, ``waiting_send_slot`` and ``database_turn`` their bounds."""
 
 from __future__ import annotations
 
 import contextvars
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import bridge, errors, ports
+from . import errors, ports
 from .settings import to_seconds
 from .watches import SendWatch
 
@@ -151,78 +151,73 @@ class _Backoff:
         return pause
 
 
-@dataclass(frozen=True)
-class _Pause:
-    """A waiting send's pause on its watch: up to ``seconds``; the driver sends back whether it was woken."""
+#: how many waiting sends of this process use the database at the same moment (to send, and to look at
+#: the message when told or at the deadline); each gives its connection back before it leaves, so a burst
+#: of waiting sends that all wake at once (a shared deadline) opens at most this many connections
+DATABASE_TURNS = 8
+_turns = threading.BoundedSemaphore(DATABASE_TURNS)
 
-    seconds: float
 
-
-def await_completion(
-    runtime: Runtime, actor_id: str, watch: SendWatch, message: ports.MessageRecord, timeout: Any
-) -> Generator[Any, Any, SendResult]:
-    """The waiting part of ``send(wait=True)``, written once for the sync and the async client: a generator
-    that yields store calls (``(fn, *args)``, answered with the result or thrown the exception) and
-    ``_Pause``s (answered with ``SendWatch.wait``'s bool), and returns the ``SendResult``.
-
-    The ended check (``gave_up``) runs first, then whenever a notifying watch was woken and at the deadline
-    (on a polling watch every ``_ENDED_CHECK_SECONDS``). Before each pause the thread's database connection
-    is given back (``Store.release_connection``): a waiting send holds none while it waits.
-    """
-    store = runtime.store
-    limit = to_seconds(timeout)
-    deadline = time.monotonic() + (limit if limit is not None else runtime.settings.action_timeout)
-    backoff = _Backoff(runtime.settings.poll_interval, deadline)
-    current, check_ended, next_check = message, True, 0.0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or check_ended:
-            result = yield (gave_up, runtime, current, actor_id, remaining <= 0)
-            if result is not None:
-                return result
-            next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-        yield (store.release_connection,)
-        woke = yield _Pause(remaining if watch.notifies else backoff.next_pause())
+@contextmanager
+def database_turn(store: ports.Store) -> Iterator[None]:
+    """One of the ``DATABASE_TURNS`` of the process's waiting sends for the block (blocking until one is
+    free), giving the calling thread's connection back at its end (``Store.release_connection``)."""
+    with _turns:
         try:
-            current = yield (store.get_message, message.id)
-        except LookupError:  # destroying the actor deleted the message
-            return SendResult("timed_out", None, DESTROYED)
-        if current.status == ports.MESSAGE_COMPLETED:
-            return SendResult("completed", current.response)
-        check_ended = woke if watch.notifies else time.monotonic() >= next_check
+            yield
+        finally:
+            store.release_connection()
 
 
-def drive(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
-    """Run ``await_completion`` on this thread: store calls inline, pauses on ``watch.wait``."""
-    answer: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            op = steps.throw(failure) if failure is not None else steps.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, failure = None, None
-        try:
-            answer = watch.wait(op.seconds) if isinstance(op, _Pause) else op[0](*op[1:])
-        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
-            failure = exc
+class WaitingSend:
+    """The wait of one ``send(wait=True)`` on ``watch`` (README "Calling actors"), for the sync and the async
+    client alike: ``begin`` sends, then ``pause`` and ``look`` alternate until one returns the
+    ``SendResult``. ``begin`` and ``look`` are sync store work done in a ``database_turn``; a pause holds no
+    connection.
 
+    The ended check (``gave_up``) runs in ``begin``, then on every look after a notifying watch was woken
+    and at the deadline (on a polling watch every ``_ENDED_CHECK_SECONDS``, the looks on a backoff)."""
 
-async def drive_async(steps: Generator[Any, Any, SendResult], watch: SendWatch) -> SendResult:
-    """``drive`` for a coroutine: store calls through ``bridge.call``, pauses on ``watch.wait_async`` (no
-    thread and no database connection is held while it waits)."""
-    answer: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            op = steps.throw(failure) if failure is not None else steps.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, failure = None, None
-        try:
-            if isinstance(op, _Pause):
-                answer = await watch.wait_async(op.seconds)
-            else:
-                answer = await bridge.call(*op)
-        except Exception as exc:  # handed to the generator, which re-raises what it does not handle
-            failure = exc
+    def __init__(self, runtime: Runtime, actor_id: str, watch: SendWatch, timeout: Any) -> None:
+        self.runtime = runtime
+        self.actor_id = actor_id
+        self.watch = watch
+        limit = to_seconds(timeout)
+        self.deadline = time.monotonic() + (limit if limit is not None else runtime.settings.action_timeout)
+        self._backoff = _Backoff(runtime.settings.poll_interval, self.deadline)
+        self._next_check = 0.0
+        self._message: ports.MessageRecord | None = None
+
+    def begin(self, send: Callable[[], ports.MessageRecord]) -> SendResult | None:
+        """Store the message (``send()``, with the watch already taken) and check the workflow did not end
+        already (a failed workflow accepts the message but ends the wait); the result when it did."""
+        with database_turn(self.runtime.store):
+            self._message = send()
+            self.watch.expect(self._message.id)
+            return self._ended(self._message, timed_out=False)
+
+    def pause(self) -> float:
+        """Seconds to wait on the watch before the next look: until the deadline when it notifies."""
+        if self.watch.notifies:
+            return max(self.deadline - time.monotonic(), 0.0)
+        return self._backoff.next_pause()
+
+    def look(self, woke: bool) -> SendResult | None:
+        """Read the message after a pause (``woke``: the watch was notified); the result when the wait is over."""
+        assert self._message is not None, "begin() first"
+        timed_out = time.monotonic() >= self.deadline
+        with database_turn(self.runtime.store):
+            try:
+                current = self.runtime.store.get_message(self._message.id)
+            except LookupError:  # destroying the actor deleted the message
+                return SendResult("timed_out", None, DESTROYED)
+            if current.status == ports.MESSAGE_COMPLETED:
+                return SendResult("completed", current.response)
+            due = woke if self.watch.notifies else time.monotonic() >= self._next_check
+            if timed_out or due:
+                return self._ended(current, timed_out)
+            return None
+
+    def _ended(self, message: ports.MessageRecord, timed_out: bool) -> SendResult | None:
+        self._next_check = time.monotonic() + _ENDED_CHECK_SECONDS
+        return gave_up(self.runtime, message, self.actor_id, timed_out)

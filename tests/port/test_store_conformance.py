@@ -683,7 +683,9 @@ def test_a_send_watch_wakes_on_the_completion_and_on_the_end_and_times_out_other
     doomed = h.new_actor("doomed")
     with h.store.watch_sends(doomed) as watch:
         watch.expect(h.store.send(doomed, "inbox", "ask", completable=True).id)
-        destroyer = threading.Thread(target=run_in_threads, args=(lambda _i: h.store.destroy_actor(doomed), 1))
+        destroyer = threading.Thread(
+            target=run_in_threads, args=(lambda _i: h.store.destroy_actor(doomed), 1)
+        )
         destroyer.start()
         woke = watch.wait(3.0 if notified else 0.2)
         destroyer.join()

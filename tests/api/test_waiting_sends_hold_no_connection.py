@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 
 from tests.api.test_api import API, post
+from tests.api.test_send_wait import in_background
 from tests.conftest import requires_postgres
 
 TOKEN = "waits-s3cret"
@@ -33,19 +34,8 @@ def wait_send(client, actor_id, timeout, queue="approval"):
 
 
 def later(seconds, fn):
-    """Run ``fn`` on a thread after ``seconds`` (closing its connections); returns the thread's join."""
-    from django.db import connections
-
-    def target():
-        try:
-            time.sleep(seconds)
-            fn()
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return lambda: thread.join(timeout=30)
+    """Run ``fn`` on a thread after ``seconds``; returns the thread's join."""
+    return in_background(lambda: (time.sleep(seconds), fn()))
 
 
 def test_a_waiting_send_returns_the_completion_once_the_workflow_completes_the_message(token_api, rivet):
@@ -201,3 +191,17 @@ def test_200_concurrent_waiting_sends_hold_a_bounded_number_of_connections_and_t
     assert len(answers) == 200
     assert {a.status_code for a in answers} == {200}
     assert {a.json()["status"] for a in answers} == {"timed_out"}
+
+
+def test_a_waiting_send_works_under_atomic_requests_and_holds_no_transaction(token_api, rivet, monkeypatch):
+    """The view is async (Django refuses async views under ATOMIC_REQUESTS unless they are marked
+    non-atomic): the send answers, and the request does not wrap the wait in a transaction."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    handle = rivet.client.waiter.get_or_create("atomic-requests")
+    response, _ = wait_send(token_api, handle.actor_id, 0.3)
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "timed_out"
+    accepted = post(token_api, f"/actors/{handle.actor_id}/queues/approval", {"body": 2}, **AUTH)
+    assert accepted.status_code == 202, accepted.content

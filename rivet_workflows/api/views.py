@@ -294,8 +294,8 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
     whose workflow is completed or cancelled -> 409 ``workflow_finished`` (nothing would receive it, nothing
     is stored; a failed workflow accepts it). Operation ``send``.
 
-    An async view: on an ASGI server a waiting send holds no thread and no database connection while it
-    waits. Beyond ``MAX_WAITING_SENDS`` waiting sends in this process: 429 ``too_many_waiting_sends`` with
+    An async view: a waiting send holds no database connection while it waits, and on an ASGI server it is
+    awaited on the event loop (Django's per-request thread idles meanwhile). Beyond ``MAX_WAITING_SENDS`` waiting sends in this process: 429 ``too_many_waiting_sends`` with
     ``Retry-After``, decided before the database is asked anything (README "Calling actors")."""
     if not payload.wait:
         return await sync_to_async(_send_now)(request, actor_id, queue, payload)

@@ -280,7 +280,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
 
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413)},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413, 429)},
     auth=api_auth,
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON

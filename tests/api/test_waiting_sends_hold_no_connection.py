@@ -205,3 +205,37 @@ def test_a_waiting_send_works_under_atomic_requests_and_holds_no_transaction(tok
     assert response.json()["status"] == "timed_out"
     accepted = post(token_api, f"/actors/{handle.actor_id}/queues/approval", {"body": 2}, **AUTH)
     assert accepted.status_code == 202, accepted.content
+
+
+@requires_postgres
+def test_a_waiting_send_still_hears_the_completion_after_its_listening_connection_was_killed(rivet):
+    """The process's listening connection is terminated by the server mid-wait: the listener reconnects,
+    listens again and makes every waiting send look once; the completion that comes later still ends the
+    wait at once, not at the timeout."""
+    from django.db import connection
+
+    from rivet_workflows import models
+    from rivet_workflows.engine import sending
+
+    handle = rivet.client.waiter.get_or_create("reconnect")
+    box = {}
+    join = in_background(lambda: box.update(result=handle.send("approval", 1, wait=True, timeout=30)))
+    end = time.monotonic() + 15
+    while (
+        not models.QueueMessage.objects.filter(actor_id=handle.actor_id).exists() and time.monotonic() < end
+    ):
+        time.sleep(0.02)
+    assert sending.WAITING_SENDS.count == 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE 'LISTEN %%rivet_sends_%%'"
+        )
+        assert cursor.fetchall() == [(True,)]
+    time.sleep(1.0)  # the listener notices, reconnects and listens again
+    started = time.monotonic()
+    while handle.workflow_state() != "completed" and time.monotonic() - started < 20:
+        rivet.drain(timeout=0.2)
+    join()
+    assert box["result"].status == "completed" and box["result"].response == {"ok": True, "got": 1}
+    assert time.monotonic() - started < 10

@@ -48,7 +48,7 @@ def main() -> None:
         from rivet_workflows.engine import ports
 
         for cls in (storage.DjangoStore, storage.PostgresStore):
-            cls.wait_for_message_completed = ports.BaseStore.wait_for_message_completed
+            cls.watch_sends = ports.BaseStore.watch_sends
     registry = d.setup(use={"wake_bench": d.actor(queues={"ask": d.queue()}, run=d.workflow(run))})
     runtime = Runtime(storage.store_for(), LocalDispatcher(), registry, settings=Settings())
     print("store:", type(runtime.store).__name__, connection.vendor)

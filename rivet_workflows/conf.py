@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_CONCURRENCY": 1,
     "ACTION_TIMEOUT": 60.0,
     "POLL_INTERVAL": 0.02,
+    "MAX_WAITING_SENDS": 64,
     "STEP_ABANDON_SECONDS": 30.0,
     "CONNECTION_IDLE_CHECK": 1.0,
     "PREPARED_STATEMENTS": True,
@@ -74,6 +75,9 @@ class RivetSettings:
     ACTION_TIMEOUT: how long an action waits for a running step to release the actor.
     POLL_INTERVAL: polling period of waits on the database (action lock; send(wait=True) starts at it and
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
+    MAX_WAITING_SENDS: how many sends with ``wait`` one process runs at once; one more is refused before it
+        touches the database (``TooManyWaitingSendsError``, HTTP 429 with ``Retry-After``). A waiting send
+        holds no database connection while it waits (README "Calling actors").
     STEP_ABANDON_SECONDS: after a step's ``timeout`` its body is cancelled (async: the task; sync:
         ``step.cancelled`` set); its retry waits until the body returned, at most this long, then the
         attempt is logged as abandoned and the retry may run beside it.
@@ -131,6 +135,7 @@ class RivetSettings:
     CONNECTION_IDLE_CHECK: float
     DISPATCHER: str
     PREPARED_STATEMENTS: bool = True
+    MAX_WAITING_SENDS: int = 64
     API_AUTH: str | None = None
     API_TOKEN: str | None = None
     AUTHORIZE: str | None = None
@@ -170,6 +175,7 @@ class RivetSettings:
             "MAX_PAYLOAD_BYTES",
             "MAX_KEY_BYTES",
             "MAX_BODY_BYTES",
+            "MAX_WAITING_SENDS",
         ):
             values[name] = int(values[name])
         values["DEV_MODE"] = bool(values["DEV_MODE"])

@@ -61,6 +61,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         warm_wait=conf.WARM_WAIT,
         action_timeout=conf.ACTION_TIMEOUT,
         poll_interval=conf.POLL_INTERVAL,
+        max_waiting_sends=conf.MAX_WAITING_SENDS,
         step_abandon_seconds=conf.STEP_ABANDON_SECONDS,
         dev_mode=conf.DEV_MODE,
         code_version=conf.CODE_VERSION,

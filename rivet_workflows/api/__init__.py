@@ -8,6 +8,8 @@ under your prefix stay Django's 404 page unless you end your URL list with
 
 from __future__ import annotations
 
+from asgiref.sync import iscoroutinefunction
+from django.db import connections
 from ninja import NinjaAPI
 
 from . import errors
@@ -37,6 +39,10 @@ class RivetAPI(NinjaAPI):
                 if getattr(pattern, "name", None) not in _DOCS_PAGES:  # they read nothing of the request
                     callback = errors.reject_bad_input(self, callback)
                 pattern.callback = errors.json_method_not_allowed(self, callback)
+                if iscoroutinefunction(pattern.callback):
+                    # Django refuses an async view under ATOMIC_REQUESTS, and a waiting send must not hold a
+                    # transaction (and so a connection) open while it waits (README "Calling actors")
+                    pattern.callback._non_atomic_requests = set(connections)
         # last: it matches everything the patterns above did not
         return [*patterns, errors.not_found_pattern(self)]
 

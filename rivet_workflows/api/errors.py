@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -53,13 +54,40 @@ def respond(api: NinjaAPI, request: HttpRequest, status: int, body: dict) -> Htt
     return api.create_response(request, body, status=status)
 
 
+def _around(
+    view: Callable[..., Any],
+    before: Callable[[HttpRequest, dict], HttpResponse | None],
+    after: Callable[[HttpRequest, Any], Any],
+) -> Callable[..., Any]:
+    """``view`` wrapped so ``before(request, kwargs)`` may answer instead of it and ``after(request,
+    response)`` sees its answer; the wrapper is async when ``view`` is (an async endpoint such as the
+    waiting send), so Django awaits it instead of receiving a coroutine."""
+    if iscoroutinefunction(view):
+
+        @functools.wraps(view)
+        async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            early = before(request, kwargs)
+            if early is not None:
+                return early
+            return after(request, await view(request, *args, **kwargs))
+
+        return async_wrapper
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        early = before(request, kwargs)
+        if early is not None:
+            return early
+        return after(request, view(request, *args, **kwargs))
+
+    return wrapper
+
+
 def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap the view ``view`` so its plain-text 405 becomes the JSON error body (code ``method_not_allowed``,
     ``metadata.allowed``: the methods the path serves; the ``Allow`` header is kept)."""
 
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        response = view(request, *args, **kwargs)
+    def as_json(request: HttpRequest, response: Any) -> Any:
         if isinstance(response, HttpResponseNotAllowed):
             allowed = sorted(m.strip() for m in response.get("Allow", "").split(",") if m.strip())
             body = error_body(
@@ -73,6 +101,7 @@ def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable
             return json_response
         return response
 
+    wrapper = _around(view, lambda request, kwargs: None, as_json)
     wrapper._rivet_405 = True  # type: ignore[attr-defined]
     return wrapper
 
@@ -84,18 +113,17 @@ def reject_bad_input(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., A
     ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's ``pattern`` promises), in the
     session cookie a 400 ``invalid_input`` (``metadata.where``)."""
 
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+    def refuse(request: HttpRequest, kwargs: dict) -> HttpResponse | None:
         bad = inputs.find_bad_input(request, kwargs)
         if bad is None:
-            return view(request, *args, **kwargs)
+            return None
         if bad.loc[0] == "cookie":
             return respond(api, request, 400, bad.error_body())
         problem = {"type": "invalid_text", "loc": list(bad.loc), "msg": bad.message}
         body = error_body("request", "validation_error", "the request is not valid", {"errors": [problem]})
         return respond(api, request, 422, body)
 
-    return wrapper
+    return _around(view, refuse, lambda request, response: response)
 
 
 #: characters of the request path echoed in a 404 body
@@ -135,8 +163,9 @@ def install(api: NinjaAPI) -> None:
     def rivet_error(request: HttpRequest, exc: errors.RivetWorkflowsError) -> HttpResponse:
         body = error_body(exc.group, exc.code, exc.message, exc.metadata)
         response = respond(api, request, exc.http_status, body)
-        if isinstance(exc, errors.StoreUnavailableError):
-            response["Retry-After"] = str(exc.retry_after)
+        retry_after = getattr(exc, "retry_after", None)  # 503 store_unavailable, 429 too_many_waiting_sends
+        if retry_after is not None:
+            response["Retry-After"] = str(retry_after)
         return response
 
     def database_down(request: HttpRequest, exc: Exception) -> HttpResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
@@ -12,6 +13,7 @@ from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, retrying, serde
 from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
+from ..engine.sending import database_turn, waiting_send_slot
 from . import schemas as s
 from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
 
@@ -280,27 +282,47 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
 
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
-    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413)},
+    response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413, 429)},
     auth=api_auth,
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON
 )
-def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload: s.SendIn) -> Any:
+async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload: s.SendIn) -> Any:
     """Send ``body`` to the actor's queue: 202 ``{message_id}``, or with ``wait`` 200 ``{status, response,
     detail}`` (``response`` plain JSON, with ``types`` as in ``GET /actors/{id}``): ``completed``, or
     ``timed_out`` with ``detail`` saying why (``SendResult.detail``: the
     timeout passed, the workflow ended without completing the message, the actor was destroyed). Unknown
     actor or undeclared queue -> 404; an actor whose type has no workflow -> 409 ``no_workflow``, and one
     whose workflow is completed or cancelled -> 409 ``workflow_finished`` (nothing would receive it, nothing
-    is stored; a failed workflow accepts it). Operation ``send``."""
+    is stored; a failed workflow accepts it). Operation ``send``.
+
+    An async view: a waiting send holds no database connection while it waits, and on an ASGI server it is
+    awaited on the event loop (Django's per-request thread idles meanwhile). Beyond ``MAX_WAITING_SENDS`` waiting sends in this process: 429 ``too_many_waiting_sends`` with
+    ``Retry-After``, decided before the database is asked anything (README "Calling actors")."""
+    if not payload.wait:
+        return await sync_to_async(_send_now)(request, actor_id, queue, payload)
+    with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):
+        handle, body = await sync_to_async(_send_target)(request, actor_id, payload, turn=True)
+        result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
+    answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
+    return Status(200, answer)
+
+
+def _send_target(
+    request: HttpRequest, actor_id: str, payload: s.SendIn, *, turn: bool = False
+) -> tuple[Any, Any]:
+    """The handle a send goes to, after the access check, and the decoded body. ``turn``: read the actor in
+    one of the waiting sends' database turns (``sending.database_turn``), the connection given back after."""
+    if turn:
+        with database_turn(runtime().store):
+            return _send_target(request, actor_id, payload)
     handle, _ = _handle(request, actor_id, access.SEND)
-    body = _decode(payload.body, "body")
-    if payload.wait:
-        result = handle.send(queue, body, wait=True, timeout=payload.timeout)
-        answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
-        return Status(200, answer)
-    rt = handle.runtime
-    message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
+    return handle, _decode(payload.body, "body")
+
+
+def _send_now(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
+    handle, body = _send_target(request, actor_id, payload)
+    message = send_message(handle.runtime, handle.definition, actor_id, queue, body, completable=False)
     return Status(202, {"message_id": str(message.id)})
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +14,9 @@ from .keys import MAX_KEY_INT as MAX_KEY_INT
 from .keys import display_part as display_part
 from .keys import normalize_key as normalize_key
 from .reentrancy import check_not_reentrant
-from .sending import DESTROYED, gave_up
+from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
-from .settings import to_seconds
+from .sending import WaitingSend, waiting_send_slot
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -27,36 +26,6 @@ logger = logging.getLogger("rivet_workflows")
 
 
 ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
-
-
-#: how often (seconds) a waiting send also checks whether the workflow ended without answering
-_ENDED_CHECK_SECONDS = 0.25
-#: the longest pause (seconds) between two checks of a waiting send's message (case C55)
-MAX_SEND_POLL_SECONDS = 0.5
-
-
-class _Backoff:
-    """The pauses of a waiting send (case C55): the first is ``first`` seconds (``poll_interval``), each next
-    one twice as long up to ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past
-    ``deadline`` (a ``time.monotonic()`` value), so the last check happens at the deadline itself.
-
-    A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
-    two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).
-    Each pause is ``Store.wait_for_message_completed``, which ends early on the completion where the store
-    is told of it (PostgreSQL LISTEN/NOTIFY): the schedule bounds how often the sender looks, not how late
-    it sees the reply.
-    """
-
-    def __init__(self, first: float, deadline: float) -> None:
-        self.pause = max(first, 0.001)
-        self.cap = max(MAX_SEND_POLL_SECONDS, self.pause)
-        self.deadline = deadline
-
-    def next_pause(self) -> float:
-        """Seconds to pause before the next check (0 at or after the deadline)."""
-        pause = min(self.pause, max(self.deadline - time.monotonic(), 0.0))
-        self.pause = min(self.pause * 2, self.cap)
-        return pause
 
 
 def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -309,71 +278,50 @@ class ActorHandle:
         until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
         ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
         ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
-        It checks the message first after ``settings.poll_interval`` s, then backing off to every
-        ``MAX_SEND_POLL_SECONDS`` s, with a last check at the deadline; each pause is the store's
-        ``wait_for_message_completed``, which returns at once on the completion where the store is told
-        of it (MemoryStore, PostgresStore: LISTEN/NOTIFY), so the reply is seen without the poll delay. Raises ``QueueNotFoundError``,
-        ``ActorNotFoundError``, ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"),
-        ``NoWorkflowError`` (no run function) and ``WorkflowFinishedError`` (the workflow is completed or
-        cancelled: nothing is stored; a failed one accepts the message for a recover or replay).
+        While it waits it holds no database connection: on a store that notifies senders (PostgreSQL:
+        LISTEN/NOTIFY on one connection per process; MemoryStore) it looks when the completion or the
+        end is announced and once at the deadline; elsewhere it looks after ``settings.poll_interval`` s,
+        backing off to every ``MAX_SEND_POLL_SECONDS`` s (README "Calling actors").
+
+        Raises ``TooManyWaitingSendsError`` before anything is stored when ``settings.max_waiting_sends``
+        sends of this process wait already, ``QueueNotFoundError``, ``ActorNotFoundError``,
+        ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"), ``NoWorkflowError`` (no run
+        function) and ``WorkflowFinishedError`` (the workflow is completed or cancelled: nothing is stored;
+        a failed one accepts the message for a recover or replay).
         """
-        if wait:
-            check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
-        message = send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=wait)
         if not wait:
+            send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=False)
             return None
-        limit = to_seconds(timeout)
-        deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
-        backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
-        next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-        while True:
-            try:
-                current = self.runtime.store.get_message(message.id)
-            except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, DESTROYED)
-            if current.status == ports.MESSAGE_COMPLETED:
-                return SendResult("completed", current.response)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or time.monotonic() >= next_check:
-                next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = gave_up(self.runtime, current, self.actor_id, remaining <= 0)
-                if result is not None:
-                    return result
-            # the pause: returns early when the store is told of the completion (Memory, PostgreSQL)
-            self.runtime.store.wait_for_message_completed(message.id, backoff.next_pause())
+        check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
+        with waiting_send_slot(self.runtime.settings.max_waiting_sends):
+            # watching starts before the message is stored, so nothing the workflow does to it is missed
+            with self.runtime.store.watch_sends(self.actor_id) as watch:
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = wait.begin(lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = wait.look(watch.wait(wait.pause()))
+                return result
+
+    def _send_completable(self, queue: str, body: Any) -> ports.MessageRecord:
+        return send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=True)
 
     async def asend(
         self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
     ) -> SendResult | None:
-        """Async twin of ``send`` (the same backoff; each pause is the store's ``wait_for_message_completed``
-        on the thread owning the connection: outside a run a worker thread, so the loop is not blocked;
-        inside a run's step body it blocks the run's loop for one pause, at most ``MAX_SEND_POLL_SECONDS``)."""
-        if wait:
-            check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
-        message = await bridge.call(
-            send_message, self.runtime, self.definition, self.actor_id, queue, body, wait
-        )
-        if not wait:
-            return None
-        limit = to_seconds(timeout)
-        deadline = time.monotonic() + (limit if limit is not None else self.runtime.settings.action_timeout)
-        backoff = _Backoff(self.runtime.settings.poll_interval, deadline)
+        """Async twin of ``send``: store calls through ``bridge.call`` (inline in a run's loop, else
+        ``sync_to_async``); the wait itself holds no thread (an ASGI view awaiting it frees its worker)."""
         store = self.runtime.store
-        next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-        while True:
-            try:
-                current = await bridge.call(store.get_message, message.id)
-            except LookupError:  # destroying the actor deleted the message
-                return SendResult("timed_out", None, DESTROYED)
-            if current.status == ports.MESSAGE_COMPLETED:
-                return SendResult("completed", current.response)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or time.monotonic() >= next_check:
-                next_check = time.monotonic() + _ENDED_CHECK_SECONDS
-                result = await bridge.call(gave_up, self.runtime, current, self.actor_id, remaining <= 0)
-                if result is not None:
-                    return result
-            await bridge.call(store.wait_for_message_completed, message.id, backoff.next_pause())
+        if not wait:
+            await bridge.call(send_message, self.runtime, self.definition, self.actor_id, queue, body, False)
+            return None
+        check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
+        with waiting_send_slot(self.runtime.settings.max_waiting_sends):
+            with await bridge.call(store.watch_sends, self.actor_id) as watch:
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = await bridge.call(wait.look, await watch.wait_async(wait.pause()))
+                return result
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

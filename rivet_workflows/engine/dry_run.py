@@ -204,8 +204,8 @@ class ReadOnlyStore(ports.BaseStore):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
 
-    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
-        return self._refuse("wait_for_message_completed")
+    def watch_sends(self, actor_id: str) -> Any:
+        return self._refuse("watch_sends")
 
     def wait_for_wakes(self, timeout: float) -> list[str]:
         return self._refuse("wait_for_wakes")

@@ -380,6 +380,20 @@ class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
     retry_after = 5
 
 
+class TooManyWaitingSendsError(RivetWorkflowsError):
+    """Too many sends of this process wait for their response already; try again shortly.
+
+    Raised by ``handle.send(..., wait=True)`` (and ``asend``) beyond ``MAX_WAITING_SENDS`` concurrent
+    waiting sends of the process, before anything is stored (``metadata``: ``limit``); over HTTP a 429
+    ``{group: "server", code: "too_many_waiting_sends"}`` with ``Retry-After`` (README "Calling actors")."""
+
+    code = "too_many_waiting_sends"
+    group = "server"
+    http_status = 429
+    #: seconds an HTTP client is told to wait before retrying (the ``Retry-After`` header)
+    retry_after = 1
+
+
 def is_data_error(exc: BaseException) -> bool:
     """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
     matched by class name so the engine needs no driver) or a text-encoding error of the driver: the store

@@ -29,13 +29,12 @@ Invariants every implementation keeps (DESIGN.md sections 4-5, ENGINE-SEMANTICS.
 
 from __future__ import annotations
 
-import time
 from abc import abstractmethod
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from . import observe
+from . import observe, watches
 from .errors import ActorNotFoundError
 
 # records kept apart for size (actors, entries, messages, schedules, the audit, commits), re-exported here
@@ -312,17 +311,22 @@ class Store(Protocol):
         messages: it may be on another queue), False when the window passed. Default: False at once (a
         store without notifications: the run releases the actor as usual)."""
 
-    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until the queue message ``message_id`` is completed (or gone: its
-        actor was destroyed); True then, False when the window passed with the message still open.
+    def watch_sends(self, actor_id: str) -> watches.SendWatch:
+        """A watch for a waiting send to ``actor_id`` (``ActorHandle.send(wait=True)``, HTTP ``wait``), taken
+        before the message is stored and closed when the send stops waiting (README "Calling actors").
 
-        A waiting send (``ActorHandle.send(wait=True)``, HTTP ``wait``) pauses here between two checks of
-        the message (case C55), so a store that can be told of a completion wakes the sender at once.
-        Default (``BaseStore``): sleep out the window, then look once (polling: the caller's backoff sets
-        the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY sent in the
-        commit that completes the message.
-        """
+        A store that can tell senders hands out a ``NotifiedWatch`` (``notifies`` True): it is woken when a
+        commit completes the expected message and when the workflow finishes or the actor is destroyed
+        (the ended check rides on that), and waiting on it holds no database connection, so the sender
+        looks only when something happened and once at its deadline (PostgresStore: one listening
+        connection per process, LISTEN/NOTIFY; MemoryStore: its change notification). Default
+        (``BaseStore``): the polling ``SendWatch``; the sender backs off between looks."""
         ...
+
+    def release_connection(self) -> None:
+        """Give back the calling thread's database connection before a wait that needs none (a waiting
+        send's pause): closed, or returned to the pool; kept when the thread is inside a transaction
+        (closing it would end it). The next store call opens one again. Default: nothing."""
 
     def wait_for_wakes(self, timeout: float) -> list[str]:
         """Up to ``timeout`` s for sends making released actors due (``send_and_check``'s hint), heard by
@@ -480,12 +484,11 @@ class BaseStore(Store):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False
 
-    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
-        time.sleep(max(timeout, 0.0))
-        try:
-            return self.get_message(message_id).status == MESSAGE_COMPLETED
-        except LookupError:
-            return True
+    def watch_sends(self, actor_id: str) -> watches.SendWatch:
+        return watches.SendWatch()
+
+    def release_connection(self) -> None:
+        return None
 
     def close_thread_connection(self) -> None:
         return None

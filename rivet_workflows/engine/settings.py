@@ -41,7 +41,9 @@ class Settings:
       ``Store.wait_for_messages``).
     * ``action_timeout``: how long an action waits for a running step to release the step lock.
     * ``poll_interval``: polling period of waits on the store (step lock; ``send(wait=True)`` starts at it
-      and backs off to ``client.MAX_SEND_POLL_SECONDS``).
+      and backs off to ``client.MAX_SEND_POLL_SECONDS`` on a store that cannot notify senders).
+    * ``max_waiting_sends``: how many ``send(wait=True)`` calls of this process may wait at once; one more
+      raises ``TooManyWaitingSendsError`` before it touches the store (``sending.waiting_send_slot``).
     * ``step_abandon_seconds``: how long after a step's timeout its cancelled body may take to return
       before the attempt is abandoned (logged) and a retry may run beside it.
     * ``dev_mode``: relaxes inspector authorization.
@@ -62,6 +64,7 @@ class Settings:
     warm_wait: float = 0.0
     action_timeout: float = 60.0
     poll_interval: float = 0.02
+    max_waiting_sends: int = 64
     step_abandon_seconds: float = 30.0
     dev_mode: bool = True
     code_version: str | None = None

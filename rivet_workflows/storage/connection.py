@@ -39,7 +39,10 @@ from ..engine import errors, ports
 from .locks import ActorLocks
 
 #: the store members that use a connection: every member of the port but the one that closes it
-GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {"close_thread_connection"}
+GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {
+    "close_thread_connection",
+    "release_connection",
+}
 
 
 class _Calls(threading.local):
@@ -311,6 +314,13 @@ class Connections:
                     raise
                 time.sleep(self.poll_interval * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def release_connection(self) -> None:
+        """Close this thread's connection of the store's alias (``Store.release_connection``: a waiting
+        send's pause holds none; with a pool it goes back to the pool), unless a transaction is open on it."""
+        connection = connections[self.using]
+        if not connection.in_atomic_block:
+            connection.close()
 
     def close_thread_connection(self) -> None:
         """Close this thread's database connections (called by the executor's heartbeat thread on exit)."""

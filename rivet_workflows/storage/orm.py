@@ -214,6 +214,7 @@ class DjangoStore(
         ActorNotFoundError if there is no such actor.
         """
         with self._atomic():
+            self._notify_ended(actor_id)  # before its messages go: the notify asks whether one is open
             deleted, _ = self._actors().filter(pk=actor_id).delete()
         if not deleted:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
@@ -321,6 +322,8 @@ class DjangoStore(
             self._delete_entries(actor_id, commit.deletes)
             self._upsert_entries(actor_id, commit.upserts, written.now)
             self._write_messages(actor_id, commit, written.now)
+            if commit.workflow_state in ports.FINISHED_STATES:  # ends the wait of its senders
+                self._notify_ended(actor_id)
             woken = self._deliver_outbox(commit, written.now)
             if commit.audit is not None:
                 self._write_audit(actor_id, commit.audit, written.now)

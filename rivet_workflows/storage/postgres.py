@@ -35,7 +35,7 @@ from .postgres_flow import OVERFETCH as _OVERFETCH
 from .postgres_flow import admit as _admit
 from .postgres_flow import candidates
 from .postgres_flow import flow_params as _flow_params
-from .postgres_queues import PostgresQueues
+from .postgres_queues import ENDED_NOTIFY_SQL, PostgresQueues, ended_notify_params
 
 _ACTOR = models.Actor._meta.db_table
 _ENTRY = models.HistoryEntry._meta.db_table
@@ -479,7 +479,11 @@ class PostgresStore(PostgresQueues, DjangoStore):
                 [mapper.row_id(m) for m in commit.receive_messages],
                 ports.MESSAGE_PENDING,
             ]
-        sql += " SELECT * FROM u"
+        sql += " SELECT u.* FROM u"
+        if commit.workflow_state in ports.FINISHED_STATES:
+            # the end of the workflow ends the wait of its senders (``_notify_ended``), in the same statement
+            sql += f" LEFT JOIN LATERAL ({ENDED_NOTIFY_SQL}) AS n ON true"
+            params += ended_notify_params(actor_id)
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()

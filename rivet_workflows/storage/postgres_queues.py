@@ -1,6 +1,7 @@
-"""The queue part of ``PostgresStore``: one-statement sends with the dispatcher hint, and warm waits on
+"""The queue part of ``PostgresStore``: one-statement sends with the dispatcher hint, warm waits on
 LISTEN/NOTIFY (every delivery to an actor whose lease is held NOTIFYs the actor's channel at commit; a run
-in a warm queue wait LISTENs on it).
+in a warm queue wait LISTENs on it), and the notifications waiting senders hear through the process's
+listening connection (``postgres_listener``).
 
 A mixin placed before ``DjangoStore`` in ``PostgresStore``'s bases: the host provides ``using``.
 """
@@ -14,8 +15,9 @@ from typing import Any
 from django.db import connections
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine import errors, ports, serde, watches
 from . import mapper
+from .postgres_listener import listener_for, sends_channel
 from .prepared import prepared_cursor
 
 _ACTOR = models.Actor._meta.db_table
@@ -29,9 +31,18 @@ def wake_channel(actor_id: str) -> str:
     return f"rivet_wake_{actor_id}"
 
 
-def completion_channel(message_id: str | int) -> str:
-    """The NOTIFY channel a sender waiting on queue message ``message_id`` (digits) listens on."""
-    return f"rivet_done_{message_id}"
+#: NOTIFY the waiting senders of an actor (params: ``ended_notify_params``) that its workflow ended or it is
+#: being destroyed (payload ''); only while a completable message of it is open: nobody else can be
+#: waiting, and a NOTIFY costs the committing transaction a global lock
+ENDED_NOTIFY_SQL = (
+    f"SELECT pg_notify(%s, '') WHERE EXISTS (SELECT 1 FROM {_MESSAGE} WHERE actor_id = %s "
+    "AND status <> %s AND completable)"
+)
+
+
+def ended_notify_params(actor_id: str) -> list[str]:
+    """The parameters of ``ENDED_NOTIFY_SQL`` for ``actor_id``."""
+    return [sends_channel(actor_id), actor_id, ports.MESSAGE_COMPLETED]
 
 
 #: the NOTIFY channel of sends that make a released actor due (payload: its id); idle workers listen
@@ -42,9 +53,8 @@ _listening = threading.local()
 
 
 class PostgresQueues:
-    """``send``/``send_and_check``/``pending_messages``/``wait_for_messages``/``wait_for_message_completed`` of
-    ``PostgresStore``
-    and the notifies of a delivery and of a completion."""
+    """``send``/``send_and_check``/``pending_messages``/``wait_for_messages``/``watch_sends`` of
+    ``PostgresStore`` and the notifies of a delivery, of a completion and of a workflow's end."""
 
     using: str
     _actors: Any  # provided by DjangoStore: its actors queryset
@@ -63,44 +73,29 @@ class PostgresQueues:
         with self._cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, '')", [wake_channel(actor_id)])
 
-    def _notify_completed(self, message_ids: list[int]) -> None:
-        """NOTIFY the senders waiting on ``message_ids`` (one statement); delivered at commit, so the woken
-        sender reads the completed message."""
+    def _notify_completed(self, actor_id: str, message_ids: list[int]) -> None:
+        """NOTIFY the senders waiting on ``message_ids`` of ``actor_id`` (one statement, payload: the message
+        id); delivered at commit, so the woken sender reads the completed message."""
         with self._cursor() as cursor:
             cursor.execute(
-                "SELECT pg_notify('rivet_done_' || m, '') FROM unnest(%s::bigint[]) AS m", [list(message_ids)]
+                "SELECT pg_notify(%s, m::text) FROM unnest(%s::bigint[]) AS m",
+                [sends_channel(actor_id), list(message_ids)],
             )
 
-    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
-        """A waiting send's pause (``Store``): LISTEN on the message's channel, look at the message, then
-        wait up to ``timeout`` seconds for the NOTIFY of the commit that completes it; UNLISTEN before
-        returning. Listening starts before the look, so a completion committed at any point is either seen
-        by the look or announced while waiting. Inside a transaction (no notification is delivered there)
-        it polls like ``BaseStore``; when the server closed the connection it returns False (the connection
-        is closed; the next call opens a new one)."""
-        connection = connections[self.using]
-        if connection.in_atomic_block or not str(message_id).isdigit():
-            return super().wait_for_message_completed(message_id, timeout)  # type: ignore[misc]
-        channel = completion_channel(message_id)
-        deadline = time.monotonic() + max(timeout, 0.0)
-        with connection.cursor() as cursor:
-            cursor.execute(f'LISTEN "{channel}"')
-            pg = connection.connection
-            try:
-                for _ in pg.notifies(timeout=0):  # drop notifications left from earlier waits
-                    pass
-                cursor.execute(f"SELECT status FROM {_MESSAGE} WHERE id = %s", [int(message_id)])
-                row = cursor.fetchone()
-                if row is None or row[0] == ports.MESSAGE_COMPLETED:
-                    return True
-                remaining = deadline - time.monotonic()
-                return remaining > 0 and bool(list(pg.notifies(timeout=remaining, stop_after=1)))
-            except connection.Database.OperationalError:
-                connection.close()
-                return False
-            finally:
-                if connection.connection is not None:
-                    cursor.execute(f'UNLISTEN "{channel}"')
+    def _notify_ended(self, actor_id: str) -> None:
+        """NOTIFY the senders waiting on ``actor_id`` that its workflow finished or it is being destroyed
+        (``ENDED_NOTIFY_SQL``)."""
+        with self._cursor() as cursor:
+            cursor.execute(ENDED_NOTIFY_SQL, ended_notify_params(actor_id))
+
+    def watch_sends(self, actor_id: str) -> watches.SendWatch:
+        """A ``NotifiedWatch`` on the actor's sends channel of the process's listening connection
+        (``postgres_listener``): the sender holds no connection while it waits, and the process LISTENs once
+        per actor however many senders wait and however long. Inside a transaction (nothing it sends
+        is committed, nothing is delivered to it) the polling watch."""
+        if connections[self.using].in_atomic_block or not actor_id.isalnum():
+            return watches.SendWatch()
+        return listener_for(self.using).watch(sends_channel(actor_id))
 
     def send(
         self,

@@ -79,8 +79,13 @@ class QueueStorage:
         """Tell a run of ``actor_id`` listening in a warm wait that a message arrived (delivered when the
         transaction commits). Nothing here: a store without notifications never waits warm."""
 
-    def _notify_completed(self, message_ids: list[int]) -> None:
-        """Tell senders waiting on ``message_ids`` (``wait_for_message_completed``) that they are completed
+    def _notify_completed(self, actor_id: str, message_ids: list[int]) -> None:
+        """Tell senders waiting on ``message_ids`` of ``actor_id`` (``Store.watch_sends``) that they are
+        completed (delivered when the transaction commits). Nothing here: without notifications a sender
+        polls."""
+
+    def _notify_ended(self, actor_id: str) -> None:
+        """Tell senders waiting on ``actor_id`` that its workflow finished or it is being destroyed
         (delivered when the transaction commits). Nothing here: without notifications a sender polls."""
 
     def _write_messages(self, actor_id: str, commit: ports.Commit, now: datetime) -> None:
@@ -109,7 +114,7 @@ class QueueStorage:
                 completed_at=now,
             )
         if commit.complete_messages:
-            self._notify_completed([mapper.row_id(m) for m, _ in commit.complete_messages])
+            self._notify_completed(actor_id, [mapper.row_id(m) for m, _ in commit.complete_messages])
 
     def _has_matching_message(self, actor_id: str, waiting_for: list[str]) -> bool:
         """True when a pending message of the actor is on one of ``waiting_for`` (``"*"``: any)."""
@@ -168,4 +173,4 @@ class QueueStorage:
             row.response = serde.to_json(response, where="message response")
             row.completed_at = self.now()
             row.save(update_fields=["status", "response", "completed_at"])
-            self._notify_completed([row.pk])
+            self._notify_completed(row.actor_id, [row.pk])

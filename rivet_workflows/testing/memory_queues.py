@@ -7,6 +7,7 @@ change), ``_actors``, ``_messages``, ``_queue``, ``_row()`` and ``now()``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine import errors, ports, serde, watches
 from .memory_rows import lease_live
 
 
@@ -202,18 +203,10 @@ class MemoryQueueMixin:
                 raise LookupError(f"no queue message {message_id!r}")
             return _message_out(message)
 
-    def wait_for_message_completed(self, message_id: str, timeout: float) -> bool:
-        """Wait on the change notification until the message is completed or gone (``Store``)."""
-        deadline = time.monotonic() + max(timeout, 0.0)
-        with self._changed:
-            while True:
-                message = self._messages.get(message_id)
-                if message is None or message.status == ports.MESSAGE_COMPLETED:
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
+    def watch_sends(self, actor_id: str) -> watches.SendWatch:
+        """A watch woken on the store's change notification when the expected message is completed or
+        gone, or the actor finished or is gone (``Store.watch_sends``)."""
+        return _MemorySendWatch(self, actor_id)
 
     def complete_message(self, message_id: str, response: Any) -> None:
         """Mark the message completed with ``response``; ``MessageAlreadyCompletedError`` the second time."""
@@ -228,3 +221,45 @@ class MemoryQueueMixin:
             message.response = encoded
             message.completed_at = self.now()
             self._changed.notify_all()
+
+
+class _MemorySendWatch(watches.SendWatch):
+    """``MemoryStore.watch_sends``: ``wait`` blocks on the store's condition until something the sender
+    must look at happened; ``wait_async`` checks the same every few milliseconds (memory: no thread held)."""
+
+    notifies = True
+
+    def __init__(self, store: Any, actor_id: str) -> None:
+        super().__init__()
+        self._store = store
+        self._actor_id = actor_id
+
+    def _happened(self) -> bool:
+        row = self._store._actors.get(self._actor_id)
+        if row is None or row.workflow_state in ports.FINISHED_STATES:
+            return True
+        if self.message_id is None:
+            return False
+        message = self._store._messages.get(self.message_id)
+        return message is None or message.status == ports.MESSAGE_COMPLETED
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._store._changed:
+            while not self._happened():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._store._changed.wait(remaining)
+            return True
+
+    async def wait_async(self, timeout: float) -> bool:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            with self._store._lock:
+                if self._happened():
+                    return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await asyncio.sleep(min(remaining, 0.005))

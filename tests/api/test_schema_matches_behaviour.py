@@ -102,7 +102,7 @@ EXPECTED_ERRORS = {
     ("get", "/actors"): {400, 401, 403, 422},
     ("get", "/actors/{actor_id}"): {400, 401, 403, 404, 422},
     ("post", "/actors/{actor_id}/actions/{action}"): {400, 401, 403, 404, 409, 413, 422},
-    ("post", "/actors/{actor_id}/queues/{queue}"): {400, 401, 403, 404, 409, 413, 422},
+    ("post", "/actors/{actor_id}/queues/{queue}"): {400, 401, 403, 404, 409, 413, 422, 429},
     ("get", "/actors/{actor_id}/inspector/workflow-history"): {400, 401, 403, 404, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/replay"): {400, 401, 403, 404, 409, 413, 422},
     ("post", "/actors/{actor_id}/inspector/workflow/recover"): {400, 401, 403, 404, 409, 413, 422},

@@ -34,7 +34,7 @@ def test_every_store_implements_the_whole_port(h):
         "load_for_run",
         "send_and_check",
         "wait_for_messages",
-        "wait_for_message_completed",
+        "watch_sends",
         "wait_for_wakes",
     ]
     native = {
@@ -635,43 +635,81 @@ def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_tim
     assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
 
 
-def test_wait_for_message_completed_wakes_on_the_completion_and_times_out_on_an_open_message(h):
-    """Case C55: a waiting send's pause. A store told of completions (memory, PostgreSQL LISTEN/NOTIFY)
-    returns as soon as the commit that completes the message lands; the portable default polls (it
-    answers at the end of the window)."""
+def test_a_send_watch_wakes_on_the_completion_and_on_the_end_and_times_out_otherwise(h):
+    """A waiting send's watch (README "Calling actors"), taken before the message is stored. A store told of
+    completions (memory, PostgreSQL LISTEN/NOTIFY through one connection per process) wakes it as soon as
+    the commit that completes its message lands, or the one that finishes the workflow, or the actor's
+    destruction; a completion of another message of the actor does not. The portable default polls: its
+    watch sleeps the window out and says nothing (the sender looks on its backoff)."""
     notified = h.kind in ("memory", "postgres")
     actor_id = h.new_actor()
-    open_message = h.store.send(actor_id, "inbox", "open", completable=True)
-    started = time.monotonic()
-    assert h.store.wait_for_message_completed(open_message.id, 0.2) is False
-    assert time.monotonic() - started >= 0.18  # the whole window
     token = h.store.claim(actor_id, "runner", 30)
-    for via_commit in (True, False):
-        message = h.store.send(actor_id, "inbox", "ask", completable=True)
 
-        def complete_later(_i, message_id=message.id, via_commit=via_commit):
-            time.sleep(0.2)
-            if via_commit:  # the workflow's path: the run's commit completes it
-                assert h.store.commit(
-                    actor_id, token, ports.Commit(complete_messages=[(message_id, "yes")])
-                ).ok
-            else:
-                h.store.complete_message(message_id, "yes")
+    def watched(action, window=3.0):
+        """Send a completable message under a watch, run ``action(message_id)`` on a thread 0.2 s later;
+        (woke, seconds waited)."""
+        with h.store.watch_sends(actor_id) as watch:
+            assert watch.notifies is notified
+            message = h.store.send(actor_id, "inbox", "ask", completable=True)
+            watch.expect(message.id)
 
-        completer = threading.Thread(target=run_in_threads, args=(complete_later, 1))
-        started = time.monotonic()
-        completer.start()
-        woke = h.store.wait_for_message_completed(message.id, 3.0)
-        waited = time.monotonic() - started
-        completer.join()
-        assert woke is True
-        assert waited < 1.5 if notified else waited >= 2.9, (via_commit, waited)
-        assert h.store.get_message(message.id).response == "yes"
-        started = time.monotonic()
-        assert h.store.wait_for_message_completed(message.id, 0.0) is True  # completed already
-    assert h.store.commit(actor_id, token, ports.Commit(release=True)).ok
-    h.store.destroy_actor(actor_id)  # gone with its actor: nothing left to wait for
-    assert h.store.wait_for_message_completed(open_message.id, 0.0) is True
+            def later(_i):
+                time.sleep(0.2)
+                action(message.id)
+
+            worker = threading.Thread(target=run_in_threads, args=(later, 1))
+            started = time.monotonic()
+            worker.start()
+            woke = watch.wait(window)
+            waited = time.monotonic() - started
+            worker.join()
+            return woke, waited
+
+    def by_commit(message_id):
+        assert h.store.commit(actor_id, token, ports.Commit(complete_messages=[(message_id, "yes")])).ok
+
+    def another_completed(_message_id):
+        other = h.store.send(actor_id, "inbox", "other", completable=True)
+        h.store.complete_message(other.id, "not yours")
+
+    for action in (by_commit, lambda message_id: h.store.complete_message(message_id, "yes")):
+        woke, waited = watched(action)
+        assert (woke, waited < 1.5) == (True, True) if notified else (woke, waited >= 2.9) == (False, True)
+    woke, waited = watched(another_completed, window=1.0)
+    assert woke is False and waited >= 0.9
+    finish = ports.Commit(workflow_state=ports.COMPLETED, release=True)
+    woke, waited = watched(lambda _m: h.store.commit(actor_id, token, finish), window=3.0)
+    assert (woke, waited < 1.5) == (True, True) if notified else woke is False
+    doomed = h.new_actor("doomed")
+    with h.store.watch_sends(doomed) as watch:
+        watch.expect(h.store.send(doomed, "inbox", "ask", completable=True).id)
+        destroyer = threading.Thread(
+            target=run_in_threads, args=(lambda _i: h.store.destroy_actor(doomed), 1)
+        )
+        destroyer.start()
+        woke = watch.wait(3.0 if notified else 0.2)
+        destroyer.join()
+    assert woke is notified
+
+
+def test_release_connection_closes_the_threads_connection_outside_a_transaction_only(h):
+    """A waiting send gives its connection back before it waits (README "Calling actors"); inside a
+    transaction nothing is closed (it would end the transaction); the next store call opens one again."""
+    actor_id = h.new_actor()
+    h.store.release_connection()
+    assert h.store.get_actor(actor_id).name == "order"
+    if h.kind == "memory":
+        return
+    from django.db import connection, transaction
+
+    with transaction.atomic():
+        h.store.get_actor(actor_id)
+        h.store.release_connection()
+        assert connection.connection is not None and not connection.needs_rollback
+    h.store.get_actor(actor_id)
+    h.store.release_connection()
+    assert connection.connection is None or connection.vendor == "sqlite" and connection.is_in_memory_db()
+    assert h.store.get_actor(actor_id).name == "order"
 
 
 # --- actions and the step lock ----------------------------------------------------------------------------

@@ -228,17 +228,22 @@ class FakeTime:
 
 
 def fake_pauses(runtime, monkeypatch, fake, on_pause=None):
-    """The store's ``wait_for_message_completed`` (a waiting send's pause) on ``fake`` time: each window is
-    recorded as a sleep; ``on_pause()`` runs during it (e.g. the workflow completing the message)."""
-    wait = type(runtime.store).wait_for_message_completed
+    """A store that cannot notify senders (its ``watch_sends`` hands out the polling ``SendWatch``), on
+    ``fake`` time: each pause is recorded as a sleep; ``on_pause()`` runs during it (e.g. the workflow
+    completing the message)."""
+    from rivet_workflows.engine import watches
 
-    def pause(message_id, timeout):
-        fake.sleep(timeout)
-        if on_pause is not None:
-            on_pause()
-        return wait(runtime.store, message_id, 0)
+    class FakePolling(watches.SendWatch):
+        def wait(self, timeout):
+            fake.sleep(timeout)
+            if on_pause is not None:
+                on_pause()
+            return False
 
-    monkeypatch.setattr(runtime.store, "wait_for_message_completed", pause)
+        async def wait_async(self, timeout):
+            return self.wait(timeout)
+
+    monkeypatch.setattr(runtime.store, "watch_sends", lambda actor_id: FakePolling())
 
 
 def counting_store(runtime, monkeypatch):
@@ -257,7 +262,7 @@ def counting_store(runtime, monkeypatch):
 def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeypatch):
     """C55: the waiting send polled every poll_interval for the whole timeout (~54 reads/s); now the
     pauses double from poll_interval to MAX_SEND_POLL_SECONDS and the last one ends at the deadline."""
-    from rivet_workflows.engine import client as client_module
+    from rivet_workflows.engine import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -272,14 +277,12 @@ def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeyp
     assert fake.sleeps[:6] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.5]
     assert set(fake.sleeps[6:-1]) == {0.5} and 0 < fake.sleeps[-1] <= 0.5
     assert fake.now == pytest.approx(start + 30)  # the last check is at the deadline, not before or after
-    assert reads["get_message"] == len(fake.sleeps) + 1 <= 30 / 0.5 + 8  # was 30 / 0.02 = 1500
-    # (each pause is the store's wait_for_message_completed: a look of its own on a store without
-    # notifications, none on MemoryStore; the client's own reads are the ones counted)
-    assert reads["get_actor"] <= reads["get_message"]
+    assert reads["get_message"] == len(fake.sleeps) <= 30 / 0.5 + 8  # was 30 / 0.02 = 1500
+    assert reads["get_actor"] <= reads["get_message"] + 1  # the ended check: first, then every 0.25 s
 
 
 def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
-    from rivet_workflows.engine import client as client_module
+    from rivet_workflows.engine import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -295,7 +298,7 @@ def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
 
 def test_a_send_wait_sees_a_quick_reply_after_a_short_pause(monkeypatch):
     """The backoff starts at poll_interval: a reply within a few polls is seen within those polls."""
-    from rivet_workflows.engine import client as client_module
+    from rivet_workflows.engine import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -480,7 +483,7 @@ def test_a_send_wait_that_finds_the_workflow_finished_reads_the_message_again(mo
     finished the workflow in between, the send reports the response, not "completed without completing"."""
     import dataclasses
 
-    from rivet_workflows.engine import client as client_module
+    from rivet_workflows.engine import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02

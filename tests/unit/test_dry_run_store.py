@@ -43,7 +43,7 @@ WRITES = {
     "send_and_check": ("ACTOR", "jobs", 1),
     "complete_message": ("m1", None),
     "wait_for_messages": ("ACTOR", ["jobs"], 0.1),
-    "wait_for_message_completed": ("m1", 0.1),
+    "watch_sends": ("ACTOR",),
     "wait_for_wakes": (0.1,),
     "run_action": ("ACTOR", lambda state: None, 1.0),
     "cron_upsert": (ports.CronRecord(actor_id="ACTOR", name="c", action="tick"),),
@@ -80,7 +80,9 @@ def test_every_member_of_the_port_is_a_read_or_a_refused_write():
     members = {
         name for name, value in vars(ports.Store).items() if callable(value) and not name.startswith("_")
     }
-    assert members - {"get_message", "cron_fires", "close_thread_connection"} == set(READS) | set(WRITES)
+    assert members - {"get_message", "cron_fires", "close_thread_connection", "release_connection"} == set(
+        READS
+    ) | set(WRITES)
 
 
 @pytest.mark.parametrize("name", sorted(READS))

@@ -182,6 +182,16 @@ class Store(Protocol):
         is recorded as a run start). The database decides, atomically with the claim: concurrent claims
         never exceed a limit."""
 
+    @abstractmethod
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease for an operator's replay, recover or cancel (ENGINE-SEMANTICS.md section 9,
+        DESIGN.md section 12): as ``claim``, only when the lease is free or expired (else None; None for
+        a destroyed actor), bumping and returning the fencing token, keeping ``wake_at``, clearing a dead
+        step lock and leaving ``updated_at``; but none of the flow rules apply: a paused actor is taken
+        (an operator may cancel or replay what they paused), and concurrency and rate limits neither hold
+        it back nor count it as a run start. The caller decides before it claims, so a refused or no-op
+        operator call never reaches this."""
+
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:

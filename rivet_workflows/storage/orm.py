@@ -262,6 +262,25 @@ class DjangoStore(
             renewed = self._actors().filter(lease_fence(actor_id, token))
             return renewed.update(lease_expires_at=now + timedelta(seconds=lease_seconds)) == 1
 
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired, paused or not and whatever the flow limits (no run
+        start recorded): one conditional UPDATE as ``claim``; the new fencing token, else None."""
+        with self._atomic():
+            now = self.now()
+            won = (
+                self._actors()
+                .filter(lease_free(now), pk=actor_id, destroyed=False)
+                .update(
+                    lease_owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    lease_token=F("lease_token") + 1,
+                    step_lock_until=None,  # a step lock of a dead lease is dead too
+                )
+            )
+            if won != 1:
+                return None
+            return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
+
     def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
         """Take over the lease held with ``token`` (a sweep's claim handed to a run task): one conditional
         UPDATE bumping the token, so a duplicate delivery of the same hand-over gets None (I5)."""

@@ -232,6 +232,19 @@ class MemoryStore(
             row.step_lock_until = None  # a step lock of a dead lease is dead too
             return row.lease_token
 
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired, whatever the pause and flow limits (see
+        ``ports.Store.claim_for_operator``); the new fencing token, or None."""
+        with self._lock:
+            row = self._actors.get(actor_id)
+            if row is None or rows.lease_live(row, self.now()):
+                return None
+            row.lease_token += 1
+            row.lease_owner = owner
+            row.lease_expires_at = self.now() + timedelta(seconds=lease_seconds)
+            row.step_lock_until = None  # a step lock of a dead lease is dead too
+            return row.lease_token
+
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:

@@ -1,0 +1,154 @@
+"""One operator action over many actors, each actor's outcome reported and none failing the batch.
+
+The admin's bulk actions and ``manage.py rivet pause|resume|cancel`` act on several actors through here
+(README "In the Django admin", "Commands"): each actor gets the same engine call its own button makes
+(``repairs.recover``, ``cancel.cancel``, ``repairs.pause``, ``repairs.resume``), and its outcome is one of
+``changed``, ``unchanged`` (nothing to do, with why) or ``refused`` (the refusal's reason and code). One
+actor's error, even an unexpected one, is reported for that actor and the others proceed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from . import audit, cancel, errors, ports, repairs
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+logger = logging.getLogger("rivet_workflows")
+
+#: outcomes of one actor in a bulk action
+CHANGED = "changed"
+UNCHANGED = "unchanged"
+REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class ActorOutcome:
+    """What a bulk action did to one actor: ``outcome`` (``changed``, ``unchanged`` or ``refused``),
+    ``reason`` (for ``unchanged`` why there was nothing to do, for ``refused`` the refusal's short text,
+    ``repairs.reason``; empty for ``changed``) and ``code`` (the refusal's error code, e.g.
+    ``workflow_in_flight``; ``error`` for an unexpected exception; None otherwise)."""
+
+    actor_id: str
+    outcome: str
+    reason: str = ""
+    code: str | None = None
+
+
+@dataclass
+class BulkReport:
+    """The outcome of a bulk ``action`` (``recover``, ``cancel``, ``pause`` or ``resume``), one
+    ``ActorOutcome`` per actor in the order acted on."""
+
+    action: str
+    outcomes: list[ActorOutcome] = field(default_factory=list)
+
+    def ids(self, outcome: str) -> list[str]:
+        """The ids of the actors whose outcome is ``outcome``."""
+        return [o.actor_id for o in self.outcomes if o.outcome == outcome]
+
+    @property
+    def changed(self) -> list[str]:
+        """The ids of the actors the action changed."""
+        return self.ids(CHANGED)
+
+    def of(self, outcome: str) -> list[ActorOutcome]:
+        """The ``ActorOutcome`` of every actor whose outcome is ``outcome``."""
+        return [o for o in self.outcomes if o.outcome == outcome]
+
+
+def _recover(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
+    repairs.recover(runtime, actor_id, who=who, reason=reason, bulk=True)
+    return True
+
+
+def _cancel(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
+    return cancel.cancel(runtime, actor_id, who=who, reason=reason, bulk=True)
+
+
+def _pause(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
+    return repairs.pause(runtime, actor_id, reason, who=who, bulk=True)
+
+
+def _resume(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
+    return repairs.resume(runtime, actor_id, reason, who=who, bulk=True)
+
+
+#: the bulk actions: name -> what it does to one actor (True when it changed it, False when there was
+#: nothing to do; a refusal raises). Each writes a ``bulk_<name>`` audit row per actor it changed.
+ACTIONS: dict[str, Callable[[Runtime, str, str, str | None], bool]] = {
+    "recover": _recover,
+    "cancel": _cancel,
+    "pause": _pause,
+    "resume": _resume,
+}
+
+
+def _nothing_to_do(runtime: Runtime, action: str, actor_id: str) -> str:
+    """Why ``action`` left the actor unchanged (the engine call returned False), read from its record."""
+    record = runtime.store.get_actor(actor_id)
+    state = record.workflow_state
+    if action == "cancel":
+        return f"the workflow is {state} already; nothing to cancel"
+    if action == "pause":
+        if state in ports.FINISHED_STATES:
+            return f"the workflow is {state}; nothing to pause"
+        return "paused already"
+    if action == "resume":
+        return "not paused; nothing to resume"
+    return f"the workflow is {state}; nothing to {action}"
+
+
+def run(
+    runtime: Runtime,
+    action: str,
+    actor_ids: Iterable[str],
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+) -> BulkReport:
+    """Do ``action`` (a key of ``ACTIONS``) to each of ``actor_ids`` in turn, as ``who`` (a user name,
+    ``"token"``, ``"python"``, ``"command"``) for ``reason``; returns the ``BulkReport``.
+
+    A recover of a workflow that is not failed, a cancel of a finished one, a pause of a paused one and a
+    resume of one not paused are ``unchanged`` (they write nothing); an actor destroyed meanwhile is
+    ``unchanged`` too ("gone"); a refusal (``RivetWorkflowsError``: in flight, rolled back, diverged...) is
+    ``refused`` with its reason, and so is any other exception, which is also logged with its traceback:
+    the next actor is acted on either way. ``ValueError`` for an unknown action or a bad ``who``.
+    """
+    act = ACTIONS.get(action)
+    if act is None:
+        raise ValueError(f"unknown bulk action {action!r}; one of: {', '.join(ACTIONS)}")
+    audit.action_record("-", audit.bulk(action), who, reason)  # a bad who: refused before any actor
+    report = BulkReport(action)
+    for actor_id in actor_ids:
+        report.outcomes.append(_one(runtime, action, act, actor_id, who, reason))
+    return report
+
+
+def _one(
+    runtime: Runtime,
+    action: str,
+    act: Callable[[Runtime, str, str, str | None], bool],
+    actor_id: str,
+    who: str,
+    reason: str | None,
+) -> ActorOutcome:
+    try:
+        if act(runtime, actor_id, who, reason):
+            return ActorOutcome(actor_id, CHANGED)
+        return ActorOutcome(actor_id, UNCHANGED, _nothing_to_do(runtime, action, actor_id))
+    except errors.ActorNotFoundError:
+        return ActorOutcome(actor_id, UNCHANGED, "gone (destroyed)")
+    except errors.WorkflowNotFailedError as exc:
+        return ActorOutcome(actor_id, UNCHANGED, repairs.reason(exc))
+    except errors.RivetWorkflowsError as exc:
+        return ActorOutcome(actor_id, REFUSED, repairs.reason(exc), exc.code)
+    except Exception as exc:  # one actor's fault never fails the batch: reported, and the next one goes on
+        logger.exception("bulk %s of actor %s failed", action, actor_id)
+        return ActorOutcome(actor_id, REFUSED, f"error: {type(exc).__name__}: {exc}", "error")

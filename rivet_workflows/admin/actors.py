@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from .. import display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, ports, repairs, serde
+from ..engine import audit, cancel, errors, inspector, ports, repairs, serde
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -250,6 +250,11 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
                 view(require_POST(self.resume_view)),
                 name="rivet_workflows_actor_resume",
             ),
+            path(
+                "<str:actor_id>/cancel/",
+                view(require_POST(self.cancel_view)),
+                name="rivet_workflows_actor_cancel",
+            ),
         ]
         return extra + super().get_urls()
 
@@ -334,6 +339,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             and record.workflow_state not in ports.FINISHED_STATES,
             "pause_url": reverse("admin:rivet_workflows_actor_pause", args=[record.actor_id]),
             "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
+            "can_cancel": can_replay and record.workflow_state not in ports.FINISHED_STATES,
+            "cancel_url": reverse("admin:rivet_workflows_actor_cancel", args=[record.actor_id]),
         }
 
     def change_view(
@@ -438,6 +445,23 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     def resume_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: resume a paused actor; replay permission."""
         return self._pause(request, actor_id, pause=False)
+
+    def cancel_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: cancel the workflow, paused or not (``reason``: optional text); replay permission."""
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        reason = (request.POST.get("reason") or "").strip()[:1000] or None
+        try:
+            changed = cancel.cancel(_runtime(), actor_id, who=request.user.get_username(), reason=reason)
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        except errors.RivetWorkflowsError as exc:
+            self.message_user(request, f"Cancel refused: {exc.message}", messages.ERROR)
+            changed = None
+        if changed is not None:
+            text = "Cancelled: it never runs again." if changed else "Not cancelled: it has finished already."
+            self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:rivet_workflows_actor_change", args=[actor_id]))
 
     def _pause(self, request: HttpRequest, actor_id: str, *, pause: bool) -> HttpResponse:
         if not request.user.has_perm(REPLAY_PERMISSION):

@@ -38,6 +38,8 @@ class ActorOutcome:
     outcome: str
     reason: str = ""
     code: str | None = None
+    #: for a recover refused because the run was rolled back: the step to replay from instead
+    replay_from: str | None = None
 
 
 @dataclass
@@ -62,26 +64,27 @@ class BulkReport:
         return [o for o in self.outcomes if o.outcome == outcome]
 
 
-def _recover(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
-    repairs.recover(runtime, actor_id, who=who, reason=reason, bulk=True)
+def _recover(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+    repairs.recover(runtime, actor_id, who=who, reason=reason, bulk=bulk)
     return True
 
 
-def _cancel(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
-    return cancel.cancel(runtime, actor_id, who=who, reason=reason, bulk=True)
+def _cancel(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+    return cancel.cancel(runtime, actor_id, who=who, reason=reason, bulk=bulk)
 
 
-def _pause(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.pause(runtime, actor_id, reason, who=who, bulk=True)
+def _pause(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+    return repairs.pause(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
-def _resume(runtime: Runtime, actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.resume(runtime, actor_id, reason, who=who, bulk=True)
+def _resume(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+    return repairs.resume(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
 #: the bulk actions: name -> what it does to one actor (True when it changed it, False when there was
-#: nothing to do; a refusal raises). Each writes a ``bulk_<name>`` audit row per actor it changed.
-ACTIONS: dict[str, Callable[[Runtime, str, str, str | None], bool]] = {
+#: nothing to do; a refusal raises). Each writes an audit row per actor it changed (``bulk_<name>``, or
+#: ``<name>`` for a command's action on chosen actors).
+ACTIONS: dict[str, Callable[[Runtime, str, str, str | None, bool], bool]] = {
     "recover": _recover,
     "cancel": _cancel,
     "pause": _pause,
@@ -111,44 +114,46 @@ def run(
     *,
     who: str = audit.PYTHON,
     reason: str | None = None,
+    bulk: bool = True,
 ) -> BulkReport:
-    """Do ``action`` (a key of ``ACTIONS``) to each of ``actor_ids`` in turn, as ``who`` (a user name,
-    ``"token"``, ``"python"``, ``"command"``) for ``reason``; returns the ``BulkReport``.
-
-    A recover of a workflow that is not failed, a cancel of a finished one, a pause of a paused one and a
-    resume of one not paused are ``unchanged`` (they write nothing); an actor destroyed meanwhile is
-    ``unchanged`` too ("gone"); a refusal (``RivetWorkflowsError``: in flight, rolled back, diverged...) is
-    ``refused`` with its reason, and so is any other exception, which is also logged with its traceback:
-    the next actor is acted on either way. ``ValueError`` for an unknown action or a bad ``who``.
-    """
-    act = ACTIONS.get(action)
-    if act is None:
+    """Do ``action`` (a key of ``ACTIONS``) to each of ``actor_ids`` in turn (``act_on``), as ``who`` (a
+    user name, ``"token"``, ``"python"``, ``"command"``) for ``reason``; returns the ``BulkReport``.
+    ``bulk``: the audit rows read ``bulk_<action>`` (False: ``<action>``). ``ValueError`` for an unknown
+    action or a bad ``who``, before any actor is touched."""
+    if action not in ACTIONS:
         raise ValueError(f"unknown bulk action {action!r}; one of: {', '.join(ACTIONS)}")
-    audit.action_record("-", audit.bulk(action), who, reason)  # a bad who: refused before any actor
+    audit.action_record("-", audit.named(action, bulk), who, reason)  # a bad who: refused before any actor
     report = BulkReport(action)
     for actor_id in actor_ids:
-        report.outcomes.append(_one(runtime, action, act, actor_id, who, reason))
+        report.outcomes.append(act_on(runtime, action, actor_id, who=who, reason=reason, bulk=bulk))
     return report
 
 
-def _one(
+def act_on(
     runtime: Runtime,
     action: str,
-    act: Callable[[Runtime, str, str, str | None], bool],
     actor_id: str,
-    who: str,
-    reason: str | None,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = True,
 ) -> ActorOutcome:
+    """Do ``action`` to one actor of a bulk action and say how it went; never raises for the actor.
+
+    A recover of a workflow that is not failed, a cancel of a finished one, a pause of a paused one and a
+    resume of one not paused are ``unchanged`` (they write nothing); a refusal (``RivetWorkflowsError``:
+    in flight, rolled back, diverged, no such actor...) is ``refused`` with its reason and code, and so is
+    any other exception, which is also logged with its traceback: one actor's fault never fails the batch.
+    """
     try:
-        if act(runtime, actor_id, who, reason):
+        if ACTIONS[action](runtime, actor_id, who, reason, bulk):
             return ActorOutcome(actor_id, CHANGED)
         return ActorOutcome(actor_id, UNCHANGED, _nothing_to_do(runtime, action, actor_id))
-    except errors.ActorNotFoundError:
-        return ActorOutcome(actor_id, UNCHANGED, "gone (destroyed)")
     except errors.WorkflowNotFailedError as exc:
         return ActorOutcome(actor_id, UNCHANGED, repairs.reason(exc))
     except errors.RivetWorkflowsError as exc:
-        return ActorOutcome(actor_id, REFUSED, repairs.reason(exc), exc.code)
-    except Exception as exc:  # one actor's fault never fails the batch: reported, and the next one goes on
+        replay_from = exc.metadata.get("replay_from")
+        return ActorOutcome(actor_id, REFUSED, repairs.reason(exc), exc.code, replay_from)
+    except Exception as exc:  # reported for this actor; the caller goes on with the next one
         logger.exception("bulk %s of actor %s failed", action, actor_id)
         return ActorOutcome(actor_id, REFUSED, f"error: {type(exc).__name__}: {exc}", "error")

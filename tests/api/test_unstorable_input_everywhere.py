@@ -102,6 +102,7 @@ _BODY_BASES = {
     "recover_workflow": {},
     "pause_workflow": {},
     "resume_workflow": {},
+    "cancel_workflow": {},
 }
 
 

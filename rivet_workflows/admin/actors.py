@@ -333,7 +333,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
-            "paused": record.paused,
+            # paused and unfinished (a finished run's pause is over: nothing to resume)
+            "paused": record.workflow_state == ports.PAUSED,
             "can_pause": can_replay
             and not record.paused
             and record.workflow_state not in ports.FINISHED_STATES,

@@ -223,7 +223,7 @@ class Store(Protocol):
         audit: OperatorActionRecord | None = None,
     ) -> bool:
         """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished workflow is
-        not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
+        neither paused nor resumed: its pause, if it finished paused, is over and nothing is written). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
         its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ``audit``: the
         operator action written in the same transaction when it changed the actor (none when it did not).
         ActorNotFoundError."""

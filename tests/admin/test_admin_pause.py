@@ -51,6 +51,7 @@ def test_the_cancel_button_cancels_a_paused_workflow(admin_client_, rivet):  # n
     text = admin_client_.post(cancel, {"reason": "obsolete"}, follow=True).content.decode()
     assert "Cancelled: it never runs again." in text and handle.workflow_state() == "cancelled"
     assert 'id="rivet-cancel" disabled' in text  # finished: nothing left to cancel
+    assert 'id="rivet-resume"' not in text  # nor to resume: the pause ended with the workflow
     row = rivet.runtime.store.operator_actions(handle.actor_id)[0]
     assert (row.action, row.who, row.reason) == ("cancel", "root", "obsolete")
     again = admin_client_.post(cancel, follow=True).content.decode()

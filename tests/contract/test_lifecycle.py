@@ -182,10 +182,12 @@ def test_a_paused_workflow_can_be_cancelled_and_never_runs_again(h):
     actor = h.actor(handle.actor_id)
     assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None and actor.lease_owner is None
     assert [a.action for a in h.runtime.store.operator_actions(handle.actor_id)][:2] == ["cancel", "pause"]
-    handle.resume()
+    before = h.snapshot(handle.actor_id)
+    assert handle.resume() is False  # the pause ended with the workflow: nothing to resume, nothing written
+    assert handle.cancel() is False  # finished: nothing to do, nothing written
+    assert h.snapshot(handle.actor_id) == before
     h.drain()
     assert ran == [] and handle.workflow_state() == ports.CANCELLED
-    assert handle.cancel() is False  # finished: nothing to do, nothing written
 
 
 def test_a_workflow_held_back_by_its_concurrency_limit_can_be_cancelled(h):

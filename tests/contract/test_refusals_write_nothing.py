@@ -172,6 +172,11 @@ REFUSED = {
     "pause a paused actor": (_paused, lambda h, a: _handle(h, a).pause(), False),
     "pause a completed workflow": (_completed, lambda h, a: repairs.pause(h.runtime, a, bulk=True), False),
     "resume an actor that is not paused": (_sleeping, lambda h, a: _handle(h, a).resume(), False),
+    "resume a workflow cancelled while paused": (
+        lambda h: (lambda a: (cancel(h.runtime, a), a)[1])(_paused(h)),
+        lambda h, a: _handle(h, a).resume(),
+        False,
+    ),
     "resume in bulk": (_completed, lambda h, a: repairs.resume(h.runtime, a, bulk=True), False),
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Q
 
 from . import models, states
-from .engine import audit, dry_run, errors, inspector, ports, repairs, retrying, serde
+from .engine import audit, bulk, dry_run, inspector, ports, repairs, serde
 
 #: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
 #: progress bar on a terminal); the default shows nothing
@@ -273,15 +273,12 @@ def recover(
                 else:  # ok, or a replay error recover does not check for (the run then fails again)
                     report.recovered.append(actor_id)
                 continue
-            try:
-                repairs.recover(runtime, actor_id, who=who, reason=reason)
-            except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
-                continue
-            except errors.RivetWorkflowsError as exc:
-                replay_from = exc.metadata.get("replay_from")
-                report.refused.append(Refused(actor_id, exc.code, repairs.reason(exc), replay_from))
-                continue
-            report.recovered.append(actor_id)
+            outcome = bulk.act_on(runtime, "recover", actor_id, who=who, reason=reason, bulk=False)
+            if outcome.outcome == bulk.CHANGED:
+                report.recovered.append(actor_id)
+            elif outcome.outcome == bulk.REFUSED:  # an error of one actor is reported; the others go on
+                report.refused.append(Refused(actor_id, outcome.code, outcome.reason, outcome.replay_from))
+            # unchanged: finished or restarted meanwhile
     return report
 
 
@@ -315,58 +312,35 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Tra
     return count
 
 
-def pause(
+#: the actions ``act`` does to the actors a command chooses (``engine.bulk.ACTIONS``)
+COMMAND_ACTIONS = ("cancel", "pause", "resume", "retry")
+
+
+def act(
     runtime: Any,
+    action: str,
     *,
     actor_ids: list[str] | None = None,
     names: list[str] | None = None,
     reason: str | None = None,
-    resume: bool = False,
     who: str = audit.COMMAND,
-) -> tuple[list[str], list[str]]:
-    """``rivet pause|resume``: pause (``resume=False``) or resume the actors ``actor_ids`` and every
-    unfinished actor of the types ``names`` through ``repairs.pause``/``repairs.resume`` (the one place
-    operator pauses happen; each change writes an audit row by ``who`` for ``reason``). Returns
-    ``(changed, unchanged)`` actor ids. ``ActorNotFoundError`` for an
-    unknown actor id; ``ValueError`` when neither ids nor names are given."""
+) -> bulk.BulkReport:
+    """``rivet cancel|pause|resume|retry``: ``action`` (one of ``COMMAND_ACTIONS``) on the actors ``actor_ids``
+    and every unfinished (for ``retry``: suspended) actor of the types ``names``, oldest first, each through ``engine.bulk.act_on``
+    (the engine call its own button makes; each change writes an audit row ``<action>`` by ``who`` for
+    ``reason``). Returns the ``bulk.BulkReport``: per actor changed, unchanged (with why) or refused (with
+    why: an unknown actor id, a refusal, an error), never stopping at one actor. ``ValueError`` when
+    neither ids nor names are given or for an unknown action."""
+    if action not in COMMAND_ACTIONS:
+        raise ValueError(f"unknown action {action!r}; one of: {', '.join(COMMAND_ACTIONS)}")
     if not actor_ids and not names:
         raise ValueError("say which actors: --actor ID or --name TYPE")
-    chosen = list(actor_ids or [])
+    chosen = list(dict.fromkeys(actor_ids or []))
     if names:
-        rows = _workflow_rows(runtime, names).exclude(workflow_state__in=sorted(ports.FINISHED_STATES))
-        chosen += [pk for pk in rows.order_by("created_at").values_list("pk", flat=True) if pk not in chosen]
-    changed: list[str] = []
-    unchanged: list[str] = []
-    for actor_id in chosen:
-        if resume:
-            done = repairs.resume(runtime, actor_id, reason, who=who)
+        rows = _workflow_rows(runtime, names)
+        if action == "retry":  # only a suspended run has anything to retry
+            rows = rows.filter(workflow_state=ports.SUSPENDED)
         else:
-            done = repairs.pause(runtime, actor_id, reason, who=who)
-        (changed if done else unchanged).append(actor_id)
-    return changed, unchanged
-
-
-def retry(
-    runtime: Any,
-    *,
-    actor_ids: list[str] | None = None,
-    names: list[str] | None = None,
-    reason: str | None = None,
-    who: str = audit.COMMAND,
-) -> tuple[list[str], list[str]]:
-    """``rivet retry``: retry the suspended runs of the actors ``actor_ids`` and of every suspended actor of
-    the types ``names`` (``retrying.retry``, DESIGN.md section 16; each retry writes an audit row by ``who``
-    for ``reason``). Returns ``(retried, unchanged)`` actor ids (unchanged: not suspended).
-    ``ActorNotFoundError`` for an unknown actor id; ``ValueError`` when neither ids nor names are given."""
-    if not actor_ids and not names:
-        raise ValueError("say which actors: --actor ID or --name TYPE")
-    chosen = list(actor_ids or [])
-    if names:
-        rows = _workflow_rows(runtime, names).filter(workflow_state=ports.SUSPENDED)
+            rows = rows.exclude(workflow_state__in=sorted(ports.FINISHED_STATES))
         chosen += [pk for pk in rows.order_by("created_at").values_list("pk", flat=True) if pk not in chosen]
-    retried: list[str] = []
-    unchanged: list[str] = []
-    for actor_id in chosen:
-        done = retrying.retry(runtime, actor_id, reason, who=who)
-        (retried if done else unchanged).append(actor_id)
-    return retried, unchanged
+    return bulk.run(runtime, action, chosen, who=who, reason=reason, bulk=False)

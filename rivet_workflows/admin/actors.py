@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from .. import display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, ports, repairs, retrying, serde
+from ..engine import audit, cancel, errors, inspector, ports, repairs, retrying, serde
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -255,6 +255,11 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
                 view(require_POST(self.retry_view)),
                 name="rivet_workflows_actor_retry",
             ),
+            path(
+                "<str:actor_id>/cancel/",
+                view(require_POST(self.cancel_view)),
+                name="rivet_workflows_actor_cancel",
+            ),
         ]
         return extra + super().get_urls()
 
@@ -333,7 +338,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
-            "paused": record.paused,
+            # paused and unfinished (a finished run's pause is over: nothing to resume)
+            "paused": record.workflow_state == ports.PAUSED,
             "can_pause": can_replay
             and not record.paused
             and record.workflow_state not in ports.HALTED_STATES,
@@ -341,6 +347,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
             "suspended": record.workflow_state == ports.SUSPENDED,
             "retry_url": reverse("admin:rivet_workflows_actor_retry", args=[record.actor_id]),
+            "can_cancel": can_replay and record.workflow_state not in ports.FINISHED_STATES,
+            "cancel_url": reverse("admin:rivet_workflows_actor_cancel", args=[record.actor_id]),
         }
 
     def change_view(
@@ -464,6 +472,23 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         )
         self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
         return HttpResponseRedirect(back)
+
+    def cancel_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """POST: cancel the workflow, paused or not (``reason``: optional text); replay permission."""
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        reason = (request.POST.get("reason") or "").strip()[:1000] or None
+        try:
+            changed = cancel.cancel(_runtime(), actor_id, who=request.user.get_username(), reason=reason)
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        except errors.RivetWorkflowsError as exc:
+            self.message_user(request, f"Cancel refused: {exc.message}", messages.ERROR)
+            changed = None
+        if changed is not None:
+            text = "Cancelled: it never runs again." if changed else "Not cancelled: it has finished already."
+            self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:rivet_workflows_actor_change", args=[actor_id]))
 
     def _pause(self, request: HttpRequest, actor_id: str, *, pause: bool) -> HttpResponse:
         if not request.user.has_perm(REPLAY_PERMISSION):

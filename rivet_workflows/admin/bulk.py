@@ -14,45 +14,32 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from .. import display, models, states
-from ..engine import errors, inspector, repairs, retrying
-from ..engine.cancel import cancel as cancel_workflow
+from ..engine import bulk as engine_bulk
+from ..engine import inspector
 from .trace import runtime as _runtime
 from .trace import state_badge
 
 #: most actors one bulk action takes (narrow the list with its filters for more)
 BULK_LIMIT = 500
 
-
-def _bulk_recover(actor_id: str, who: str, reason: str | None) -> bool:
-    repairs.recover(_runtime(), actor_id, who=who, reason=reason, bulk=True)
-    return True
-
-
-def _bulk_cancel(actor_id: str, who: str, reason: str | None) -> bool:
-    return cancel_workflow(_runtime(), actor_id, who=who, reason=reason, bulk=True)
-
-
-def _bulk_pause(actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.pause(_runtime(), actor_id, reason, who=who, bulk=True)
-
-
-def _bulk_resume(actor_id: str, who: str, reason: str | None) -> bool:
-    return repairs.resume(_runtime(), actor_id, reason, who=who, bulk=True)
-
-
-def _bulk_retry(actor_id: str, who: str, reason: str | None) -> bool:
-    return retrying.retry(_runtime(), actor_id, reason, who=who, bulk=True)
-
-
-#: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
-#: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
-#: audit row per actor it changed.
-BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
-    "recover": ("recover", _bulk_recover),
-    "cancel": ("cancel", _bulk_cancel),
-    "pause": ("pause", _bulk_pause),
-    "resume": ("resume", _bulk_resume),
-    "retry": ("retry", _bulk_retry),
+#: the bulk actions of the actor list: name -> the verb its messages use (each acts through
+#: ``engine.bulk.run``: one ``bulk_<name>`` audit row per actor changed)
+BULK_ACTIONS: dict[str, str] = {
+    "recover": "recover",
+    "cancel": "cancel",
+    "pause": "pause",
+    "resume": "resume",
+    "retry": "retry",
+}
+#: actors named in one message of a bulk action's report (the rest are counted)
+SHOWN_PER_MESSAGE = 20
+#: the past tense of each verb, for the list of what was changed
+_DONE = {
+    "recover": "Recovered",
+    "cancel": "Cancelled",
+    "pause": "Paused",
+    "resume": "Resumed",
+    "retry": "Retried",
 }
 
 
@@ -88,8 +75,8 @@ class BulkActionsMixin:
     def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed
         (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
-        one message with what was done, skipped and refused."""
-        verb, run = BULK_ACTIONS[name]
+        the messages of ``_report``: each actor's outcome."""
+        verb = BULK_ACTIONS[name]
         ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
         if len(ids) > BULK_LIMIT:
             self.message_user(
@@ -121,21 +108,32 @@ class BulkActionsMixin:
             return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
         who = request.user.get_username()
         reason = request.POST.get("reason") or None
-        done, skipped, refused = 0, 0, []
-        for actor_id in ids:
-            try:
-                changed = run(actor_id, who, reason)
-            except errors.WorkflowNotFailedError:
-                changed = False
-            except errors.ActorNotFoundError:
-                changed = False
-            except errors.RivetWorkflowsError as exc:
-                refused.append(f"{actor_id}: {repairs.reason(exc)}")
-                continue
-            done += 1 if changed else 0
-            skipped += 0 if changed else 1
-        text = f"Bulk {verb}: {done} done, {skipped} had nothing to {verb}, {len(refused)} refused."
-        if refused:
-            text += " Refused: " + "; ".join(refused[:10]) + (" ..." if len(refused) > 10 else "")
-        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+        report = engine_bulk.run(_runtime(), name, ids, who=who, reason=reason)
+        self._report(request, verb, report)
         return None
+
+    def _report(self, request: HttpRequest, verb: str, report: engine_bulk.BulkReport) -> None:
+        """One message with the counts, then one per outcome naming each actor: what was changed, what
+        had nothing to do and why, what was refused and why (README "In the Django admin")."""
+        changed = report.of(engine_bulk.CHANGED)
+        unchanged = report.of(engine_bulk.UNCHANGED)
+        refused = report.of(engine_bulk.REFUSED)
+        level = messages.WARNING if refused else messages.SUCCESS
+        self.message_user(
+            request,
+            f"Bulk {verb}: {len(changed)} done, {len(unchanged)} had nothing to {verb}, {len(refused)} refused.",
+            level,
+        )
+        if changed:
+            self.message_user(request, f"{_DONE[report.action]}: " + _listed(changed), messages.SUCCESS)
+        if unchanged:
+            self.message_user(request, f"Nothing to {verb}: " + _listed(unchanged), messages.INFO)
+        if refused:
+            self.message_user(request, "Refused: " + _listed(refused), messages.WARNING)
+
+
+def _listed(outcomes: list[engine_bulk.ActorOutcome]) -> str:
+    """``"<id> (<why>); ..."`` for the first ``SHOWN_PER_MESSAGE`` outcomes, then how many more."""
+    shown = [f"{o.actor_id} ({o.reason})" if o.reason else o.actor_id for o in outcomes[:SHOWN_PER_MESSAGE]]
+    more = len(outcomes) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "") + "."

@@ -183,6 +183,21 @@ class RecoverIn(Schema):
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
 
 
+class CancelIn(Schema):
+    """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class CancelOut(Schema):
+    """``changed``: True when the call cancelled the workflow, False when it had finished already (nothing
+    was written); ``workflowState`` after it."""
+
+    actorId: str
+    changed: bool
+    workflowState: str
+
+
 class OperatorActionOut(Schema):
     """One operator action: ``action`` (replay, replay_all, recover, cancel, pause, resume, ``bulk_*``),
     ``who`` (a user name or ``"token"``), ``reason``, ``at``, and ``archived_entries``: the history entries

@@ -10,7 +10,7 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models, states
 from ..conf import rivet_settings
-from ..engine import audit, errors, inspector, repairs, retrying, serde
+from ..engine import audit, cancel, errors, inspector, repairs, retrying, serde
 from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
 from ..engine.sending import database_turn, waiting_send_slot
@@ -376,6 +376,24 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     return repairs.recover(runtime(), actor_id, who=who, reason=reason).as_dict()
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/cancel",
+    response={200: s.CancelOut, **_errors(404, 409, 413)},
+    auth=inspector_write_auth,
+    tags=["inspector"],
+    summary="Cancel the workflow",
+)
+def cancel_workflow(request: HttpRequest, actor_id: ActorId, payload: s.CancelIn | None = None) -> Any:
+    """Cancel the workflow (a paused one too): ``cancelled``, never run again, no rollback; a run in
+    progress is fenced out. ``changed`` False, nothing written, when it had finished already. ``{reason?}``
+    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). 404 for an unknown actor."""
+    reason = payload.reason if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason)
+    record = runtime().store.get_actor(actor_id)
+    return {"actorId": actor_id, "changed": changed, "workflowState": record.workflow_state}
 
 
 @router.post(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import audit, ports
+from . import audit, errors, ports
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -28,21 +28,28 @@ def cancel(
 
     A run in progress is fenced out: the lease is taken over (``store.handoff`` bumps the fencing token), so
     that run's next write is rejected and it stops (a step body already running finishes, but its outcome
-    is not recorded). Returns False when the workflow had already finished (completed, failed or
-    cancelled). Raises ``ActorNotFoundError`` for a destroyed actor. Sync.
+    is not recorded). A paused actor is cancelled too (``Store.claim_for_operator``). Returns False, having
+    written nothing, when the workflow had already finished (completed, failed or cancelled). Raises
+    ``ActorNotFoundError`` for a destroyed actor, and ``WorkflowInFlightError`` (409) in the unlikely case
+    the lease changed hands on every one of its attempts. Sync.
     """
     store, settings = runtime.store, runtime.settings
     owner = f"{runtime.owner}:cancel"
     row = audit.action_record(actor_id, audit.bulk(audit.CANCEL) if bulk else audit.CANCEL, who, reason)
     for _ in range(_ATTEMPTS):
+        # decided on a read before anything is claimed: a cancel of a finished workflow writes nothing
         record = store.get_actor(actor_id)
         if record.workflow_state in ports.FINISHED_STATES:
             return False
-        token = store.claim(actor_id, owner, settings.lease_seconds)
+        # paused or held back by its flow limits, the actor is still the operator's to cancel
+        token = store.claim_for_operator(actor_id, owner, settings.lease_seconds)
         if token is None:  # an executor holds the lease: take it over
             token = store.handoff(actor_id, record.lease_token, owner, settings.lease_seconds)
         if token is None:  # the lease changed hands meanwhile: look again
             continue
+        if store.get_actor(actor_id).workflow_state in ports.FINISHED_STATES:  # it finished meanwhile
+            store.release(actor_id, token)
+            return False
         result = store.commit(
             actor_id,
             token,
@@ -59,4 +66,8 @@ def cancel(
             runtime.observer.workflow_finished(record.name, ports.CANCELLED)
             runtime.notify_history(actor_id)  # open trace pages show the cancelled state at once
             return True
-    raise RuntimeError(f"could not cancel actor {actor_id}: its lease kept changing hands")
+    raise errors.WorkflowInFlightError(
+        f"could not cancel actor {actor_id}: its lease kept changing hands; try again",
+        actor_id=actor_id,
+        reason="refused: the lease kept changing hands",
+    )

@@ -12,7 +12,6 @@ from .primitives import blocks, loops, steps, waits
 from .primitives import branches as br
 from .primitives.waits import WorkflowQueue
 from .results import RaceResult, StepResult, TryResult
-from .settings import to_seconds
 from .step_context import ActorIdentity
 
 if TYPE_CHECKING:
@@ -289,8 +288,11 @@ class WorkflowContext(ActorIdentity):
     # --- sleeps --------------------------------------------------------------------------------------
 
     def sleep(self, name: Any, duration: float | timedelta) -> Awaitable[None]:
-        """Sleep ``duration`` (seconds or timedelta) durably; the deadline is fixed at first execution."""
-        seconds = to_seconds(duration)
+        """Sleep ``duration`` (seconds or timedelta) durably; the deadline (now + ``duration``) is fixed at
+        first execution and replays as recorded (ENGINE-SEMANTICS.md section 5). Zero or a negative duration
+        is a deadline already passed: recorded, and the sleep completes at once. Raises ``TypeError`` for
+        another type and ``CriticalError`` (the workflow fails, naming the sleep) for NaN or an infinity."""
+        seconds = waits.sleep_offset(name, duration)
         return self._run(name, "sleep", lambda key: waits.run_sleep(self, key, name, seconds=seconds))
 
     def sleep_until(self, name: Any, when: datetime) -> Awaitable[None]:

@@ -151,6 +151,9 @@ class ReadOnlyStore(ports.BaseStore):
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
         return self._refuse("claim")
 
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        return self._refuse("claim_for_operator")
+
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:

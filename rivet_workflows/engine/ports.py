@@ -191,6 +191,16 @@ class Store(Protocol):
         is recorded as a run start). The database decides, atomically with the claim: concurrent claims
         never exceed a limit."""
 
+    @abstractmethod
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease for an operator's replay, recover or cancel (ENGINE-SEMANTICS.md section 9,
+        DESIGN.md section 12): as ``claim``, only when the lease is free or expired (else None; None for
+        a destroyed actor), bumping and returning the fencing token, keeping ``wake_at``, clearing a dead
+        step lock and leaving ``updated_at``; but none of the flow rules apply: a paused actor is taken
+        (an operator may cancel or replay what they paused), and concurrency and rate limits neither hold
+        it back nor count it as a run start. The caller decides before it claims, so a refused or no-op
+        operator call never reaches this."""
+
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float
     ) -> tuple[int, ActorRecord, list[EntryRecord], datetime] | None:
@@ -222,7 +232,8 @@ class Store(Protocol):
         audit: OperatorActionRecord | None = None,
     ) -> bool:
         """Pause (recording ``reason``) or resume the actor; True when that changed it (a finished or
-        suspended workflow is not paused). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
+        suspended workflow is not paused; a finished workflow is not resumed either: its pause, if it
+        finished paused, is over and nothing is written). Never claimed while paused; a run holding the lease finds ``CommitResult.paused`` on
         its next commit. Resuming keeps ``wake_at`` (a deadline passed meanwhile is due). ``audit``: the
         operator action written in the same transaction when it changed the actor (none when it did not).
         ActorNotFoundError."""

@@ -1,11 +1,10 @@
 """Replay-from-step, replay-all and recover: planning, refusals and the fenced write (ENGINE-SEMANTICS.md 9).
 
 Pure engine code on the storage port: the HTTP API, the admin, ``manage.py rivet recover`` and
-``ActorHandle.recover`` all call it. Every repair takes the actor's lease with ``Store.claim`` (so it is
-refused with ``WorkflowInFlightError`` while an executor holds a live lease), writes one fenced ``Commit``
-that also releases the lease, and then hands the actor to the dispatcher: no store method beyond the port
-is needed, and a repair can never interleave with a running executor. That commit carries the repair's
-audit row (``audit``: who, why, and the entries it deleted or reset, archived), so the two land together."""
+``ActorHandle.recover`` all call it. A repair decides on a read first (a refusal writes nothing, not even the
+lease), then takes the lease (``Store.claim_for_operator``) and writes one fenced ``Commit`` that releases it
+with the repair's audit row (who, why, the entries it deleted or reset, archived), and wakes the actor.
+"""
 
 from __future__ import annotations
 
@@ -163,6 +162,14 @@ def _rolled_back(
     )
 
 
+def _in_flight(actor_id: str) -> errors.WorkflowInFlightError:
+    return errors.WorkflowInFlightError(
+        "the workflow is running; try again once it waits or finishes",
+        actor_id=actor_id,
+        reason="the workflow is running",
+    )
+
+
 def _not_repairable(runtime: Runtime, record: ports.ActorRecord) -> errors.RivetWorkflowsError | None:
     """The refusal of any repair of an actor whose type is not registered here or has no workflow."""
     if record.name not in runtime.registry:
@@ -211,11 +218,7 @@ def refusal(
         return refused
     actor_id = record.actor_id
     if now is not None and inspector.in_flight(record, now):
-        return errors.WorkflowInFlightError(
-            "the workflow is running; try again once it waits or finishes",
-            actor_id=actor_id,
-            reason="the workflow is running",
-        )
+        return _in_flight(actor_id)
     if operation == RECOVER:
         if record.workflow_state != ports.FAILED:
             return errors.WorkflowNotFailedError(
@@ -302,36 +305,36 @@ class RepairResult:
 
     def as_dict(self) -> dict:
         """``{"actorId", "deleted", "reset", "workflowState"}`` for JSON responses."""
-        return {
-            "actorId": self.actor_id,
-            "deleted": list(self.deleted),
-            "reset": list(self.reset),
-            "workflowState": self.workflow_state,
-        }
+        out = {"actorId": self.actor_id, "deleted": list(self.deleted), "reset": list(self.reset)}
+        return {**out, "workflowState": self.workflow_state}
 
 
 def _repair(
     runtime: Runtime, actor_id: str, plan: Any, action: str, who: str, reason: str | None
 ) -> RepairResult:
-    """Claim the lease, compute ``plan(record, entries) -> (deletes, upserts, archived)``, commit it with
-    its audit row (``action`` by ``who`` for ``reason``, the ``archived`` entries as they were) and wake.
-
-    A repair that deletes entries bumps the actor's ``replay_generation``: the steps recorded again get
-    new idempotency keys (``step_context.idempotency_key``)."""
+    """Decide, then claim the lease, commit ``plan(record, entries) -> (deletes, upserts, archived)`` (it
+    raises the refusal) with its audit row (``action`` by ``who`` for ``reason``) and wake. Every refusal is
+    decided before the claim, so it writes nothing (README "Replay and recover semantics"); if the actor
+    changed between the read and the claim, the plan is made again, and a refusal then gives the lease back.
+    A repair that deletes entries bumps ``replay_generation`` (new idempotency keys for the steps rerun)."""
     store = runtime.store
-    audit.action_record(actor_id, action, who, reason)  # refuse a bad action or who before claiming
-    refused = _not_repairable(runtime, store.get_actor(actor_id))
+    audit.action_record(actor_id, action, who, reason)  # refuse a bad action or who before anything
+    record, entries = store.get_actor(actor_id), store.load_history(actor_id)
+    refused = _not_repairable(runtime, record)
+    if refused is None and inspector.in_flight(record, store.now()):
+        refused = _in_flight(actor_id)
     if refused is not None:
         raise refused
-    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
-    if token is None:
-        raise errors.WorkflowInFlightError(
-            "the workflow is running; try again once it waits or finishes", actor_id=actor_id
-        )
+    planned = plan(record, entries)  # raises the refusal: nothing claimed yet
+    token = store.claim_for_operator(actor_id, runtime.owner, runtime.settings.lease_seconds)
+    if token is None:  # an executor claimed it since the read
+        raise _in_flight(actor_id)
     committed = False
     try:
-        record = store.get_actor(actor_id)
-        deletes, upserts, archived = plan(record, store.load_history(actor_id))
+        fresh, fresh_entries = store.get_actor(actor_id), store.load_history(actor_id)
+        if (fresh.updated_at, fresh_entries) != (record.updated_at, entries):  # changed since: plan again
+            record, planned = fresh, plan(fresh, fresh_entries)
+        deletes, upserts, archived = planned
         commit = ports.Commit(
             deletes=list(deletes),
             upserts=list(upserts),
@@ -348,10 +351,8 @@ def _repair(
             commit.replay_generation = record.replay_generation + 1
         result = store.commit(actor_id, token, commit)
         committed = True
-        if not result.ok:
-            raise errors.WorkflowInFlightError(
-                "another executor took the workflow over; try again", actor_id=actor_id
-            )
+        if not result.ok:  # another executor took the workflow over
+            raise _in_flight(actor_id)
     finally:
         if not committed:  # give the lease back without changing anything
             store.commit(actor_id, token, ports.Commit(release=True))
@@ -393,7 +394,7 @@ def replay(
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # the lease is ours: not in flight
+        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # in flight: checked by _repair
         if refused is not None:
             raise refused
         deletes = plan_replay(entries, entry_id)
@@ -432,7 +433,7 @@ def recover(
     """
 
     def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        refused = refusal(runtime, record, entries, RECOVER)  # the lease is ours: not in flight
+        refused = refusal(runtime, record, entries, RECOVER)  # in flight: checked by _repair
         if refused is not None:
             raise refused
         upserts = plan_recover(entries)
@@ -477,9 +478,9 @@ def pause(
     runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
 ) -> bool:
     """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
-    ``reason`` (str or None) is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``,
-    ``"command"``), in the audit row ``pause``, written in the same transaction (``Store.set_paused``).
-    True when it paused it, False if paused already, finished or suspended (``bulk``: the row is ``bulk_pause``).
+    ``reason`` is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``, ``"command"``), in
+    the audit row ``pause`` (``bulk_pause`` with ``bulk``) of the same transaction (``Store.set_paused``).
+    True when it paused it, False (nothing written) if paused already, finished or suspended.
     ActorNotFoundError; ValueError (bad who)."""
     row = audit.action_record(actor_id, audit.named(audit.PAUSE, bulk), who, reason)  # a bad who: refused
     return runtime.store.set_paused(actor_id, True, reason, audit=row)
@@ -488,9 +489,8 @@ def pause(
 def resume(
     runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
 ) -> bool:
-    """Resume a paused actor and, when due (a send, a sleep's end or the timeout came while paused), hand
-    it to the dispatcher: what came due meanwhile runs once. Writes the audit row ``resume`` (``who``,
-    ``reason`` as ``pause``) with it. False (nothing done) when it was not paused; as ``pause`` else."""
+    """Resume a paused actor, handing it to the dispatcher when due (what came due meanwhile runs once),
+    with the audit row ``resume`` (``who``, ``reason`` as ``pause``). False (nothing written) when not paused."""
     row = audit.action_record(actor_id, audit.named(audit.RESUME, bulk), who, reason)
     if not runtime.store.set_paused(actor_id, False, audit=row):
         return False

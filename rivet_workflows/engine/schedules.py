@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import ports, serde, slots
-from .settings import to_seconds
+from .settings import to_offset, to_seconds
 
 if TYPE_CHECKING:
     from .actor_context import ActorContext
@@ -114,11 +114,12 @@ class ScheduleApi:
     def after(self, delay: float | timedelta, action: str, *args: Any) -> str:
         """Run ``action(c, ScheduledFireInfo, *args)`` once, ``delay`` (seconds or timedelta) from now.
 
-        Returns the entry name (``schedule:<hex>``). Raises ValueError/TypeError (delay),
-        ActionNotFoundError, SerializationError.
+        Zero or a negative ``delay`` is an instant already passed: it fires on the next sweep, as ``at``
+        with a past instant does. Returns the entry name (``schedule:<hex>``). Raises ValueError (NaN or
+        infinite delay), TypeError (delay), ActionNotFoundError, SerializationError.
         """
-        seconds = to_seconds(delay)
-        return self.at(self._c.runtime.store.now() + timedelta(seconds=seconds or 0.0), action, *args)
+        seconds = to_offset(delay)
+        return self.at(self._c.runtime.store.now() + timedelta(seconds=seconds), action, *args)
 
     def at(self, when: datetime, action: str, *args: Any) -> str:
         """Run ``action(c, ScheduledFireInfo, *args)`` once at ``when`` (an aware datetime; a past instant

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from .errors import WorkflowFailure
+
+
+def _as_seconds(value: float | int | timedelta) -> float:
+    """Seconds (int/float) or a ``timedelta`` as float seconds; ``TypeError`` for another type."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"a duration must be seconds or a timedelta, got {type(value).__name__}")
 
 
 def to_seconds(value: float | int | timedelta | None) -> float | None:
@@ -15,15 +25,31 @@ def to_seconds(value: float | int | timedelta | None) -> float | None:
     """
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise TypeError(f"a duration must be seconds or a timedelta, got {type(value).__name__}")
-    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
+    seconds = _as_seconds(value)
+    if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
     return seconds
+
+
+def to_offset(value: float | int | timedelta) -> float:
+    """A time offset from now given as seconds (int/float) or ``timedelta``, as float seconds.
+
+    Zero or negative is allowed: a deadline already passed (ENGINE-SEMANTICS.md section 5, ``sleep(name,
+    s)`` is ``sleep_until(name, now + s)``). Raises ``TypeError`` for another type and ``ValueError`` for
+    NaN, an infinity, or an offset no date can hold (beyond ``timedelta.max``).
+    """
+    seconds = _as_seconds(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"a duration must be a finite number of seconds, got {value!r}")
+    if abs(seconds) > _MAX_OFFSET_SECONDS:
+        raise ValueError(
+            f"a duration must be at most {_MAX_OFFSET_SECONDS:g} seconds either way, got {value!r}"
+        )
+    return seconds
+
+
+#: the largest offset a ``timedelta`` holds (about 2.7 million years): beyond it no deadline is computable
+_MAX_OFFSET_SECONDS = timedelta.max.total_seconds()
 
 
 @dataclass

@@ -194,6 +194,14 @@ async def _call_body(fn: Callable[..., Any], arg: StepContext, body: _Body) -> A
     return result
 
 
+def _retrieve_outcome(task: asyncio.Future) -> None:
+    """Done-callback of a body's task the attempt no longer awaits (cancelled or timed out): read its
+    exception, so a body that raised while being cancelled is not reported by asyncio as "Task exception
+    was never retrieved" (the attempt's outcome is decided already)."""
+    if not task.cancelled():
+        task.exception()
+
+
 async def _await_return(task: asyncio.Future, body: _Body, seconds: float) -> bool:
     """Wait up to ``seconds`` for a cancelled body to return (a sync body's thread outlives its cancelled
     task); True when it did."""
@@ -226,11 +234,13 @@ async def run_attempt(fn: Callable[..., Any], arg: StepContext, timeout: float |
         except asyncio.CancelledError:
             arg.cancelled.set()
             task.cancel()
+            task.add_done_callback(_retrieve_outcome)
             raise
         if done:
             return task.result()
         arg.cancelled.set()
         task.cancel()
+        task.add_done_callback(_retrieve_outcome)
         abandon = session.settings.step_abandon_seconds
         if not await _await_return(task, body, abandon):
             logger.warning(

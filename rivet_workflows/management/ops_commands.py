@@ -98,6 +98,7 @@ def add_parsers(subs: Any) -> None:
     for verb, text in (
         ("pause", "Pause actors: never claimed while paused; a running step finishes, no new step starts."),
         ("resume", "Resume paused actors: what came due while paused runs once."),
+        ("cancel", "Cancel workflows (paused ones too): cancelled, never run again; no rollback runs."),
     ):
         sub = subs.add_parser(verb, help=text)
         sub.add_argument("--actor", action="append", help="this actor id (repeatable)")
@@ -114,7 +115,9 @@ def add_parsers(subs: Any) -> None:
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
 
 
-HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume", "retry"})
+HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume", "cancel", "retry"})
+#: the past tense of the actions ``rivet pause|resume|cancel|retry`` report
+_DONE = {"pause": "paused", "resume": "resumed", "cancel": "cancelled", "retry": "retried"}
 
 
 def handle(command: Any, sub: str, options: dict) -> None:
@@ -181,35 +184,8 @@ def handle(command: Any, sub: str, options: dict) -> None:
             out.write(f"  {row.actor} {row.location} ({row.kind}): {what}, {row.in_flight} in flight")
     elif sub == "recover":
         _recover(command, options)
-    elif sub in ("pause", "resume"):
-        try:
-            changed, unchanged = ops.pause(
-                django_runtime.get_runtime(),
-                actor_ids=options.get("actor"),
-                names=options.get("name"),
-                reason=options.get("reason"),
-                resume=sub == "resume",
-            )
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        done = "paused" if sub == "pause" else "resumed"
-        out.write(f"{done}: {len(changed)} {' '.join(changed)}".rstrip())
-        if unchanged:
-            why = "paused already or finished" if sub == "pause" else "not paused"
-            out.write(f"unchanged ({why}): {len(unchanged)} {' '.join(unchanged)}")
-    elif sub == "retry":
-        try:
-            retried, unchanged = ops.retry(
-                django_runtime.get_runtime(),
-                actor_ids=options.get("actor"),
-                names=options.get("name"),
-                reason=options.get("reason"),
-            )
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        out.write(f"retried: {len(retried)} {' '.join(retried)}".rstrip())
-        if unchanged:
-            out.write(f"unchanged (not suspended): {len(unchanged)} {' '.join(unchanged)}")
+    elif sub in _DONE:
+        _act(command, sub, options)
     elif sub == "prune":
         try:
             with console.progress(command.stderr) as track:
@@ -225,6 +201,39 @@ def handle(command: Any, sub: str, options: dict) -> None:
         days = options["older_than"]
         age = f"{days:g} day" if days == 1 else f"{days:g} days"
         out.write(f"{verb} {_count(count, 'finished actor', 'finished actors')} older than {age}")
+
+
+def _act(command: Any, sub: str, options: dict) -> None:
+    """``rivet pause|resume|cancel|retry``: one line with what was changed, then each actor left unchanged and
+    each refused with why; CommandError (exit 1) when any was refused, after acting on every other one."""
+    from .. import django_runtime, ops
+    from ..engine import bulk
+
+    out = command.stdout
+    try:
+        report = ops.act(
+            django_runtime.get_runtime(),
+            sub,
+            actor_ids=options.get("actor"),
+            names=options.get("name"),
+            reason=options.get("reason"),
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    out.write(f"{_DONE[sub]}: {len(report.changed)} {' '.join(report.changed)}".rstrip())
+    for kind in (bulk.UNCHANGED, bulk.REFUSED):
+        outcomes = report.of(kind)
+        if outcomes:
+            out.write(f"{kind}: {len(outcomes)}")
+            for o in outcomes:
+                out.write(f"  {o.actor_id} {o.reason}")
+    refused = report.of(bulk.REFUSED)
+    if refused:
+        raise CommandError(
+            _count(len(refused), "actor was", "actors were")
+            + f" not {_DONE[sub]}: "
+            + "; ".join(f"{o.actor_id} {o.reason}" for o in refused)
+        )
 
 
 def _recover(command: Any, options: dict) -> None:

@@ -222,7 +222,7 @@ class FlowStorage:
     ) -> bool:
         """Pause (recording ``reason``) or resume the actor in one conditional UPDATE, with the ``audit`` row
         in the same transaction when it changed; True when it changed. Pausing a finished or suspended
-        workflow changes nothing (nothing runs it). ActorNotFoundError for an unknown actor."""
+        workflow, or resuming a finished one, changes nothing. ActorNotFoundError for an unknown actor."""
         with self._atomic():
             now = self.now()
             rows = self._actors().filter(pk=actor_id, destroyed=False)
@@ -233,8 +233,10 @@ class FlowStorage:
                     .update(paused_at=now, pause_reason=reason, updated_at=now)
                 )
             else:
-                changed = rows.filter(paused_at__isnull=False).update(
-                    paused_at=None, pause_reason=None, updated_at=now
+                changed = (
+                    rows.filter(paused_at__isnull=False)
+                    .exclude(workflow_state__in=list(ports.FINISHED_STATES))
+                    .update(paused_at=None, pause_reason=None, updated_at=now)
                 )
             if not changed and not rows.exists():
                 raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)

@@ -48,6 +48,17 @@ def lease_fence(actor_id: str, token: int) -> Q:
     return Q(pk=actor_id, lease_token=token, lease_owner__isnull=False, destroyed=False)
 
 
+def _new_lease(owner: str, now: datetime, lease_seconds: float) -> dict[str, Any]:
+    """The columns of a claim (``claim``, ``claim_for_operator``): the lease to ``owner`` until ``now`` +
+    ``lease_seconds``, the fencing token bumped, and a dead lease's step lock cleared with it."""
+    return {
+        "lease_owner": owner,
+        "lease_expires_at": now + timedelta(seconds=lease_seconds),
+        "lease_token": F("lease_token") + 1,
+        "step_lock_until": None,
+    }
+
+
 @dataclass
 class Written:
     """What the fenced actor write of a commit saw: the database clock of the commit, the actor's state
@@ -243,12 +254,7 @@ class DjangoStore(
             won = (
                 self._actors()
                 .filter(lease_free(now), pk=actor_id, destroyed=False, paused_at__isnull=True)
-                .update(
-                    lease_owner=owner,
-                    lease_expires_at=now + timedelta(seconds=lease_seconds),
-                    lease_token=F("lease_token") + 1,
-                    step_lock_until=None,  # a step lock of a dead lease is dead too
-                )
+                .update(**_new_lease(owner, now, lease_seconds))
             )
             if won != 1:
                 return None
@@ -262,6 +268,20 @@ class DjangoStore(
             now = self.now()
             renewed = self._actors().filter(lease_fence(actor_id, token))
             return renewed.update(lease_expires_at=now + timedelta(seconds=lease_seconds)) == 1
+
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired, paused or not and whatever the flow limits (no run
+        start recorded): one conditional UPDATE as ``claim``; the new fencing token, else None."""
+        with self._atomic():
+            now = self.now()
+            won = (
+                self._actors()
+                .filter(lease_free(now), pk=actor_id, destroyed=False)
+                .update(**_new_lease(owner, now, lease_seconds))
+            )
+            if won != 1:
+                return None
+            return self._actors().filter(pk=actor_id).values_list("lease_token", flat=True).get()
 
     def handoff(self, actor_id: str, token: int, owner: str, lease_seconds: float) -> int | None:
         """Take over the lease held with ``token`` (a sweep's claim handed to a run task): one conditional

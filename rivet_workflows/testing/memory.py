@@ -226,11 +226,26 @@ class MemoryStore(
             if rows.lease_live(row, now) or row.paused_at is not None or not self._admit(row, now):
                 return None
             self._record_start(row, now)
-            row.lease_token += 1
-            row.lease_owner = owner
-            row.lease_expires_at = now + timedelta(seconds=lease_seconds)
-            row.step_lock_until = None  # a step lock of a dead lease is dead too
-            return row.lease_token
+            return self._take_lease(row, owner, now, lease_seconds)
+
+    def claim_for_operator(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:
+        """Take the lease if it is free or expired, whatever the pause and flow limits (see
+        ``ports.Store.claim_for_operator``); the new fencing token, or None."""
+        with self._lock:
+            row, now = self._actors.get(actor_id), self.now()
+            if row is None or rows.lease_live(row, now):
+                return None
+            return self._take_lease(row, owner, now, lease_seconds)
+
+    @staticmethod
+    def _take_lease(row: rows.ActorRow, owner: str, now: datetime, lease_seconds: float) -> int:
+        """Give the row's lease to ``owner`` until ``now`` + ``lease_seconds``: the fencing token bumped,
+        a dead lease's step lock cleared with it. Returns the new token. Caller holds ``self._lock``."""
+        row.lease_token += 1
+        row.lease_owner = owner
+        row.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        row.step_lock_until = None
+        return row.lease_token
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float

@@ -138,7 +138,7 @@ class MemoryFlowMixin:
                     return False
                 row.paused_at, row.pause_reason = self.now(), reason
             else:
-                if row.paused_at is None:
+                if row.paused_at is None or row.workflow_state in ports.FINISHED_STATES:
                     return False
                 row.paused_at, row.pause_reason = None, None
             row.updated_at = self.now()

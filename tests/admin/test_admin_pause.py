@@ -39,3 +39,33 @@ def test_pause_needs_the_replay_permission(client, django_user_model, rivet):
     pause = reverse("admin:rivet_workflows_actor_pause", args=[handle.actor_id])
     assert client.post(pause).status_code == 403
     assert handle.workflow_state() != "paused"
+
+
+def test_the_cancel_button_cancels_a_paused_workflow(admin_client_, rivet):  # noqa: F811
+    handle = rivet.client.waiter.get_or_create("w3")
+    rivet.drain()
+    assert handle.pause("incident 7") is True
+    page = admin_client_.get(change_url(handle.actor_id)).content.decode()
+    assert 'id="rivet-cancel"' in page and 'id="rivet-cancel" disabled' not in page
+    cancel = reverse("admin:rivet_workflows_actor_cancel", args=[handle.actor_id])
+    text = admin_client_.post(cancel, {"reason": "obsolete"}, follow=True).content.decode()
+    assert "Cancelled: it never runs again." in text and handle.workflow_state() == "cancelled"
+    assert 'id="rivet-cancel" disabled' in text  # finished: nothing left to cancel
+    assert 'id="rivet-resume"' not in text  # nor to resume: the pause ended with the workflow
+    row = rivet.runtime.store.operator_actions(handle.actor_id)[0]
+    assert (row.action, row.who, row.reason) == ("cancel", "root", "obsolete")
+    again = admin_client_.post(cancel, follow=True).content.decode()
+    assert "Not cancelled: it has finished already." in again
+    assert admin_client_.get(cancel).status_code == 405  # POST only
+
+
+def test_cancel_needs_the_replay_permission(client, django_user_model, rivet):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_actor"))
+    client.force_login(user)
+    handle = rivet.client.waiter.get_or_create("w4")
+    cancel = reverse("admin:rivet_workflows_actor_cancel", args=[handle.actor_id])
+    assert client.post(cancel).status_code == 403
+    assert handle.workflow_state() != "cancelled"

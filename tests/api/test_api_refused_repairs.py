@@ -94,3 +94,26 @@ def test_replay_after_a_compensated_step_is_409_rolled_back(api, rivet, deploy):
     assert replayed.status_code == 200, replayed.content
     rivet.drain()
     assert handle.workflow_state() == "completed" and handle.record().output == "booked"
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [
+        ("recover", "workflow_not_failed"),
+        ("replay", "entry_not_found"),
+    ],
+)
+def test_a_refused_repair_of_a_completed_run_leaves_the_actor_row_as_it_was(api, rivet, how, code):
+    """The lease token, lease owner and ``updated_at`` stay: the refusal is decided before any claim."""
+    from rivet_workflows import models
+
+    handle = rivet.client.order.get_or_create("done")
+    rivet.drain()
+    assert handle.workflow_state() == "completed"
+    before = models.Actor.objects.filter(pk=handle.actor_id).values().get()
+    history = _history(api, handle.actor_id)
+    body = {"entryId": "no-such-step"} if how == "replay" else None
+    answer = post(api, f"/actors/{handle.actor_id}/inspector/workflow/{how}", body)
+    assert_error(answer, 409 if how == "recover" else 404, code)
+    assert models.Actor.objects.filter(pk=handle.actor_id).values().get() == before
+    assert _history(api, handle.actor_id) == history

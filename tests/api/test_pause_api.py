@@ -72,3 +72,23 @@ def test_pause_and_resume_are_operator_actions_in_the_audit(rivet, client):
         ("pause", "token", "db maintenance"),
     ]
     assert all(r["archived_entries"] == [] for r in rows)
+
+
+def test_a_paused_workflow_is_cancelled_over_http_and_a_finished_one_is_left_as_it_is(api, rivet):  # noqa: F811
+    from rivet_workflows import models
+
+    handle = rivet.client.waiter.get_or_create("w-cancel")
+    rivet.drain()
+    path = f"/actors/{handle.actor_id}/inspector/workflow"
+    assert post(api, f"{path}/pause", {"reason": "maintenance"}).json()["changed"] is True
+    cancelled = post(api, f"{path}/cancel", {"reason": "not needed"})
+    assert cancelled.status_code == 200, cancelled.content
+    assert cancelled.json() == {"actorId": handle.actor_id, "changed": True, "workflowState": "cancelled"}
+    row = rivet.runtime.store.operator_actions(handle.actor_id)[0]
+    assert (row.action, row.reason) == ("cancel", "not needed")
+    before = models.Actor.objects.filter(pk=handle.actor_id).values().get()
+    again = post(api, f"{path}/cancel")
+    assert again.status_code == 200 and again.json()["changed"] is False
+    assert models.Actor.objects.filter(pk=handle.actor_id).values().get() == before  # nothing written
+    assert post(api, f"{path}/cancel", {"reason": 3}).status_code == 422
+    assert_error(post(api, "/actors/missing/inspector/workflow/cancel"), 404, "actor_not_found")

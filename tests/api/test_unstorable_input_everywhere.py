@@ -103,6 +103,7 @@ _BODY_BASES = {
     "pause_workflow": {},
     "resume_workflow": {},
     "retry_workflow": {},
+    "cancel_workflow": {},
 }
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from rivet_workflows.engine import executor, ports
 from rivet_workflows.engine.definitions import Registry, setup
 from rivet_workflows.engine.runtime import Runtime
-from rivet_workflows.testing import ManualClock, make_runtime
+from rivet_workflows.testing import ManualClock, MemoryStore, make_runtime
 
 #: the contract suite checks the spec's rules (ENGINE-SEMANTICS.md), where any exception of workflow code
 #: fails the workflow: ``WORKFLOW_FAILURE_TYPES = ("builtins.Exception",)``. test_suspension.py checks the
@@ -79,6 +82,27 @@ class Harness:
 
     def history(self, actor_id: str) -> dict[str, ports.EntryRecord]:
         return {e.key: e for e in self.runtime.store.load_history(actor_id)}
+
+    def row(self, actor_id: str) -> dict[str, Any]:
+        """Every stored column of the actor's row (lease owner, expiry and token, ``updated_at``, pause...),
+        whatever the store: what a call that writes nothing must leave exactly as it was."""
+        store = self.runtime.store
+        if isinstance(store, MemoryStore):
+            with store._lock:
+                row = store._actors[actor_id]
+                return {
+                    f.name: copy.deepcopy(getattr(row, f.name)) for f in fields(row) if f.name != "row_lock"
+                }
+        from rivet_workflows import models
+
+        return models.Actor.objects.using(store.using).filter(pk=actor_id).values().get()
+
+    def snapshot(self, actor_id: str) -> tuple:
+        """The actor's row (``row``), its history entries with every field, and its audit rows."""
+        store = self.runtime.store
+        history = [dataclasses.asdict(e) for e in store.load_history(actor_id)]
+        audit = [dataclasses.asdict(a) for a in store.operator_actions(actor_id)]
+        return self.row(actor_id), history, audit
 
     def send(self, actor_id: str, queue: str, body: Any, completable: bool = False) -> ports.MessageRecord:
         return self.runtime.store.send(actor_id, queue, body, completable)

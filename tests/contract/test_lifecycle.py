@@ -164,3 +164,61 @@ def test_cancel_fences_out_a_run_in_progress(h):
     assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None
     assert ran == []  # the fenced run wrote nothing more and started no further step
     assert h.history(handle.actor_id)["slow"].status != ports.ENTRY_COMPLETED  # its outcome was refused
+
+
+def test_a_paused_workflow_can_be_cancelled_and_never_runs_again(h):
+    ran = []
+
+    async def run(ctx):
+        await ctx.sleep("nap", 3600)
+        await ctx.step("after", lambda s: ran.append(1))
+
+    h.setup(wf=workflow(run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    h.drain()
+    assert handle.pause("maintenance") is True
+    assert handle.workflow_state() == ports.PAUSED
+    assert handle.cancel("not needed any more") is True
+    actor = h.actor(handle.actor_id)
+    assert actor.workflow_state == ports.CANCELLED and actor.wake_at is None and actor.lease_owner is None
+    assert [a.action for a in h.runtime.store.operator_actions(handle.actor_id)][:2] == ["cancel", "pause"]
+    before = h.snapshot(handle.actor_id)
+    assert handle.resume() is False  # the pause ended with the workflow: nothing to resume, nothing written
+    assert handle.cancel() is False  # finished: nothing to do, nothing written
+    assert h.snapshot(handle.actor_id) == before
+    h.drain()
+    assert ran == [] and handle.workflow_state() == ports.CANCELLED
+
+
+def test_a_workflow_held_back_by_its_concurrency_limit_can_be_cancelled(h):
+    from rivet_workflows.engine.definitions import Concurrency
+
+    async def run(ctx):
+        await ctx.sleep("nap", 3600)
+
+    h.setup(wf=workflow(run=run, concurrency=Concurrency(limit=1)))
+    client = h.runtime.client()
+    first, second = client.wf.get_or_create("a"), client.wf.get_or_create("b")
+    assert h.runtime.store.claim(first.actor_id, "a-running-worker", 60) is not None  # holds the one slot
+    assert h.runtime.store.claim(second.actor_id, "w", 60) is None  # due, but over the limit
+    assert second.cancel() is True
+    assert second.workflow_state() == ports.CANCELLED
+
+
+def test_a_paused_workflow_can_be_replayed_and_runs_once_resumed(h):
+    ran = []
+
+    async def run(ctx):
+        await ctx.step("first", lambda s: ran.append("first"))
+        await ctx.queue.next("wait", "go")
+
+    h.setup(wf=workflow(run=run))
+    handle = h.runtime.client().wf.get_or_create("k")
+    h.drain()
+    assert handle.pause() is True
+    handle.replay("first")  # an operator's repair of what they paused
+    h.drain()
+    assert ran == ["first"] and handle.workflow_state() == ports.PAUSED  # still paused: nothing ran
+    assert handle.resume() is True
+    h.drain()
+    assert ran == ["first", "first"] and handle.workflow_state() == ports.SLEEPING

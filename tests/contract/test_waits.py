@@ -322,3 +322,91 @@ def test_a_queue_wait_on_an_undeclared_queue_fails_the_workflow(h):
     assert actor.workflow_state == ports.FAILED
     assert actor.error["name"] == "QueueNotFoundError"
     assert "aproval" in actor.error["message"]
+
+
+@pytest.mark.parametrize("duration", [-5, 0, timedelta(seconds=-30), -0.001])
+def test_a_negative_or_zero_sleep_is_a_deadline_already_passed(h, duration):
+    """``sleep(name, s)`` is ``sleep_until(name, now + s)``: a computed wait that came out negative or zero
+    is recorded with its past deadline, completes at once, and the steps after it run."""
+    ran = []
+
+    async def run(ctx):
+        await ctx.step("before", lambda s: ran.append("before"))
+        await ctx.sleep("wait-a-bit", duration)
+        return await ctx.step("after", lambda s: ran.append("after") or "done")
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    started = h.runtime.store.now()
+    h.run(aid)  # one run: nothing to wait for
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.COMPLETED and actor.output == "done"
+    assert ran == ["before", "after"]
+    sleep = h.history(aid)["wait-a-bit"]
+    assert sleep.kind == "sleep" and sleep.status == ports.ENTRY_COMPLETED
+    assert sleep.data["state"] == "completed"
+    seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+    assert sleep.data["deadline"] <= started + timedelta(seconds=max(seconds, 0) + 5)
+    if seconds < 0:
+        assert sleep.data["deadline"] < h.runtime.store.now()
+
+
+def test_a_negative_sleep_replays_as_recorded(h):
+    """Replaying the whole run again (history kept up to a later step) re-reads the recorded past deadline:
+    the history of the sleep is identical, and the dry replay of ``rivet check`` passes."""
+    from rivet_workflows.engine import dry_run, repairs
+
+    async def run(ctx):
+        await ctx.sleep("wait-a-bit", -5)
+        await ctx.step("charge", lambda s: "charged")
+        return await ctx.step("ship", lambda s: "shipped")
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    before = h.history(aid)["wait-a-bit"]
+    assert h.actor(aid).output == "shipped"
+    check = dry_run.check_actor(h.runtime, h.actor(aid), as_state=ports.SLEEPING)
+    assert check.outcome == dry_run.OK
+    repairs.replay(h.runtime, aid, "ship")  # the sleep is replayed, not run again
+    h.drain()
+    after = h.history(aid)["wait-a-bit"]
+    assert h.actor(aid).output == "shipped"
+    assert (after.data, after.status, after.created_at, after.completed_at) == (
+        before.data,
+        before.status,
+        before.created_at,
+        before.completed_at,
+    )
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf"), float("-inf"), 1e300])
+def test_a_sleep_of_nan_or_infinity_fails_the_workflow_naming_the_sleep(h, duration):
+    async def run(ctx):
+        await ctx.sleep("wait-a-bit", duration)
+        return "never"
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.FAILED
+    assert actor.error["name"].endswith("CriticalError")
+    assert "wait-a-bit" in actor.error["message"]
+    assert "wait-a-bit" not in h.history(aid)  # refused at the call: nothing recorded
+
+
+def test_a_queue_wait_with_a_negative_timeout_takes_what_is_there_or_times_out_at_once(h):
+    async def run(ctx):
+        first = await ctx.queue.next_batch("poll", names=["jobs"], timeout=-1)
+        second = await ctx.queue.next_batch("poll-again", names=["jobs"], timeout=timedelta(seconds=-1))
+        return [m.body for m in first], [m.body for m in second]
+
+    h.setup(wf=workflow(run=run, queues={"jobs": queue()}))
+    aid = h.start()
+    h.send(aid, "jobs", "j1")
+    h.run(aid)
+    actor = h.actor(aid)
+    assert actor.workflow_state == ports.COMPLETED
+    assert actor.output == (["j1"], [])
+    assert h.history(aid)["poll-again:deadline"].data["state"] == "completed"

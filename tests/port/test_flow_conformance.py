@@ -170,6 +170,33 @@ def test_a_paused_actor_is_never_claimed_and_resumes_due(h):
     assert [a for a, _ in h.store.claim_due("sweep", 10, 30)] == [actor_id]  # its deadline kept: due at once
 
 
+def test_an_operator_claim_takes_a_paused_or_limited_actor_but_not_a_live_lease(h):
+    """``claim_for_operator``: the lease of a free or expired actor, whatever the pause and flow limits,
+    and no run start recorded (DESIGN.md section 12: an operator cancels or replays what they paused)."""
+    paused = h.new_actor("p", due=True)
+    assert h.store.set_paused(paused, True)
+    token = h.store.claim_for_operator(paused, "operator", 30)
+    assert token is not None and token == h.store.get_actor(paused).lease_token
+    assert h.store.claim_for_operator(paused, "other", 30) is None  # the lease is live now
+    assert h.store.claim(paused, "w", 30) is None
+    done = h.store.commit(
+        paused, token, ports.Commit(workflow_state=ports.CANCELLED, wake_at=None, release=True)
+    )
+    assert done.ok and h.store.get_actor(paused).workflow_state == ports.CANCELLED
+
+    a, b = limited(h, "a", limit=1, rate=(2, 60.0)), limited(h, "b", limit=1, rate=(2, 60.0))
+    assert h.store.claim(a, "w", 30) is not None
+    assert h.store.claim(b, "w", 30) is None  # the limit holds b back
+    token_b = h.store.claim_for_operator(b, "operator", 30)
+    assert token_b is not None
+    assert h.store.release(b, token_b).ok
+    h.expire_lease(a)
+    assert h.store.claim(b, "w", 30) is not None  # the operator's claim was not a run start (1 of 2 used)
+    gone = h.new_actor("gone")
+    h.store.destroy_actor(gone)
+    assert h.store.claim_for_operator(gone, "operator", 30) is None
+
+
 def test_a_run_holding_the_lease_learns_of_the_pause_from_its_next_commit(h):
     actor_id = h.new_actor("p", due=True)
     token = h.store.claim(actor_id, "w", 30)

@@ -33,6 +33,7 @@ WRITES = {
     "destroy_actor": ("ACTOR",),
     "claim": ("ACTOR", "me", 30.0),
     "claim_and_load": ("ACTOR", "me", 30.0),
+    "claim_for_operator": ("ACTOR", "me", 30.0),
     "claim_due": ("me", 10, 30.0),
     "renew": ("ACTOR", 1, 30.0),
     "handoff": ("ACTOR", 1, "me", 30.0),

@@ -190,3 +190,19 @@ def test_drain_sleeps_until_the_next_fire() -> None:
 async def _loop_run(ctx):
     message = await ctx.queue.next("wait-go")
     return message.body
+
+
+def test_schedule_after_a_negative_delay_fires_on_the_next_sweep_and_nan_is_refused() -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    log: list = []
+    runtime = _runtime(clock, ticker=_ticker(log))
+    handle = runtime.client().ticker.get_or_create("a")
+    from rivet_workflows.engine.actor_context import ActorContext
+
+    c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
+    c.schedule.after(-5, "tick", 1)
+    c.schedule.after(timedelta(seconds=-30), "tick", 2)
+    with pytest.raises(ValueError, match="finite"):
+        c.schedule.after(float("nan"), "tick", 3)
+    assert firing.fire_due(runtime) == 2
+    assert sorted(a for _, a in log) == [(1,), (2,)]

@@ -146,3 +146,24 @@ def test_a_lost_lease_sets_step_cancelled_on_the_running_sync_body():
     assert record.lease_owner == "other-worker"
     entry = {e.key: e for e in store.load_history(handle.actor_id)}["s"]
     assert entry.status == ports.ENTRY_RUNNING  # the evicted run wrote nothing more
+
+
+def test_a_body_that_raises_while_cancelled_at_its_timeout_leaves_no_unretrieved_task_error(caplog):
+    import gc
+
+    async def stubborn(step):
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            raise RuntimeError("cleanup failed") from None
+
+    async def run(ctx):
+        return await ctx.step("stubborn", stubborn, timeout=0.05, max_retries=0)
+
+    runtime = _runtime(run)
+    handle = runtime.client().wf.get_or_create("k")
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        executor.drain(runtime)
+        gc.collect()  # asyncio reports an unretrieved task exception when the task is collected
+    assert runtime.store.get_actor(handle.actor_id).workflow_state == ports.FAILED
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

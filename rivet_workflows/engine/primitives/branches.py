@@ -66,18 +66,23 @@ def normalize_race(branches: Any) -> Branches:
 
 
 async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str, Any]:
-    """Run one branch to an outcome: ("ok", value), ("wait", WaitSignal), ("evicted", signal),
-    ("fatal", error) or ("err", error). Cancellation propagates. A code error of the branch (not a failure
-    type: ``suspension.suspends``) is fatal: it suspends the whole run instead of being collected into
-    ``JoinError``/``RaceError`` (DESIGN.md section 16)."""
+    """Run one branch to an outcome: ("ok", value), ("wait", WaitSignal), ("stop", signal), ("fatal",
+    error) or ("err", error). Cancellation propagates. A code error of the branch (not a failure type:
+    ``suspension.suspends``) is fatal: it suspends the whole run instead of being collected into
+    ``JoinError``/``RaceError`` (DESIGN.md section 16).
+
+    Every other control-flow signal (eviction, a dry run's stop, a rollback's stop, another code version)
+    is returned as ``stop`` rather than raised, so no branch task ends with an exception: when several
+    branches stop at once, the join or race raises the first and the others were still retrieved (an
+    unretrieved task exception is printed by asyncio as "Task exception was never retrieved")."""
     try:
         value = await maybe_await(fn(ctx))
         ctx.end_scope()
         return "ok", value
     except errors.WaitSignal as signal:
         return "wait", signal
-    except errors.EvictedSignal as signal:
-        return "evicted", signal
+    except errors.WorkflowSignal as signal:
+        return "stop", signal
     except _FATAL as exc:
         return "fatal", exc
     except Exception as exc:
@@ -151,9 +156,7 @@ async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
     waits: list[errors.WaitSignal] = []
     failures: dict[str, dict] = {}
     for branch, (kind, value) in outcomes.items():
-        if kind == "evicted":
-            raise value
-        if kind == "fatal":
+        if kind in ("stop", "fatal"):
             raise value
         if branch in replayed:
             continue
@@ -244,7 +247,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
         if session.rolling_back and fn is not None:
             # replay the winning branch so the rollback handlers of its steps are collected
             kind, value = await _run_branch(ctx.child(child_key(key, winner)), fn)
-            if kind in ("evicted", "fatal"):
+            if kind in ("stop", "fatal"):
                 raise value
         return RaceResult(winner, entry.data.get("output"))
     # Every branch failed: decided, like a winner. The replay raises the recorded errors and writes nothing
@@ -264,7 +267,7 @@ async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) ->
                 if task in done:
                     outcomes[branch] = task.result()
                     kind, value = outcomes[branch]
-                    if kind in ("evicted", "fatal"):
+                    if kind in ("stop", "fatal"):
                         raise value
                     if kind == "ok" and winner is None:
                         winner = branch

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, ports
 from ..history import check_name
 from ..results import QueueMessage
-from ..settings import to_seconds
+from ..settings import to_offset
 
 if TYPE_CHECKING:
     from ..context import WorkflowContext
@@ -20,6 +20,27 @@ SLEEP_COMPLETED = "completed"
 #: a queue wait's deadline that lost: the messages came first (ENGINE-SEMANTICS.md section 1)
 SLEEP_INTERRUPTED = "interrupted"
 ANY_QUEUE = "*"
+
+
+def sleep_offset(name: Any, duration: float | timedelta, what: str = "sleep") -> float:
+    """``duration`` (seconds or timedelta) as the float offset of a deadline from now, for the ``what``
+    named ``name``: zero or negative is a deadline already passed (``settings.to_offset``). ``TypeError``
+    for another type; ``CriticalError`` naming it for NaN, an infinity or an offset no date holds."""
+    try:
+        return to_offset(duration)
+    except ValueError as exc:
+        raise errors.CriticalError(f"{what} {name!r}: {exc}", location=str(name)) from None
+
+
+def deadline_after(name: Any, now: datetime, seconds: float, what: str = "sleep") -> datetime:
+    """``now + seconds``; ``CriticalError`` naming the ``what`` when the instant is past the calendar."""
+    try:
+        return now + timedelta(seconds=seconds)
+    except OverflowError:
+        raise errors.CriticalError(
+            f"{what} {name!r}: a deadline {seconds:g} seconds from now is beyond the calendar",
+            location=str(name),
+        ) from None
 
 
 async def run_sleep(
@@ -37,7 +58,7 @@ async def run_sleep(
         if until is not None:
             deadline = until if until.tzinfo is not None else until.replace(tzinfo=UTC)
         else:
-            deadline = now + timedelta(seconds=seconds or 0.0)
+            deadline = deadline_after(name, now, seconds or 0.0)
         entry = history.new(key, "sleep", {"deadline": deadline, "state": SLEEP_PENDING}, now=now)
         entry.status = ports.ENTRY_PENDING
     elif entry.data.get("state") == SLEEP_COMPLETED:
@@ -125,7 +146,7 @@ async def run_next_batch(
     deadline: datetime | None = None
     if timeout is not None:
         if deadline_entry is None:
-            deadline = now + timedelta(seconds=timeout)
+            deadline = deadline_after(name, now, timeout, "queue wait")
             deadline_entry = history.new(
                 deadline_key, "sleep", {"deadline": deadline, "state": SLEEP_PENDING}, now=now
             )
@@ -207,7 +228,7 @@ class WorkflowQueue:
         check_name(name, "queue wait")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"count must be an int >= 1, got {count!r}")
-        seconds = to_seconds(timeout)
+        seconds = None if timeout is None else sleep_offset(name, timeout, "queue wait")
         ctx = self._ctx
         return ctx._run(
             name, "queue wait", lambda key: run_next_batch(ctx, key, name, names, count, seconds, completable)

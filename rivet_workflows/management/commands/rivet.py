@@ -35,7 +35,7 @@ class _SubParser(argparse.ArgumentParser):
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: list, show, start, send, drain, check, gates, recover, pause, resume, retry, prune, export, demo."
+    help = "rivet_workflows operations: list, show, start, send, drain, check, gates, recover, pause, resume, cancel, retry, prune, export, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
@@ -58,7 +58,7 @@ class Command(BaseCommand):
             "its options: --keep, --only a,b, --timeout S, --no-crash, --lease-seconds S).",
             pass_through="demo_args",
         )
-        ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, retry, prune
+        ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, cancel, retry, prune
         inspect_commands.add_parsers(subs)  # list, show, start, send
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -125,7 +125,8 @@ def test_the_commands_show_filter_check_and_retry_suspended(rivet, suspended):
     assert (
         DONE.count("reserve") == 2 and DONE.count("ship") == 2 and not any(x.startswith("undo") for x in DONE)
     )
-    assert "unchanged (not suspended): 1" in rivet_command("retry", "--actor", first.actor_id)
+    unchanged = rivet_command("retry", "--actor", first.actor_id)
+    assert "unchanged: 1" in unchanged and "not suspended; nothing to retry" in unchanged
     whos = [(a.action, a.who, a.reason) for a in rivet.runtime.store.operator_actions(first.actor_id)]
     assert whos == [("retry", "command", None), ("retry", "command", "try again")]
     with pytest.raises(CommandError, match="--actor ID or --name TYPE"):

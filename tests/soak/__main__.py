@@ -50,7 +50,7 @@ CLOCK_SLACK = 0.5
 def _options(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="the CI version: about two minutes")
-    parser.add_argument("--seconds", type=float, help="length of the chaos phase (default 540; short: 70)")
+    parser.add_argument("--seconds", type=float, help="length of the chaos phase (default 570; short: 70)")
     parser.add_argument("--actors", type=int, help="actors created (default 400; short: 150)")
     parser.add_argument("--workers", type=int, default=3, help="Celery workers kept running (default 3)")
     parser.add_argument("--concurrency", type=int, default=4, help="threads per worker (default 4)")
@@ -66,7 +66,7 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
         "--keep", action="store_true", help="keep the soak's folder (logs) even when it passes"
     )
     options = parser.parse_args(argv)
-    options.seconds = options.seconds or (70.0 if options.short else 540.0)
+    options.seconds = options.seconds or (70.0 if options.short else 570.0)
     options.actors = options.actors or (150 if options.short else 400)
     options.drain = options.drain or (90.0 if options.short else 180.0)
     options.seed = options.seed if options.seed is not None else int(time.time())

@@ -9,7 +9,8 @@ database sessions (``pg_terminate_backend``). Messages are sent to the actors th
 Then it checks the invariants (README "Failures and what happens"):
 
 * every actor completed, its output the messages sent to it, in order: each consumed exactly once;
-* no committed step ran again: no body started after its step's history entry was completed;
+* no committed step ran again: each body run is one attempt the engine recorded (a run of an attempt twice,
+  or of one never recorded, is a violation) and each completed entry's attempt log has one completed attempt;
 * no worker (nor the beat) exited on its own: only the ones the soak killed are gone;
 * every actor whose lease expired was taken over within a few sweep intervals of the expiry (outside the
   database and broker outages, during which nothing can be claimed): a takeover within LEASE_SECONDS +
@@ -42,9 +43,6 @@ from tests.system.conftest import Cluster, Proc
 REGISTRY = "tests.soak.workflows.registry"
 ACTOR_TABLE = "rivet_workflows_actor"
 FINISHED = ("completed", "failed", "cancelled")
-#: seconds a body's start may seem to follow its own commit (the run stamps entries with the database clock
-#: read at its claim plus the time elapsed since)
-CLOCK_SLACK = 0.5
 
 
 def _options(argv: list[str] | None) -> argparse.Namespace:
@@ -264,7 +262,11 @@ class Soak:
 
         actor_id = self.keys[i]
         body = f"a{i}-m{j}"
-        self._retry("send", lambda: django_runtime.client().soak.get_for_id(actor_id).send("ping", body))
+        try:
+            self._retry("send", lambda: django_runtime.client().soak.get_for_id(actor_id).send("ping", body))
+        except RuntimeError as exc:
+            self.stats.violations.append(f"could not send {body} to actor {actor_id}: {exc.__cause__!r}")
+            return
         self.sent[actor_id].append(body)
         self.stats.messages += 1
 
@@ -348,6 +350,7 @@ class Soak:
 
     def check(self, finished: bool) -> None:
         from rivet_workflows import models
+        from rivet_workflows.engine import retry
 
         v = self.stats.violations
         if not finished:
@@ -359,30 +362,31 @@ class Soak:
                 v.append(f"actor {actor_id} ended {actor.workflow_state}, expected completed")
             elif actor.output != sent:
                 v.append(f"actor {actor_id} received {actor.output}, sent {sent} (exactly once, in order)")
-        # A body may start again only for an attempt that did not commit (a killed or stalled one), and each
-        # such attempt is counted in the entry's attempts: more starts than attempts, or a start well after
-        # the commit (stamps are the database clock, starts this machine's: the same clock), is a committed
-        # step that ran again.
-        committed = {
-            (e.actor_id, e.key): (e.completed_at.timestamp(), e.attempts)
-            for e in models.HistoryEntry.objects.filter(kind="step", completed_at__isnull=False)
+        # The engine records each attempt of a step before its body runs (README "Failures and what
+        # happens"), so every body run is one recorded attempt: two runs of one attempt, or a run of an
+        # attempt the entry never counted, ran a body outside the engine's record. A committed step that
+        # ran again shows as a second completed attempt in the entry's attempt log.
+        entries = {
+            (e.actor_id, e.key): e
+            for e in models.HistoryEntry.objects.filter(kind="step", status="completed")
         }
-        starts: dict[tuple[str, str], list[float]] = {}
+        runs: dict[tuple[str, str], list[int]] = {}
         assert self.cluster is not None
         for actor_id, what, detail in self.cluster.effects():
             if what.startswith("start-"):
-                starts.setdefault((actor_id, what.removeprefix("start-")), []).append(
-                    float(detail.split()[0])
-                )
-        for (actor_id, step), times in starts.items():
-            done, attempts = committed.get((actor_id, step), (None, 0))
-            if done is None:
+                runs.setdefault((actor_id, what.removeprefix("start-")), []).append(int(detail.split()[0]))
+        for (actor_id, step), attempts in runs.items():
+            entry = entries.get((actor_id, step))
+            if entry is None:
                 continue
-            if len(times) > attempts or max(times) > done + CLOCK_SLACK:
-                v.append(
-                    f"actor {actor_id} step {step} ran again after its commit: {len(times)} starts, "
-                    f"{attempts} attempt(s), last start {max(times) - done:+.3f} s from the commit"
-                )
+            if len(set(attempts)) < len(attempts) or max(attempts) > entry.attempts:
+                v.append(f"actor {actor_id} step {step}: bodies ran for attempts {sorted(attempts)}, recorded "
+                         f"{entry.attempts}")  # fmt: skip
+        for (actor_id, step), entry in entries.items():
+            log = entry.data.get(retry.ATTEMPT_LOG) or []
+            completed = [a["attempt"] for a in log if a.get("outcome") == retry.ATTEMPT_COMPLETED]
+            if len(completed) != 1:
+                v.append(f"actor {actor_id} step {step} completed by attempts {completed} (ran again)")
         for proc in [*self.cluster.workers, self.cluster.beat]:
             if proc is not None and proc.pid not in self.killed and not proc.alive():
                 v.append(f"{proc.name} (pid {proc.pid}) exited on its own: {proc.tail(5)}")

@@ -54,7 +54,9 @@ class PrivatePostgres:
     def start(self) -> None:
         options = (
             f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=300 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            # fsync off: a crash of the server process (not of the machine) loses nothing the OS was given;
+            # synchronous_commit stays on, or a crash would lose acknowledged commits
+            "-c fsync=off -c full_page_writes=off"
         )
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-o", options,
                   "-w", "-t", "60", "start")  # fmt: skip

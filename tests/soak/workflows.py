@@ -1,8 +1,8 @@
 """The soak's workflow (RIVET_REGISTRY=tests.soak.workflows.registry in its workers).
 
-Every step body appends ``<actor_id> start-<step> <epoch seconds> <pid>`` to the effects log of
-tests/system/workflows (``$RIVET_FAULT_DIR/effects.log``) before it works, so the soak can tell whether a
-body started again after that step's commit (``history entry completed_at``, same machine clock).
+Every step body appends ``<actor_id> start-<step> <attempt> <pid> <epoch seconds>`` to the effects log of
+tests/system/workflows (``$RIVET_FAULT_DIR/effects.log``) before it works, so the soak can match each body
+run with the attempt the engine recorded for it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.system.workflows import effect
 
 def _body(name: str, seconds_key: str = "work"):
     def body(step: Any) -> str:
-        effect(step.actor_id, f"start-{name}", f"{time.time():.6f} {os.getpid()}")
+        effect(step.actor_id, f"start-{name}", f"{step.attempt} {os.getpid()} {time.time():.6f}")
         time.sleep(float(step.state[seconds_key] or step.state["work"]))
         return name
 

@@ -10,7 +10,7 @@ LINT_PATHS := rivet_workflows tests project manage.py $(wildcard bench)
 
 DIST ?= dist
 
-.PHONY: setup migrate demo test golden lint format bench bench-smoke worker dist clean
+.PHONY: setup migrate demo test golden lint format bench bench-smoke soak soak-short worker dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,16 @@ bench: $(BENCH_STAMP)
 
 bench-smoke: $(BENCH_STAMP)
 	$(PY) -m bench --smoke
+
+## make soak: the chaos soak (~10 min): a few hundred actors on real workers, on a PostgreSQL cluster and a
+## redis-server of its own (started in a temporary folder; needs PostgreSQL's server binaries and redis-server),
+## with worker SIGKILLs/SIGSTOPs, a database and a broker restart, idle-session kills; checks the invariants
+soak: setup
+	$(PY) -m tests.soak $(SOAK_ARGS)
+
+## make soak-short: the same in about two minutes (CI)
+soak-short: setup
+	$(PY) -m tests.soak --short $(SOAK_ARGS)
 
 ## make worker: a Celery worker with the sweep (beat) embedded; add more workers without -B
 worker: migrate

@@ -219,9 +219,10 @@ class LocalRuns:
             self._start()
             self._lock.notify()
 
-    def run_now(self, actor_id: str) -> bool:
-        """Run ``actor_id`` (claiming it) on a runner thread if one is idle; False when all are busy (the
-        dispatcher's hint, sent as well, brings the actor to a worker through the broker)."""
+    def run_now(self, actor_id: str, token: int | None = None) -> bool:
+        """Run ``actor_id`` on a runner thread if one is idle: claiming it, or with ``token`` on the lease
+        this process's owner holds already (the sweep's takeover); False when all are busy (the caller's
+        message through the broker brings the actor to a worker instead)."""
         with self._lock:
             if self._busy >= self._threads:
                 return False
@@ -229,7 +230,7 @@ class LocalRuns:
             self._busy += 1
             self._running[actor_id] = self._running.get(actor_id, 0) + 1
         assert self._pool is not None
-        self._pool.submit(self._fire, actor_id)
+        self._pool.submit(self._fire, actor_id, token)
         return True
 
     def covers(self, actor_id: str) -> bool:
@@ -272,7 +273,7 @@ class LocalRuns:
             assert self._pool is not None
             self._pool.submit(self._fire, actor_id)
 
-    def _fire(self, actor_id: str) -> None:
+    def _fire(self, actor_id: str, token: int | None = None) -> None:
         from django.db import close_old_connections
 
         from .django_runtime import get_runtime
@@ -288,7 +289,7 @@ class LocalRuns:
 
         close_old_connections()
         try:
-            _run(get_runtime(), actor_id, None, ran)
+            _run(get_runtime(), actor_id, token, ran)
         except Exception:  # the sweep is the safety net: it finds the actor due
             logger.exception("local run of actor %s failed; the sweep will retry it", actor_id)
         finally:
@@ -391,15 +392,19 @@ def queued_runs() -> int | None:
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
     """Retry the runs suspended on another code version (``retrying.retry_on_new_code``; a deploy with a
-    fix), fire due cron/scheduled actions, then claim due actors (wake_at <= now, lease free or expired) and
-    queue a run for each.
+    fix), fire due cron/scheduled actions, take over actors whose lease expired, then claim due actors
+    (wake_at <= now, lease free) and queue a run for each.
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
-    means two overlapping sweeps never queue the same actor twice, and an actor whose executor died is
-    taken over once its lease expires. It claims at most SWEEP_BATCH minus the run messages already
-    waiting in the broker (``queued_runs``): behind a backlog it adds nothing. Returns the number of
-    actors queued. Logs one INFO line when it
-    queued actors or fired schedules, and nothing above DEBUG otherwise (``QuietSweepFilter``).
+    means two overlapping sweeps never queue the same actor twice. An actor whose executor died (or
+    stalled) is taken over once its lease expires, every sweep, at most SWEEP_BATCH at a time whatever
+    the broker's backlog: such a takeover runs on a runner thread of the sweeping worker
+    (``LocalRuns.run_now``), not behind the queued new work, when one is idle (README "Celery settings":
+    a takeover within LEASE_SECONDS + a few sweep intervals). New work is held back by the backlog: the
+    sweep claims at most SWEEP_BATCH minus the run messages already waiting in the broker
+    (``queued_runs``) minus its takeovers. Returns the number of actors claimed (both kinds). Logs one
+    INFO line when it took over or queued actors or fired schedules, and nothing above DEBUG otherwise
+    (``QuietSweepFilter``).
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
@@ -410,47 +415,71 @@ def sweep() -> int:
         retrying.retry_on_new_code(runtime, rivet_settings.SWEEP_BATCH)
     except Exception:
         logger.exception("retrying suspended runs failed; the next sweep retries")
+    batch, lease = rivet_settings.SWEEP_BATCH, runtime.settings.lease_seconds
 
     def queue_fire(record, fire) -> None:
         fire_schedule.delay(fire_to_dict(record, fire))
 
     fired = 0
     try:  # due cron / scheduled actions: claimed here, run by fire_schedule tasks
-        fired = firing.sweep_schedules(runtime, rivet_settings.SWEEP_BATCH, queue_fire)
+        fired = firing.sweep_schedules(runtime, batch, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
-    # Backpressure: run messages already waiting in the broker are, mostly, the hints of actors that are
-    # due (a burst of creations or sends the workers have not reached). Claiming those again would queue a
-    # second task per actor behind the first and make the hint's own run find the lease taken, doubling
-    # the work exactly when the workers are behind. The sweep tops the queue up to SWEEP_BATCH instead; a
-    # lost hint or an expired lease is still found as soon as the workers catch up.
+    # Expired leases first and never held back: their executor is gone, nothing in the broker will run
+    # them, and the queued new work says nothing about them. A worker (not a direct call) runs them on its
+    # own runner threads, so they do not wait behind the backlog either.
+    takeovers = runtime.store.claim_due(runtime.owner, batch, lease, expired_only=True)
+    local = not sweep.request.called_directly and not run_actor.app.conf.task_always_eager
+    for actor_id, token in takeovers:
+        if not (local and local_runs().run_now(actor_id, token)):
+            _queue_run(runtime, actor_id, token)
+    # Backpressure on new work: run messages already waiting in the broker are, mostly, the hints of actors
+    # that are due (a burst of creations or sends the workers have not reached). Claiming those again would
+    # queue a second task per actor behind the first and make the hint's own run find the lease taken,
+    # doubling the work exactly when the workers are behind. The sweep tops the queue up to SWEEP_BATCH
+    # instead; a lost hint is still found as soon as the workers catch up.
     backlog = queued_runs()
-    limit = rivet_settings.SWEEP_BATCH - (backlog or 0)
-    claimed = (
-        runtime.store.claim_due(runtime.owner, limit, runtime.settings.lease_seconds) if limit > 0 else []
-    )
+    limit = batch - (backlog or 0) - len(takeovers)
+    claimed = runtime.store.claim_due(runtime.owner, limit, lease) if limit > 0 else []
     if limit <= 0:
-        logger.debug("sweep: %d run messages wait in the broker; claiming none", backlog)
+        logger.debug("sweep: %d run messages wait in the broker; claiming no new work", backlog)
     for actor_id, token in claimed:
-        try:
-            run_actor.delay(actor_id, token)
-        except Exception:  # broker unreachable: give the claim back so the next sweep can retry at once
-            logger.exception("could not queue actor %s; releasing its claim", actor_id)
-            try:
-                runtime.store.commit(actor_id, token, ports.Commit(release=True))
-            except Exception:
-                logger.exception("could not release the claim of actor %s; its lease will expire", actor_id)
+        _queue_run(runtime, actor_id, token)
+    if takeovers:
+        logger.info(
+            "sweep took over %d actor(s) whose lease expired (%s)%s",
+            len(takeovers),
+            _shown(takeovers),
+            f"; {backlog} run messages wait in the broker" if backlog else "",
+        )
     if claimed or fired:
-        shown = ", ".join(actor_id for actor_id, _ in claimed[:5]) + (", ..." if len(claimed) > 5 else "")
         logger.info(
             "sweep queued %d due actor(s)%s and %d schedule fire(s)",
             len(claimed),
-            f" ({shown})" if claimed else "",
+            f" ({_shown(claimed)})" if claimed else "",
             fired,
         )
-    else:
+    elif not takeovers:
         logger.debug("sweep: nothing due")
-    return len(claimed)
+    return len(takeovers) + len(claimed)
+
+
+def _shown(claimed: list[tuple[str, int]]) -> str:
+    """The first few actor ids of ``claimed`` for a log line."""
+    return ", ".join(actor_id for actor_id, _ in claimed[:5]) + (", ..." if len(claimed) > 5 else "")
+
+
+def _queue_run(runtime: Any, actor_id: str, token: int) -> None:
+    """Send ``run_actor`` for an actor the sweep claimed (``token``); when the broker cannot take it, give
+    the claim back so the next sweep can retry at once."""
+    try:
+        run_actor.delay(actor_id, token)
+    except Exception:  # broker unreachable
+        logger.exception("could not queue actor %s; releasing its claim", actor_id)
+        try:
+            runtime.store.commit(actor_id, token, ports.Commit(release=True))
+        except Exception:
+            logger.exception("could not release the claim of actor %s; its lease will expire", actor_id)
 
 
 # acks_late=False: acknowledged on receipt, so a worker crash or a broker redelivery can never run a fire

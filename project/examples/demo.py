@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rivet_workflows.engine import inspector
+from rivet_workflows.engine import inspector, ports
 from rivet_workflows.testing import GroupProcess
 
 from . import before_deploy, fake_service, scenarios
@@ -306,6 +306,9 @@ class Demo:
                     _say(f"\n{name}/{label}: cannot read ({type(exc).__name__}: {exc})")
                     continue
                 _say(f"\n{handle.name} {record.key}  workflow: {record.workflow_state}")
+                if record.workflow_state not in ports.FINISHED_STATES:
+                    why = run.scenario.still_running.get(label)
+                    _say(f"  still running, as expected: {why}" if why else "  still running: NOT expected")
                 _say(f"  state: {_short(record.state, 200)}")
                 if record.error:
                     _say(f"  error: {_short(record.error.get('message'), 200)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rivet_workflows.engine import ports
@@ -134,6 +134,9 @@ class Scenario:
     #: True when an actor of the scenario is expected to end failed (otherwise a failed workflow ends the
     #: scenario at once instead of waiting for its timeout)
     may_fail: bool = False
+    #: actors (by label) still running when the scenario is done, and why that is expected (an endless
+    #: loop, a cron actor waiting for its next tick); the demo's final state says it next to the actor
+    still_running: dict[str, str] = field(default_factory=dict)
 
 
 class Expect:
@@ -652,6 +655,46 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     ]
 }
+
+#: why an actor is still running when its scenario is done: the spec's examples are long-running actors
+#: (loops over their queue, a cron actor, a loop across a deploy) that run until cancelled
+_WAITS_FOR = "a long-running loop over its queue: it waits for its next"
+for _name, _running in {
+    "checkpoint": {"payments": f"{_WAITS_FOR} payment"},
+    "queue_worker": {"worker": f"{_WAITS_FOR} job"},
+    "batch_drainer": {"metrics": f"{_WAITS_FOR} metric values"},
+    "bounded_drain": {"bounded": f"{_WAITS_FOR} work messages"},
+    "control_loop": {"control": f"{_WAITS_FOR} signal"},
+    "timeout": {"charges": f"{_WAITS_FOR} charge request"},
+    "poll_backoff": {"poller": "a poll loop: it sleeps until its next poll of the dependency"},
+    "rpc": {"rpc": f"{_WAITS_FOR} request"},
+    "setup_teardown": {"ticker": "a ticking loop: it sleeps until its next tick"},
+    "fan_in_out": {"fan": f"{_WAITS_FOR} refresh"},
+    "scatter_gather": {"scatter": f"{_WAITS_FOR} input"},
+    "coordinator": {"coordinator": f"{_WAITS_FOR} task"},
+    "child_workers": {"orchestrator": f"{_WAITS_FOR} batch"},
+    "timeout_fallback": {"fallback": f"{_WAITS_FOR} request"},
+    "checkout": {"checkout_ok": f"{_WAITS_FOR} order"},
+    "checkout_saga": {"saga_ok": f"{_WAITS_FOR} order"},
+    "versioned": {
+        "versioned": "an endless loop (main-loop-v2): it sleeps between iterations until cancelled"
+    },
+    "version_gate": {
+        "gate": "an endless loop: it sleeps between iterations, each one taking version 2 of its gate"
+    },
+    "version_gate_deploy": {
+        "gate": "an endless loop in flight across the deploy: it sleeps between iterations; the gate keeps "
+        "version 1 for the iteration that was in flight and waits for a next deploy to be retired"
+    },
+    "versioned_deploy": {
+        "versioned": "an endless loop in flight across the deploy: it sleeps between iterations, now on the "
+        "deployed code"
+    },
+    "cron": {
+        "cron": "a cron actor keeps running: it waits for its next tick (every 5 s) until its schedule is removed"
+    },
+}.items():
+    SCENARIOS[_name].still_running.update(_running)
 
 #: scenarios the engine supports now (run by the demo and the tests)
 SKELETON_SCENARIOS = [

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, Sum
+from django.db.models import Case, Count, F, IntegerField, Q, Sum, When
 from django.db.models.functions import TruncMinute
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -99,16 +99,28 @@ def _minutes(now: datetime) -> list[Minute]:
     return buckets
 
 
+#: the failed attempts of a step entry: all but the last of a completed (or still running) one, every one of
+#: a failed (retrying) or exhausted one
+_FAILED_ATTEMPTS = Case(
+    When(status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED], then=F("attempts")),
+    default=F("attempts") - 1,
+    output_field=IntegerField(),
+)
+
+
 def _failing() -> list[dict]:
-    """The steps failing most: failed and exhausted step entries by actor type and step (loop iterations
-    merged), with the attempts they used, most first."""
+    """The steps failing most: the failed attempts of step entries by actor type and step (loop iterations
+    merged), most first, and how the entries with a failed attempt ended: ``completed`` after failing (a
+    flaky step: what an operator hunting a flaky dependency looks for), still ``retrying``, ``exhausted``."""
     rows = (
-        models.HistoryEntry.objects.filter(
-            kind="step", status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED], actor__destroyed=False
-        )
+        models.HistoryEntry.objects.filter(kind="step", actor__destroyed=False)
+        .filter(Q(attempts__gt=1) | Q(status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED]))
         .values("actor__name", "key")
         .annotate(
-            n=Count("pk"), attempts=Sum("attempts"), exhausted=Count("pk", filter=Q(status="exhausted"))
+            failed=Sum(_FAILED_ATTEMPTS),
+            completed=Count("pk", filter=Q(status=ports.ENTRY_COMPLETED)),
+            exhausted=Count("pk", filter=Q(status=ports.ENTRY_EXHAUSTED)),
+            n=Count("pk"),
         )
         .order_by()
     )
@@ -117,13 +129,21 @@ def _failing() -> list[dict]:
         step = _ITERATION.sub("/~n", row["key"])
         item = merged.setdefault(
             (row["actor__name"], step),
-            {"type": row["actor__name"], "step": step, "entries": 0, "attempts": 0, "exhausted": 0},
+            {
+                "type": row["actor__name"],
+                "step": step,
+                "failed": 0,
+                "completed": 0,
+                "retrying": 0,
+                "exhausted": 0,
+            },
         )
-        item["entries"] += row["n"]
-        item["attempts"] += row["attempts"] or 0
+        item["failed"] += row["failed"] or 0
+        item["completed"] += row["completed"]
         item["exhausted"] += row["exhausted"]
-    ranked = sorted(merged.values(), key=lambda i: (-i["entries"], -i["attempts"], i["type"], i["step"]))
-    return ranked[:TOP]
+        item["retrying"] += row["n"] - row["completed"] - row["exhausted"]
+    failing = [item for item in merged.values() if item["failed"] > 0]
+    return sorted(failing, key=lambda i: (-i["failed"], -i["exhausted"], i["type"], i["step"]))[:TOP]
 
 
 def build() -> Dashboard:

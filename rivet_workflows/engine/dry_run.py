@@ -159,7 +159,9 @@ class ReadOnlyStore(ports.BaseStore):
     ) -> tuple[int, ports.ActorRecord, list[ports.EntryRecord], datetime] | None:
         return self._refuse("claim_and_load")
 
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
         return self._refuse("claim_due")
 
     def renew(self, actor_id: str, token: int, lease_seconds: float) -> bool:

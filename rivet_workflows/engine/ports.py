@@ -212,10 +212,14 @@ class Store(Protocol):
         Default: ``get_actor``, ``load_history`` and ``now``."""
 
     @abstractmethod
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
         """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired, not paused, within
         their flow limits: see ``claim``), highest ``priority`` first, then earliest ``wake_at``:
-        ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor."""
+        ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor. ``expired_only``: only
+        those whose lease expired (a takeover of a dead or stalled executor's actor; the sweep claims
+        these whatever the broker's backlog, README "Celery settings")."""
 
     @abstractmethod
     def flow_retry_at(self, actor_id: str) -> datetime | None:

@@ -88,13 +88,15 @@ def _leave_for_version(
     """Release ``actor``, whose replay diverged on entries another code version wrote (``report``), without
     changing its workflow: no pending write of the run is committed, the workflow stays as it is, due again
     after a backoff (``OTHER_VERSION_RETRY_*``; a send wakes it at once as usual) and marked as awaiting that
-    version. Logged once per actor and version by this process (DESIGN.md section 12, case C65)."""
+    version. Logged as a WARNING once per run and version across every process: by the leave that marks it
+    (the actor's ``awaiting_code_version``, read with the lease, is not that version yet); later leaves, by
+    this process or another, are DEBUG lines (README "Deploys")."""
     signal = report.other_version
     assert signal is not None
     ours = runtime.settings.code_version
     times = _LEFT.leave(actor.actor_id, signal.code_version)
     delay = min(OTHER_VERSION_RETRY_MAX_SECONDS, OTHER_VERSION_RETRY_BASE_SECONDS * 2 ** (times - 1))
-    if times == 1:
+    if actor.awaiting_code_version != signal.code_version:
         logger.warning(
             "actor %s (%s, key %r): the replay on code version %r diverged on history entries written by "
             "code version %r; the run is left unchanged for a worker of that version (or a newer one once the "

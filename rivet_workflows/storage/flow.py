@@ -98,13 +98,14 @@ class FlowStorage:
     _actors: Callable[[], Any]
     _write_audit: Callable[..., Any]
 
-    def due_queryset(self, now: datetime):
+    def due_queryset(self, now: datetime, *, expired_only: bool = False):
         """The actors due at ``now`` and not paused, highest priority first, then earliest ``wake_at``
-        (served by the partial index rivet_actor_prio_due_idx)."""
+        (served by the partial index rivet_actor_prio_due_idx); with ``expired_only`` only those whose
+        lease expired."""
         return (
             self._actors()
             .filter(
-                lease_free(now),
+                Q(lease_expires_at__lt=now) if expired_only else lease_free(now),
                 wake_at__isnull=False,
                 wake_at__lte=now,
                 destroyed=False,
@@ -113,9 +114,12 @@ class FlowStorage:
             .order_by("-priority", "wake_at", "created_at", "actor_id")
         )
 
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
         """Claim up to ``limit`` due actors (wake_at <= now, lease free or expired, not paused, within their
-        flow limits), highest priority first, then earliest wake_at.
+        flow limits), highest priority first, then earliest wake_at; with ``expired_only`` only those whose
+        lease expired (``ports.Store.claim_due``).
 
         Returns ``[(actor_id, token), ...]``. Rows locked by a concurrent sweep are skipped (row-locking
         databases; SQLite has one writer at a time). Candidates over their group's limits are passed over
@@ -129,7 +133,11 @@ class FlowStorage:
             now = self.now()
             admission = Admission(self, now)
             chosen: list[dict[str, Any]] = []
-            due = self.due_queryset(now).select_for_update(skip_locked=True).values(*FLOW_VALUES)
+            due = (
+                self.due_queryset(now, expired_only=expired_only)
+                .select_for_update(skip_locked=True)
+                .values(*FLOW_VALUES)
+            )
             batch = limit  # rows are locked as they are read: read no more than a batch needs
             for round_ in range(_SCAN_BATCHES):
                 candidates = list(due[round_ * batch : (round_ + 1) * batch])

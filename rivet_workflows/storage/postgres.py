@@ -289,7 +289,9 @@ class PostgresStore(PostgresQueues, DjangoStore):
         actor = mapper.actor_from_sql(row[:-1])
         return actor.lease_token, actor, loaded, mapper.utc(row[-1])
 
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
         """``DjangoStore.claim_due`` as one statement: the due candidates (``FOR UPDATE SKIP LOCKED``, highest
         priority then oldest ``wake_at``, groups at their limit passed over, at most a group's free slots
         picked from it) and their claim, each limited
@@ -297,10 +299,11 @@ class PostgresStore(PostgresQueues, DjangoStore):
         No table lock: concurrent sweeps claim disjoint actors and never pass a limit."""
         if limit <= 0:
             return []
+        expired, ranked = expired_only, "a.priority DESC, a.wake_at"
         with self._cursor() as cursor:
             cursor.execute(
-                f"WITH plain AS ({candidates(_ACTOR, 'a.priority = 0', 'a.wake_at')}), "
-                f"ranked AS ({candidates(_ACTOR, 'a.priority <> 0', 'a.priority DESC, a.wake_at')}), "
+                f"WITH plain AS ({candidates(_ACTOR, 'a.priority = 0', 'a.wake_at', expired_only=expired)}), "
+                f"ranked AS ({candidates(_ACTOR, 'a.priority <> 0', ranked, expired_only=expired)}), "
                 "cand AS (SELECT * FROM plain UNION ALL SELECT * FROM ranked), "
                 "pick AS (SELECT r.actor_id FROM (SELECT cand.*, row_number() OVER (PARTITION BY cand.name, "
                 "cand.concurrency_key ORDER BY cand.priority DESC, cand.wake_at, cand.created_at, cand.actor_id) "

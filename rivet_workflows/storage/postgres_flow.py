@@ -59,16 +59,20 @@ OVERFETCH = 1
 _GROUP_HAS_ROOM = "(a.concurrency_limit IS NULL OR " + _LIVE_IN_GROUP + " < a.concurrency_limit)"
 
 
-def candidates(actor_table: str, priority: str, order: str) -> str:
+def candidates(actor_table: str, priority: str, order: str, *, expired_only: bool = False) -> str:
     """One branch of claim_due's candidates from ``actor_table``: due, unpaused actors with a free lease whose
     group has room, matching ``priority`` (``a.priority = 0``: by wake_at on rivet_actor_due_idx; ``<> 0``:
     on the partial rivet_actor_prio_due_idx), in ``order``, locked with SKIP LOCKED; LIMIT is the
-    statement's parameter."""
+    statement's parameter. ``expired_only``: only actors whose lease expired (a takeover), not free ones."""
+    lease = (
+        "a.lease_expires_at < statement_timestamp()"
+        if expired_only
+        else "(a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp())"
+    )
     return (
         "SELECT a.actor_id, a.name, a.concurrency_key, a.priority, a.wake_at, a.created_at, "
         f"{_ROOM.format(actor=actor_table)} AS room FROM {actor_table} AS a "
         f"WHERE a.wake_at <= statement_timestamp() AND {priority} AND NOT a.destroyed AND a.paused_at IS NULL "
-        "AND (a.lease_expires_at IS NULL OR a.lease_expires_at < statement_timestamp()) "
-        f"AND {_GROUP_HAS_ROOM.format(actor=actor_table)} "
+        f"AND {lease} AND {_GROUP_HAS_ROOM.format(actor=actor_table)} "
         f"ORDER BY {order}, a.created_at, a.actor_id LIMIT %s FOR UPDATE OF a SKIP LOCKED"
     )

@@ -31,15 +31,21 @@ class MemoryFlowMixin:
     claim: Callable[..., int | None]
     _write_audit: Callable[..., Any]
 
-    def claim_due(self, owner: str, limit: int, lease_seconds: float) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired), earliest first."""
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` due actors (``wake_at <= now``, lease free or expired; only expired ones
+        with ``expired_only``), earliest first."""
         with self._lock:
             now = self.now()
             due = sorted(
                 (
                     r
                     for r in self._actors.values()
-                    if r.wake_at is not None and r.wake_at <= now and not rows.lease_live(r, now)
+                    if r.wake_at is not None
+                    and r.wake_at <= now
+                    and not rows.lease_live(r, now)
+                    and (not expired_only or r.lease_expires_at is not None)
                 ),
                 key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id),
             )

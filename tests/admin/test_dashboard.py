@@ -3,6 +3,7 @@ the actor list's bulk actions with their confirmation page and permission (DESIG
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -49,6 +50,34 @@ def test_the_dashboard_counts_charts_and_lists_what_needs_attention(root, rivet)
     assert "<code>charge</code>" in html  # the failing step
     assert 'data-type="order"' in html and 'data-type="counter"' in html
     assert done.workflow_state() == "completed" and len(failed) == 2
+
+
+def test_steps_failing_most_counts_failed_attempts_with_the_final_outcome_flaky_steps_included(root, rivet):
+    flaky = rivet.client.counter.get_or_create("flaky")
+    exhausted = rivet.failed_order("gave-up")
+    now = rivet.runtime.store.now()
+    for key, status, attempts in [
+        ("fetch", "completed", 4),
+        ("fetch-b", "completed", 1),
+        ("ping", "failed", 2),
+    ]:
+        models.HistoryEntry.objects.create(
+            actor_id=flaky.actor_id, key=key, kind="step", status=status, attempts=attempts, created_at=now
+        )
+    html = root.get(DASHBOARD).content.decode()
+
+    def row(step):
+        found = re.search(rf'<tr data-step="{step}">(.*?)</tr>', html, flags=re.S)
+        assert found, (step, html)
+        return re.findall(r'<td class="rivet-num">(\d+)</td>', found.group(1))
+
+    # failed attempts, then completed, retrying, exhausted
+    assert row("counter/fetch") == ["3", "1", "0", "0"]  # failed three times, then succeeded
+    assert row("counter/ping") == ["2", "0", "1", "0"]  # two failed attempts, retrying
+    assert 'data-step="counter/fetch-b"' not in html  # succeeded at once: not failing
+    charge = models.HistoryEntry.objects.get(actor_id=exhausted.actor_id, key="charge")
+    assert row("order/charge") == [str(charge.attempts), "0", "0", "1"]
+    assert html.index('data-step="counter/fetch"') < html.index('data-step="counter/ping"')  # most first
 
 
 def test_the_dashboard_needs_the_view_permission(client, rivet, django_user_model):

@@ -110,6 +110,23 @@ def test_old_worker_leaves_a_run_past_a_version_gate_to_the_new_code(h, monkeypa
     assert effects == ["validate-v3", "ship"]  # every step exactly once
 
 
+def test_the_leave_warning_is_logged_once_per_run_across_worker_processes(h, monkeypatch, caplog):
+    _fast_backoff(monkeypatch)
+    effects: list[str] = []
+    old, new = _gate_codes(effects)
+    aid = _deploy(h, new=new, old=old, effects=effects)
+    _use(h, old, "v1")
+    h.send(aid, "approve", "ok")
+    with caplog.at_level(logging.DEBUG, logger="rivet_workflows"):
+        h.drain(timeout=0.3)
+        for _ in range(2):  # two more old-code worker processes, each with a memory of its own, meet the run
+            monkeypatch.setattr(worker, "_LEFT", worker._LeftRuns())
+            h.drain(timeout=0.3)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and aid in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]  # the database knows it was said
+    assert h.actor(aid).awaiting_code_version == "v2"
+
+
 def test_old_worker_leaves_a_run_that_retired_a_step_with_removed(h):
     effects: list[str] = []
 

@@ -67,3 +67,14 @@ def drive(
     for thread in run.threads:
         thread.join(timeout=5)
     return run
+
+
+def still_running_as_stated(run: Any) -> None:
+    """The actors of ``run`` (a finished ``ScenarioRun``) still running are exactly those its scenario says
+    why of (``Scenario.still_running``, which the demo's final state prints next to them)."""
+    from rivet_workflows.engine import ports
+
+    running = {
+        label for label in run.handles if run.record(label).workflow_state not in ports.FINISHED_STATES
+    }
+    assert running == set(run.scenario.still_running), "actors still running without a stated reason"

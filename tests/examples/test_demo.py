@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,7 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
     assert "prepare ran 1x" in out
     assert "slow-work started 2x, finished 1x" in out
     assert "finish ran 1x" in out
+    # the final state says why each actor still running is expected to (loops, a gate across a deploy)
+    assert "still running: NOT expected" not in out
+    for name in ("version_gate_actor", "versioned_deploy_actor", "queue_worker_actor", "rpc_actor"):
+        assert re.search(rf"\n{name} .*workflow: \w+\n  still running, as expected: \w", out), name

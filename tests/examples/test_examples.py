@@ -7,7 +7,7 @@ import pytest
 from project.examples import scenarios, setup_teardown
 from rivet_workflows.engine import ports
 
-from .conftest import drive, memory_runtime
+from .conftest import drive, memory_runtime, still_running_as_stated
 
 pytestmark = pytest.mark.usefixtures("fast_examples")
 
@@ -27,7 +27,7 @@ def _param(name: str):
 
 @pytest.mark.parametrize("name", [_param(n) for n in scenarios.SCENARIOS])
 def test_example_reaches_its_expected_end_state(name, service):
-    drive(memory_runtime(), scenarios.SCENARIOS[name], service)
+    still_running_as_stated(drive(memory_runtime(), scenarios.SCENARIOS[name], service))
 
 
 def test_every_example_is_in_exactly_one_list():

@@ -8,7 +8,7 @@ from project.examples import scenarios
 from project.registry import ACTORS
 from rivet_workflows.engine.definitions import setup
 
-from .conftest import drive
+from .conftest import drive, still_running_as_stated
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_examples")]
 
@@ -25,7 +25,7 @@ def _param(name: str):
 @pytest.mark.parametrize("name", [_param(n) for n in scenarios.SCENARIOS])
 def test_example_reaches_its_expected_end_state_on_the_django_store(name, service, make_django_runtime):
     runtime = make_django_runtime(setup(use=ACTORS))
-    drive(runtime, scenarios.SCENARIOS[name], service)
+    still_running_as_stated(drive(runtime, scenarios.SCENARIOS[name], service))
 
 
 def test_crash_demo_output_counts_each_step_once_on_the_django_store(service, make_django_runtime):

@@ -236,6 +236,22 @@ def test_claim_is_exclusive_until_the_lease_expires_and_keeps_wake_at(h):
     assert [a for a, _ in claimed] == [actor_id] and claimed[0][1] > token
 
 
+def test_claim_due_expired_only_takes_over_expired_leases_and_leaves_free_due_actors(h):
+    free, held, live = (
+        h.new_actor("free", due=True),
+        h.new_actor("held", due=True),
+        h.new_actor("live", due=True),
+    )
+    token = h.store.claim(held, "w1", 30)
+    h.store.claim(live, "w3", 30)
+    h.expire_lease(held)  # w1 died; w3 lives
+    claimed = h.store.claim_due("w2", 10, 30, expired_only=True)
+    assert [a for a, _ in claimed] == [held] and claimed[0][1] > token
+    assert h.store.get_actor(free).lease_owner is None  # new work: left to the other claim
+    assert h.store.claim_due("w2", 10, 30, expired_only=True) == []
+    assert [a for a, _ in h.store.claim_due("w2", 10, 30)] == [free]
+
+
 def test_an_expired_lease_is_reclaimed_and_the_old_token_is_fenced_off(h):
     actor_id = h.new_actor(due=True)
     old = h.store.claim(actor_id, "dead-worker", 30)

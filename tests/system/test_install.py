@@ -1,14 +1,18 @@
-"""The README's install section works verbatim in a new project (case C64).
+"""The README's install section works verbatim in a new project (case C64), and every extra installs what
+it names (case C78).
 
-Builds the wheel with ``make dist``, installs it (with the ``live`` extra) in a fresh virtualenv, runs
-``django-admin startproject mysite``, copies the README's ``# mysite/...`` blocks into it, adds a registry
-with a two-step workflow, migrates on SQLite, starts ``celery -A mysite worker -B -l info`` on the embedded
-filesystem broker and ``manage.py runserver``, creates an actor over HTTP without a token (the README's
-development setting) and checks that the worker completed the workflow, that the idle sweep kept the worker
-log quiet, and that ``daphne mysite.asgi:application`` accepts the actor's WebSocket.
+Builds the wheel with ``make dist`` and installs it in a fresh virtualenv: first with the ``redis`` extra
+alone, checking that kombu's Redis transport imports (what a Celery worker on Redis loads first), then with
+every runtime extra, checking that each one's modules import. Runs ``django-admin startproject mysite``,
+copies the README's ``# mysite/...`` blocks into it, adds a registry with a two-step workflow, migrates on
+SQLite, starts ``celery -A mysite worker -B -l info`` on the embedded filesystem broker and ``manage.py
+runserver``, creates an actor over HTTP without a token (the README's development setting) and checks that
+the worker completed the workflow, that the idle sweep kept the worker log quiet, and that ``daphne
+mysite.asgi:application`` accepts the actor's WebSocket. Then the README's Redis settings (on a private
+redis-server) and a worker on Redis that completes a workflow.
 
-Slow (about a minute, most of it pip; pip's cache is reused) and independent of the suite's database: it
-runs on the SQLite pass only (skipped when DATABASE_URL is set), so CI runs it once.
+Slow (about a minute and a half, most of it pip; pip's cache is reused) and independent of the suite's
+database: it runs on the SQLite pass only (skipped when DATABASE_URL is set), so CI runs it once.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -135,6 +140,21 @@ def websocket_handshake(port: int, path: str) -> str:
         return sock.recv(4096).decode("latin-1").split("\r\n", 1)[0]
 
 
+#: the runtime extras (pyproject.toml) and a module of each that must import once it is installed
+EXTRAS = {
+    "postgres": ["psycopg"],
+    "redis": ["kombu.transport.redis", "redis", "channels_redis.core"],
+    "live": ["daphne.server"],
+    "server": ["gunicorn.app.wsgiapp"],
+    "otel": ["opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"],
+    "metrics": ["prometheus_client"],
+}
+
+
+def imports(python: str, modules: list[str], cwd: Path) -> None:
+    run([python, "-c", "; ".join(f"import {m}" for m in modules)], cwd)
+
+
 def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     # the wheel and the sdist, as `make dist` builds them
     dist = tmp_path / "dist"
@@ -143,13 +163,16 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     assert len(wheels) == 1 and len(list(dist.glob("rivet_workflows-*.tar.gz"))) == 1
     assert f"dist/{wheels[0].name}" in install_section(), "the README names another wheel file"
 
-    # a fresh virtualenv with the wheel and the extra for live events
+    # a fresh virtualenv: the wheel with the redis extra alone brings all that kombu's Redis transport
+    # imports (nothing else installed could bring it by chance), then every runtime extra
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path)
     bin_dir = venv / "bin"
-    run(
-        [str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check", f"{wheels[0]}[live]"], tmp_path
-    )
+    pip = [str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check"]
+    run([*pip, f"{wheels[0]}[redis]"], tmp_path)
+    imports(str(bin_dir / "python"), EXTRAS["redis"], tmp_path)
+    run([*pip, f"{wheels[0]}[{','.join(EXTRAS)}]"], tmp_path)
+    imports(str(bin_dir / "python"), [m for modules in EXTRAS.values() for m in modules], tmp_path)
 
     # a new project, wired with the README's blocks
     site = tmp_path / "site"
@@ -228,3 +251,57 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     assert re.search(r"Task rivet_workflows\.run_actor\[.*\] succeeded", log), log[-3000:]
     beats = re.findall(r"Sending due task rivet sweep|Task rivet_workflows\.sweep\[", log)
     assert beats == [], f"the idle sweep logged {len(beats)} INFO lines:\n{log[-2000:]}"
+
+    # the README's Redis broker settings (a private redis-server), a worker on Redis runs a workflow
+    redis_port = free_port()
+    redis_server = GroupProcess(
+        "redis",
+        [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
+         "--save", "", "--appendonly", "no"],
+        env=env,
+        log_path=tmp_path / "redis.log",
+    )  # fmt: skip
+    settings = site / "mysite" / "settings.py"
+    settings.write_text(
+        settings.read_text()
+        + "\n\n"
+        + redis_settings().replace("redis://127.0.0.1:6379/0", f"redis://127.0.0.1:{redis_port}/0")
+        + "\nCELERY_BROKER_TRANSPORT_OPTIONS = {}  # the README: drop the filesystem broker's options\n"
+    )
+    redis_worker = GroupProcess(
+        "redis-worker",
+        [str(bin_dir / "celery"), "-A", "mysite", "worker", "-l", "info"],
+        env=env,
+        log_path=tmp_path / "redis-worker.log",
+        cwd=site,
+    )
+    try:
+        wait_for_port(redis_port, redis_server)
+        script = (
+            "import time\n"
+            "from rivet_workflows import django_runtime, models\n"
+            "h = django_runtime.client().greeter.create('k-redis', input={'name': 'redis'})\n"
+            "for _ in range(600):\n"
+            "    actor = models.Actor.objects.get(pk=h.actor_id)\n"
+            "    if actor.workflow_state in ('completed', 'failed'):\n"
+            "        break\n"
+            "    time.sleep(0.1)\n"
+            "print('RESULT', actor.workflow_state, actor.output)\n"
+        )
+        out = run([python, "manage.py", "shell", "-c", script], site)
+        assert redis_worker.alive(), f"the worker on Redis exited:\n{redis_worker.tail(40)}"
+        assert "RESULT completed HELLO REDIS" in out, f"{out}\n{redis_worker.tail(40)}"
+    finally:
+        redis_worker.stop(grace=10)
+        redis_server.stop()
+    log = (tmp_path / "redis-worker.log").read_text(errors="replace")
+    assert f"127.0.0.1:{redis_port}/0" in log and "ModuleNotFoundError" not in log, log[-3000:]
+
+
+def redis_settings() -> str:
+    """The README install section's settings block for PostgreSQL and Redis, without its DATABASES (the new
+    project stays on SQLite: the broker is what this checks)."""
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", install_section(), flags=re.S) if "redis://" in b
+    ]
+    return re.sub(r"DATABASES = \{.*?\}\}\n", "", block, flags=re.S)

@@ -1,0 +1,1 @@
+"""The chaos soak (``make soak``, ``make soak-short``): ``python -m tests.soak --help``."""

@@ -1,6 +1,7 @@
 """The actor list's bulk actions (DESIGN.md section 12): recover, cancel, pause and resume many actors, with a
 confirmation page and a reason, each through the engine as its own button would, one ``bulk_<action>``
-audit row per actor changed; they need the replay permission.
+audit row per actor changed; they need the operations ``replay`` (recover) and ``operate`` (cancel,
+pause, resume) of ``rivet_workflows.access``, asked per actor.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import display, models, states
+from .. import access, display, models, states
 from ..engine import errors, inspector, repairs
 from ..engine.cancel import cancel as cancel_workflow
 from .trace import runtime as _runtime
@@ -40,20 +41,21 @@ def _bulk_resume(actor_id: str, who: str, reason: str | None) -> bool:
     return repairs.resume(_runtime(), actor_id, reason, who=who, bulk=True)
 
 
-#: the bulk actions of the actor list: name -> (verb for messages, what it does to one actor: True when
-#: it changed it, False when there was nothing to do; a refusal raises). Each writes a ``bulk_<name>``
-#: audit row per actor it changed.
-BULK_ACTIONS: dict[str, tuple[str, Callable[[str, str, str | None], bool]]] = {
-    "recover": ("recover", _bulk_recover),
-    "cancel": ("cancel", _bulk_cancel),
-    "pause": ("pause", _bulk_pause),
-    "resume": ("resume", _bulk_resume),
+#: the bulk actions of the actor list: name -> (verb for messages, the operation of
+#: ``rivet_workflows.access`` it is, what it does to one actor: True when it changed it, False when there
+#: was nothing to do; a refusal raises). Each writes a ``bulk_<name>`` audit row per actor it changed.
+BULK_ACTIONS: dict[str, tuple[str, str, Callable[[str, str, str | None], bool]]] = {
+    "recover": ("recover", access.REPLAY, _bulk_recover),
+    "cancel": ("cancel", access.OPERATE, _bulk_cancel),
+    "pause": ("pause", access.OPERATE, _bulk_pause),
+    "resume": ("resume", access.OPERATE, _bulk_resume),
 }
 
 
 class BulkActionsMixin:
     """The bulk actions of ``ActorAdmin`` (a ``ModelAdmin``: ``message_user``, ``admin_site``, ``model``;
-    ``has_replay_permission`` gates them)."""
+    ``has_replay_permission`` and ``has_operate_permission`` gate them, and each actor is checked with
+    ``access.check`` before it is changed)."""
 
     actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected"]
     message_user: Callable[..., Any]
@@ -64,15 +66,15 @@ class BulkActionsMixin:
     def recover_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "recover")
 
-    @admin.action(description="Cancel selected workflows", permissions=["replay"])
+    @admin.action(description="Cancel selected workflows", permissions=["operate"])
     def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "cancel")
 
-    @admin.action(description="Pause selected workflows", permissions=["replay"])
+    @admin.action(description="Pause selected workflows", permissions=["operate"])
     def pause_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "pause")
 
-    @admin.action(description="Resume selected paused workflows", permissions=["replay"])
+    @admin.action(description="Resume selected paused workflows", permissions=["operate"])
     def resume_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "resume")
 
@@ -80,7 +82,7 @@ class BulkActionsMixin:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed
         (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
         one message with what was done, skipped and refused."""
-        verb, run = BULK_ACTIONS[name]
+        verb, operation, run = BULK_ACTIONS[name]
         ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
         if len(ids) > BULK_LIMIT:
             self.message_user(
@@ -113,8 +115,10 @@ class BulkActionsMixin:
         who = request.user.get_username()
         reason = request.POST.get("reason") or None
         done, skipped, refused = 0, 0, []
+        names = dict(models.Actor.objects.filter(pk__in=ids).values_list("pk", "name"))
         for actor_id in ids:
             try:
+                access.check(request, request.user, operation, names.get(actor_id, ""), actor_id)
                 changed = run(actor_id, who, reason)
             except errors.WorkflowNotFailedError:
                 changed = False

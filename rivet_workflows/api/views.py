@@ -14,6 +14,7 @@ from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
 from . import schemas as s
 from .auth import ApiAuth, principal_of
+from .errors import raised
 
 router = Router(tags=["actors"])
 
@@ -130,7 +131,7 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
         definition = definition_client.definition
         hook = "on_create" if definition.on_create is not None else "create_state"
         raise UserCodeError(
-            f"{hook} of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            f"{hook} of {payload.name!r} raised {raised(request, exc)}; the actor was not created",
             hook=hook,
             error=type(exc).__name__,
         ) from exc
@@ -244,7 +245,7 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
         raise
     except Exception as exc:
         raise UserCodeError(
-            f"action {action!r} raised {type(exc).__name__}: {exc}", action=action, error=type(exc).__name__
+            f"action {action!r} raised {raised(request, exc)}", action=action, error=type(exc).__name__
         ) from exc
     serde.to_json(result, where="response")  # SerializationError for a value JSON cannot carry
     return _shown({"result": result})
@@ -279,7 +280,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
         raise
     except Exception as exc:
         raise QueryFailedError(
-            f"query {query!r} raised {type(exc).__name__}: {exc}", query=query, error=type(exc).__name__
+            f"query {query!r} raised {raised(request, exc)}", query=query, error=type(exc).__name__
         ) from exc
     serde.to_json(result, where="response")
     return _shown({"result": result})

@@ -118,7 +118,8 @@ def refusal(scope: dict, actor_id: str) -> tuple[int, str] | None:
     except access.NotAuthenticatedError:
         return CLOSE_UNAUTHORIZED, CLOSE_REASONS[CLOSE_UNAUTHORIZED]
     except access.ForbiddenError as exc:
-        return CLOSE_FORBIDDEN, exc.message
+        fits = len(exc.message.encode()) <= _MAX_REASON_BYTES
+        return CLOSE_FORBIDDEN, exc.message if fits else CLOSE_REASONS[CLOSE_FORBIDDEN]
     except errors.ActorNotFoundError:
         return CLOSE_NOT_FOUND, CLOSE_REASONS[CLOSE_NOT_FOUND]
     return None

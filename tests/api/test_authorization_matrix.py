@@ -408,3 +408,40 @@ def test_every_route_refuses_and_changes_nothing_when_the_hook_refuses(rivet, dj
         "audit": models.OperatorAction.objects.count(),
     }
     assert after == before
+
+
+# --- the two faults the table closed, spelled out ------------------------------------------------------
+
+
+def refuse_orders(request, actor_name, operation, actor_id):
+    """AUTHORIZE hook: ``order`` actors are off limits to everyone but the API token."""
+    return actor_name != "order" or request.auth == access.API_TOKEN
+
+
+def test_the_inspector_routes_ask_the_hook(rivet, client):
+    rivet.configure(DEV_MODE=False, INSPECTOR_TOKEN=INSPECTOR_TOKEN, AUTHORIZE=f"{__name__}.refuse_orders")
+    handle = rivet.failed_order()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {INSPECTOR_TOKEN}"}
+    base = f"{API}/actors/{handle.actor_id}/inspector"
+    for path in ("workflow-history", "audit"):
+        response = client.get(f"{base}/{path}", **auth)
+        assert response.status_code == 403 and "entryMetadata" not in response.content.decode(), path
+    for path in ("workflow/pause", "workflow/resume", "workflow/recover", "workflow/replay"):
+        assert client.post(f"{base}/{path}", "{}", content_type="application/json", **auth).status_code == 403
+    assert handle.workflow_state() == "failed" and not models.OperatorAction.objects.exists()
+
+
+def test_the_replay_permission_without_view_operates_nothing(rivet, client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    rivet.configure(DEV_MODE=False)
+    handle = rivet.failed_order()
+    user = django_user_model.objects.create_user("replayer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="replay_workflow"))
+    client.force_login(user)
+    base = f"{API}/actors/{handle.actor_id}/inspector/workflow"
+    for path in ("pause", "resume", "recover", "replay"):
+        assert client.post(f"{base}/{path}", "{}", content_type="application/json").status_code == 403, path
+    assert client.post(f"{ADMIN}/{handle.actor_id}/pause/", {"reason": ""}).status_code == 403
+    assert client.post(f"{ADMIN}/{handle.actor_id}/replay/", {"entry_id": ""}).status_code == 403
+    assert handle.workflow_state() == "failed" and not models.OperatorAction.objects.exists()

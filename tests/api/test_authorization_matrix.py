@@ -367,6 +367,18 @@ def test_each_cell_of_the_readme_table_is_what_the_api_admin_and_websocket_do(ri
 # --- every route with a refusing hook -------------------------------------------------------------------
 
 
+def snapshot() -> dict:
+    """What a refused request must leave as it was: the actors, their histories, messages and audit."""
+    return {
+        "actors": sorted(
+            models.Actor.objects.values_list("actor_id", "workflow_state", "paused_at", "state")
+        ),
+        "entries": models.HistoryEntry.objects.count(),
+        "messages": models.QueueMessage.objects.count(),
+        "audit": models.OperatorAction.objects.count(),
+    }
+
+
 @pytest.mark.parametrize("who", ["dev mode", "superuser", "inspector token", "API token"])
 def test_every_route_refuses_and_changes_nothing_when_the_hook_refuses(rivet, django_user_model, who):
     settings = {"DEV_MODE": who == "dev mode", "API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth"}
@@ -381,14 +393,7 @@ def test_every_route_refuses_and_changes_nothing_when_the_hook_refuses(rivet, dj
     if who == "superuser":
         client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
     caller = Caller(who, headers)
-    before = {
-        "actors": sorted(
-            models.Actor.objects.values_list("actor_id", "workflow_state", "paused_at", "state")
-        ),
-        "entries": models.HistoryEntry.objects.count(),
-        "messages": models.QueueMessage.objects.count(),
-        "audit": models.OperatorAction.objects.count(),
-    }
+    before = snapshot()
     routes = api_routes()
     assert len(routes) >= 11
     for method, path, spec in routes:
@@ -399,14 +404,7 @@ def test_every_route_refuses_and_changes_nothing_when_the_hook_refuses(rivet, dj
             continue
         assert response.status_code in (403, 404), (who, method, path, response.status_code, response.content)
         assert set(response.json()) == {"group", "code", "message", "metadata"}
-    after = {
-        "actors": sorted(
-            models.Actor.objects.values_list("actor_id", "workflow_state", "paused_at", "state")
-        ),
-        "entries": models.HistoryEntry.objects.count(),
-        "messages": models.QueueMessage.objects.count(),
-        "audit": models.OperatorAction.objects.count(),
-    }
+    after = snapshot()
     assert after == before
 
 

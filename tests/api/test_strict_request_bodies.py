@@ -10,7 +10,7 @@ import pytest
 
 from rivet_workflows import models
 from tests.api.test_api import post
-from tests.api.test_authorization_matrix import api_request, api_routes, make_world
+from tests.api.test_authorization_matrix import api_request, api_routes, make_world, snapshot
 
 DEV = {"API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth"}
 
@@ -24,8 +24,7 @@ def test_every_route_with_a_body_refuses_an_unknown_field_and_names_it(rivet, cl
     world = make_world(rivet)
     routes = body_routes()
     assert len(routes) >= 8
-    before = sorted(models.Actor.objects.values_list("actor_id", "workflow_state", "paused_at", "state"))
-    entries, messages = models.HistoryEntry.objects.count(), models.QueueMessage.objects.count()
+    before = snapshot()
     for method, path, spec in routes:
         url, body = api_request(method, path, spec, world)
         data = {**json.loads(body), "surpriseField": True}
@@ -37,11 +36,7 @@ def test_every_route_with_a_body_refuses_an_unknown_field_and_names_it(rivet, cl
         problem = answer["metadata"]["errors"][0]
         assert problem["type"] == "unknown_field" and problem["loc"][-1] == "surpriseField"
         assert problem["msg"].startswith("unknown field 'surpriseField'")
-    after = sorted(models.Actor.objects.values_list("actor_id", "workflow_state", "paused_at", "state"))
-    assert after == before
-    assert models.HistoryEntry.objects.count() == entries
-    assert models.QueueMessage.objects.count() == messages
-    assert not models.OperatorAction.objects.exists()
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize(

@@ -262,6 +262,7 @@ def ws_outcome(caller: Caller, actor_id: str, client: Client) -> str:
             return "yes"
         message = await communicator.receive_output()
         assert message["type"] == "websocket.close" and message["reason"], message
+        await communicator.disconnect()  # the client's side of the closing handshake ends the consumer
         return str(message["code"] - 4000)
 
     return async_to_sync(subscribe)()

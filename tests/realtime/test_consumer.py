@@ -83,6 +83,7 @@ async def subscribe(communicator) -> tuple[bool, int | None]:
         return True, None
     message = await communicator.receive_output()
     assert message["type"] == "websocket.close" and message.get("reason"), message
+    await communicator.disconnect()  # the client's side of the closing handshake ends the consumer
     return False, message["code"]
 
 

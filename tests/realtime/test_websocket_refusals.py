@@ -32,6 +32,7 @@ async def outcome(path: str, headers: list, scheme: str = "ws") -> tuple[str, in
         return "open", None, ""
     message = await communicator.receive_output()
     assert message["type"] == "websocket.close"
+    await communicator.disconnect()  # the client's side of the closing handshake ends the consumer
     return "closed", message["code"], message.get("reason", "")
 
 

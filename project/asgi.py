@@ -21,13 +21,14 @@ if settings.DEBUG:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django setup
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from rivet_workflows.realtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # rivet's consumer checks the whole Origin (scheme, host, port) itself, as Django's CSRF check
+        # does: README "Live events"
+        "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )

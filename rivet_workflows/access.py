@@ -1,57 +1,85 @@
-"""Who may do what to which actor: the authorization rule shared by the HTTP API and the WebSocket (DESIGN.md 6).
+"""Who may do what to which actor: the one authorization rule of the HTTP API, the admin and the WebSocket
+(DESIGN.md 6; the README's "Authorization" table is this module written out).
 
-Closed by default (case C52). A caller is first identified (a *principal*): the API token, the inspector
-token, a logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the README
-says so), or whatever a project's ``API_AUTH`` returns. Then:
+Closed by default. A caller is first identified (a *principal*): the API token, the inspector token, a
+logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the README says so),
+or whatever a project's ``API_AUTH`` returns. Then, for an operation on an actor:
 
-* the **role rule** (``role_allows``): the API token may do every operation; the inspector token may
-  ``read`` and ``list``; a Django user needs the permission ``rivet_workflows.use_actor_api`` for every
-  operation, except that staff holding the inspector permission ``rivet_workflows.view_actor`` may
-  ``read`` and ``list`` (they see the same in the admin); any other principal (a project's ``API_AUTH``
-  accepted it) may do every operation;
+* the **role rule** (``allowed_operations``): the API token (and any principal a project's ``API_AUTH``
+  returns) may use the actor API (``ACTOR_API``: list, read, create, call, query, send); the inspector
+  token may see (``INSPECTION``: list, read, inspect) and operate (``OPERATOR``: replay, operate); a
+  Django user holding ``use_actor_api`` may use the actor API, an active staff user holding ``view_actor``
+  may see, and one holding ``view_actor`` and ``replay_workflow`` may also operate: operating an actor
+  requires seeing it, so ``replay_workflow`` alone gives nothing; dev mode may do everything;
 * the **project hook** (``hook_allows``): ``RIVET_WORKFLOWS["AUTHORIZE"]``, a dotted path to
-  ``authorize(request, actor_name, operation, actor_id) -> bool``, is called for every request the role
-  rule let through and may refuse it (falsy -> 403). It only narrows: it cannot let in a caller the role
-  rule refused.
+  ``authorize(request, actor_name, operation, actor_id) -> bool``, is asked for every operation on an
+  actor the role rule let through and may refuse it (falsy -> 403 / close code 4403). It only narrows.
 
-Operations (``OPERATIONS``): ``create`` (POST /actors), ``call`` (an action), ``query`` (a query; the role
-rule treats it as ``call``), ``send`` (a queue message),
-``read`` (GET /actors/{id}, a WebSocket subscription), ``list`` (GET /actors, called once per actor type).
-Inputs and error stacks are shown only to callers that may inspect (``may_inspect``): dev mode, the
-inspector token, staff with ``view_actor``.
+``check`` and ``check_actor`` apply both in that order (the role rule before the actor is looked up, so a
+refused caller cannot tell which actors exist) and raise ``NotAuthenticatedError`` (401, close code 4401)
+or ``ForbiddenError`` (403, close code 4403); the ``api``, ``admin`` and ``realtime`` adapters call them
+and translate. Inputs and error stacks are shown only to callers that may ``inspect`` (``may_inspect``).
 
-This module is shared by the ``api`` and ``realtime`` adapters and imports neither (no ninja, no Channels).
+This module imports neither ninja nor Channels.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils.datastructures import CaseInsensitiveMapping
 from django.utils.module_loading import import_string
 
 from .conf import rivet_settings
+from .engine import errors
 
-#: the permission that lets a Django user use the actor API (create, read, list, call, send)
+#: the permission that lets a Django user use the actor API (create, read, list, call, query, send)
 USE_PERMISSION = "rivet_workflows.use_actor_api"
-#: the inspector's read permission (admin pages, workflow history); also lets staff read and list actors
+#: the inspector's permission (admin pages, workflow history, audit); also lets staff read and list actors
 VIEW_PERMISSION = "rivet_workflows.view_actor"
-#: permission of the replay/recover actions (models.Actor Meta.permissions)
+#: the operators' permission (replay, recover, pause, resume, cancel); only together with VIEW_PERMISSION
 REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
 
-CREATE, CALL, SEND, READ, LIST, QUERY = "create", "call", "send", "read", "list", "query"
-#: every operation the hook is asked about
-OPERATIONS = (CREATE, CALL, SEND, READ, LIST, QUERY)
-_READ_ONLY = frozenset({READ, LIST})
+LIST, READ, CREATE, CALL, QUERY, SEND = "list", "read", "create", "call", "query", "send"
+#: the history, the audit trail, the admin trace page; also what lets a caller see inputs and error stacks
+INSPECT = "inspect"
+#: replay (from a step, or all) and recover: they delete or reset history entries
+REPLAY = "replay"
+#: pause, resume and cancel
+OPERATE = "operate"
+#: every operation, in the order of the README's table
+OPERATIONS = (LIST, READ, CREATE, CALL, QUERY, SEND, INSPECT, REPLAY, OPERATE)
+#: the operations of the actor API
+ACTOR_API = frozenset({LIST, READ, CREATE, CALL, QUERY, SEND})
+#: seeing an actor: the read-only operations of the inspector
+INSPECTION = frozenset({LIST, READ, INSPECT})
+#: changing an actor as an operator
+OPERATOR = frozenset({REPLAY, OPERATE})
 
 #: principals: the API token, the inspector token, dev mode (anonymous while DEV_MODE is on)
 API_TOKEN = "api-token"
 INSPECTOR_TOKEN = "inspector-token"
 DEV_MODE = "dev-mode"
+
+
+class NotAuthenticatedError(errors.RivetWorkflowsError):
+    """No caller: no or a wrong credential (HTTP 401, WebSocket close code 4401)."""
+
+    group = "auth"
+    code = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(errors.RivetWorkflowsError):
+    """The caller may not do this operation, or not to this actor (HTTP 403, WebSocket close code 4403)."""
+
+    group = "auth"
+    code = "forbidden"
+    http_status = 403
 
 
 def token_matches(given: str | None, expected: str | None) -> bool:
@@ -115,40 +143,112 @@ def is_inspector_user(user: Any) -> bool:
     return bool(user is not None and user.is_active and user.is_staff and _has_perm(user, VIEW_PERMISSION))
 
 
+def allowed_operations(principal: Any) -> frozenset[str]:
+    """The operations the role rule (module docstring) lets ``principal`` do to actors it may see; empty
+    for no principal. The README's "Authorization" table is this function written out."""
+    if not principal:
+        return frozenset()
+    if principal == DEV_MODE:
+        return frozenset(OPERATIONS)
+    if principal == INSPECTOR_TOKEN:
+        return INSPECTION | OPERATOR
+    user = _user(principal)
+    if user is None:
+        return ACTOR_API  # the API token, or a principal a project's API_AUTH accepted
+    allowed: frozenset[str] = ACTOR_API if _has_perm(user, USE_PERMISSION) else frozenset()
+    if is_inspector_user(user):
+        allowed |= INSPECTION
+        if _has_perm(user, REPLAY_PERMISSION):  # operating an actor requires seeing it
+            allowed |= OPERATOR
+    return allowed
+
+
 def role_allows(principal: Any, operation: str) -> bool:
-    """The role rule (module docstring): may ``principal`` do ``operation`` (one of OPERATIONS) at all?"""
+    """The role rule: may ``principal`` do ``operation`` (one of OPERATIONS) at all? ValueError for an
+    operation that is not one."""
     if operation not in OPERATIONS:
         raise ValueError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
-    if not principal:
-        return False
-    user = _user(principal)
-    if user is not None:
-        if _has_perm(user, USE_PERMISSION):
-            return True
-        return operation in _READ_ONLY and is_inspector_user(user)
-    if principal == INSPECTOR_TOKEN:
-        return operation in _READ_ONLY
-    return True  # the API token, dev mode, or a principal a project's API_AUTH accepted
+    return operation in allowed_operations(principal)
 
 
 def hook_allows(request: Any, actor_name: str | None, operation: str, actor_id: str | None) -> bool:
     """Ask the project hook ``RIVET_WORKFLOWS["AUTHORIZE"]`` (True when none is configured).
 
     ``request``: the Django ``HttpRequest`` (``request.auth`` is the principal, ``request.user`` the
-    session user) or, for a WebSocket, a ``ConnectionRequest``. ``actor_name``: the actor type (for
-    ``list`` each type in turn); ``actor_id``: None for ``create`` and ``list``. Exceptions of the hook
-    propagate (a bug in the hook is not a refusal to hide)."""
+    session user; in the admin ``request.auth`` is the user) or, for a WebSocket, a ``ConnectionRequest``.
+    ``actor_name``: the actor type (for ``list`` each type in turn); ``actor_id``: None for ``create`` and
+    ``list``. Exceptions of the hook propagate (a bug in the hook is not a refusal to hide)."""
     path = rivet_settings.get().AUTHORIZE
     if not path:
         return True
     return bool(import_string(path)(request, actor_name, operation, actor_id))
 
 
-def may_inspect(principal: Any) -> bool:
-    """May this caller see inputs and error stacks? Dev mode, the inspector token, or an inspector user."""
-    if rivet_settings.get().DEV_MODE or principal == INSPECTOR_TOKEN:
+def _role_refusal(principal: Any, operation: str) -> str:
+    """Why the role rule refuses ``operation`` to ``principal``: what it would need."""
+    if operation in OPERATOR:
+        needed = f"staff permissions {VIEW_PERMISSION!r} and {REPLAY_PERMISSION!r} (or the inspector token)"
+    elif operation == INSPECT:
+        needed = f"staff permission {VIEW_PERMISSION!r} (or the inspector token)"
+    elif operation in INSPECTION:
+        needed = f"permission {USE_PERMISSION!r} or staff permission {VIEW_PERMISSION!r} (or a token)"
+    else:
+        needed = f"permission {USE_PERMISSION!r} (or the API token)"
+    return f"{needed} required to {operation}"
+
+
+def check(
+    request: Any, principal: Any, operation: str, actor_name: str | None = None, actor_id: str | None = None
+) -> None:
+    """Raise unless ``principal`` may do ``operation`` (OPERATIONS): ``NotAuthenticatedError`` without a
+    principal, ``ForbiddenError`` when the role rule refuses it or, with ``actor_name`` (the actor type;
+    ``actor_id`` None for ``create`` and ``list``), when the ``AUTHORIZE`` hook does. ``request`` is what
+    the hook receives (``hook_allows``)."""
+    if not principal:
+        raise NotAuthenticatedError("authentication required")
+    if not role_allows(principal, operation):
+        raise ForbiddenError(_role_refusal(principal, operation), operation=operation)
+    if actor_name is not None and not hook_allows(request, actor_name, operation, actor_id):
+        raise ForbiddenError(
+            f"not authorized to {operation} actors of type {actor_name!r}", operation=operation
+        )
+
+
+def allows(
+    request: Any, principal: Any, operation: str, actor_name: str | None = None, actor_id: str | None = None
+) -> bool:
+    """``check`` as a boolean (for a button shown or not, a list filtered)."""
+    try:
+        check(request, principal, operation, actor_name, actor_id)
+    except (NotAuthenticatedError, ForbiddenError):
+        return False
+    return True
+
+
+Record = TypeVar("Record")
+
+
+def check_actor(
+    request: Any, principal: Any, operation: str, actor_id: str, load: Callable[[str], Record]
+) -> Record:
+    """The actor ``actor_id`` once ``principal`` may do ``operation`` to it: the role rule first (so a
+    refused caller cannot tell which actors exist), then ``load(actor_id)`` (a record with ``.name``;
+    it raises ``ActorNotFoundError`` for an unknown actor), then the ``AUTHORIZE`` hook. Raises as
+    ``check``."""
+    check(request, principal, operation)
+    record = load(actor_id)
+    check(request, principal, operation, record.name, actor_id)  # type: ignore[attr-defined]
+    return record
+
+
+def may_inspect(
+    request: Any, principal: Any, actor_name: str | None = None, actor_id: str | None = None
+) -> bool:
+    """May this caller see inputs and error stacks (of ``actor_name``/``actor_id``: the hook is asked
+    ``inspect``)? Always while DEV_MODE is on."""
+    if rivet_settings.get().DEV_MODE:
         return True
-    return is_inspector_user(_user(principal))
+    return allows(request, principal, INSPECT, actor_name, actor_id)
 
 
 @dataclass

@@ -92,12 +92,14 @@ class RivetSettings:
     API_AUTH: dotted path of the authentication callable of the actor/action/queue API endpoints,
         ``auth(request)`` returning the caller (a principal) or None for a 401 (None:
         ``rivet_workflows.api.auth.default_api_auth``: ``Authorization: Bearer <API_TOKEN>`` or a logged-in
-        Django user). What a principal may then do is ``rivet_workflows.access.role_allows``: a Django
-        user needs the ``rivet_workflows.use_actor_api`` permission.
+        Django user). What a principal may then do is ``rivet_workflows.access.allowed_operations`` (the
+        README's "Authorization" table): a Django user needs the ``rivet_workflows.use_actor_api``
+        permission.
     API_TOKEN: bearer token of the actor/action/queue endpoints (None = no token access).
     AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
-        bool`` asked about every actor API request and WebSocket subscription the role rule allowed;
-        falsy refuses it (403 / close code 4403). Operations: ``access.OPERATIONS``. None: no hook.
+        bool`` asked about every operation on an actor the role rule allowed: HTTP API, admin and
+        WebSocket (README "Authorization"); falsy refuses it (403 / close code 4403). Operations:
+        ``access.OPERATIONS``. None: no hook.
     CODE_VERSION: the name of the code this process runs (a release tag, a git sha), default the
         environment variable ``RIVET_CODE_VERSION``, else None (unversioned). Every write of a run records
         it; during a rolling deploy a worker whose replay diverges on entries written by another code

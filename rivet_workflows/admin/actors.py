@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from .. import display, inputs, models, states
+from .. import access, display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine import audit, cancel, errors, inspector, ports, repairs, retrying, serde
@@ -27,7 +27,7 @@ from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
 
-REPLAY_PERMISSION = "rivet_workflows.replay_workflow"
+REPLAY_PERMISSION = access.REPLAY_PERMISSION
 #: period (ms) of the trace page's poll while its WebSocket is open, in case a history push is lost
 FALLBACK_POLL_MS = 10_000
 _CSRF_INPUT = re.compile(r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]*">')
@@ -125,6 +125,14 @@ class AwaitingCodeVersionFilter(admin.SimpleListFilter):
         return queryset.filter(awaiting_code_version=value)
 
 
+def operator(request: HttpRequest) -> Any:
+    """The admin user as the caller of ``rivet_workflows.access``; also set as ``request.auth``, which is
+    where the ``AUTHORIZE`` hook finds the caller (as over HTTP)."""
+    user = request.user if request.user.is_authenticated else None
+    request.auth = user  # type: ignore[attr-defined]
+    return user
+
+
 @admin.register(models.Actor)
 class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
@@ -158,11 +166,28 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).filter(destroyed=False)
+        """The actors that are not destroyed, without the types the ``AUTHORIZE`` hook refuses to ``list``
+        to this user (as ``GET /actors`` leaves them out)."""
+        rows = super().get_queryset(request).filter(destroyed=False)
+        if rivet_settings.AUTHORIZE:
+            caller = operator(request)
+            names = sorted(set(rows.order_by().values_list("name", flat=True).distinct()))
+            rows = rows.filter(name__in=[n for n in names if access.allows(request, caller, access.LIST, n)])
+        return rows
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Seeing actors in the admin is the ``inspect`` operation (README "Authorization"): staff with
+        ``view_actor``."""
+        return access.role_allows(operator(request), access.INSPECT)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
-        """The bulk actions need the replay permission (``rivet_workflows.replay_workflow``)."""
-        return request.user.has_perm(REPLAY_PERMISSION)
+        """The bulk recover needs the ``replay`` operation (``view_actor`` and ``replay_workflow``)."""
+        return access.role_allows(operator(request), access.REPLAY)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """The bulk cancel, pause and resume need the ``operate`` operation (``view_actor`` and
+        ``replay_workflow``)."""
+        return access.role_allows(operator(request), access.OPERATE)
 
     # --- columns ------------------------------------------------------------------------------------
 
@@ -263,11 +288,15 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         ]
         return extra + super().get_urls()
 
-    def _record(self, request: HttpRequest, actor_id: str) -> Any:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
+    def _record(self, request: HttpRequest, actor_id: str, operation: str) -> Any:
+        """The actor's record once the user may do ``operation`` to it (``access.check_actor``): 403
+        (``PermissionDenied``) when the rule or the ``AUTHORIZE`` hook refuses, 404 for an unknown actor."""
         try:
-            return _runtime().store.get_actor(actor_id)
+            return access.check_actor(
+                request, operator(request), operation, actor_id, _runtime().store.get_actor
+            )
+        except (access.NotAuthenticatedError, access.ForbiddenError) as exc:
+            raise PermissionDenied(exc.message) from exc
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
 
@@ -278,7 +307,9 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         entries = store.load_history(record.actor_id)
         busy = inspector.in_flight(record, now)
         enabled = record.name in runtime.registry and runtime.registry.get(record.name).run is not None
-        can_replay = request.user.has_perm(REPLAY_PERMISSION)
+        caller = operator(request)
+        can_replay = access.allows(request, caller, access.REPLAY, record.name, record.actor_id)
+        can_operate = access.allows(request, caller, access.OPERATE, record.name, record.actor_id)
         shown_state = inspector.shown_workflow_state(runtime.registry, record)
 
         def why_not(operation: str, entry_id: str | None = None) -> str:
@@ -290,7 +321,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             refused = repairs.refusal(runtime, record, entries, operation, entry_id, now=now)
             if refused is not None:
                 return repairs.reason(refused)
-            return "" if can_replay else "needs the replay permission"
+            return "" if can_replay else "not allowed to replay this actor"
 
         replay_reasons = {e.key: why_not(repairs.REPLAY, e.key) for e in entries if e.kind == "step"}
         actor_row = models.Actor.objects.filter(pk=record.actor_id).first()
@@ -340,14 +371,15 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
             # paused and unfinished (a finished run's pause is over: nothing to resume)
             "paused": record.workflow_state == ports.PAUSED,
-            "can_pause": can_replay
+            "can_operate": can_operate,
+            "can_pause": can_operate
             and not record.paused
             and record.workflow_state not in ports.HALTED_STATES,
             "pause_url": reverse("admin:rivet_workflows_actor_pause", args=[record.actor_id]),
             "resume_url": reverse("admin:rivet_workflows_actor_resume", args=[record.actor_id]),
             "suspended": record.workflow_state == ports.SUSPENDED,
             "retry_url": reverse("admin:rivet_workflows_actor_retry", args=[record.actor_id]),
-            "can_cancel": can_replay and record.workflow_state not in ports.FINISHED_STATES,
+            "can_cancel": can_operate and record.workflow_state not in ports.FINISHED_STATES,
             "cancel_url": reverse("admin:rivet_workflows_actor_cancel", args=[record.actor_id]),
         }
 
@@ -355,7 +387,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         """The read-only actor page: identity, state, run trace, queue messages and cron entries."""
-        record = self._record(request, object_id)
+        record = self._record(request, object_id, access.INSPECT)
         live = self._live_context(request, record)
         context = {
             **self.admin_site.each_context(request),
@@ -381,12 +413,12 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         header (workflow state, executor lease, waiting on, wake-up), the buttons, the trace, messages and
         cron entries, rendered again; the page swaps it in on every WebSocket push and poll. An unknown
         actor is a 404 and a user without the view permission a 403, both as the JSON error body."""
-        if not self.has_view_permission(request):
-            return _json_error(403, "auth", "forbidden", "the view permission of actors is required")
         try:
-            record = _runtime().store.get_actor(actor_id)
-        except errors.ActorNotFoundError as exc:
-            return _json_error(404, exc.group, exc.code, exc.message, **exc.metadata)
+            record = access.check_actor(
+                request, operator(request), access.INSPECT, actor_id, _runtime().store.get_actor
+            )
+        except errors.RivetWorkflowsError as exc:  # forbidden (403) or an unknown actor (404)
+            return _json_error(exc.http_status, exc.group, exc.code, exc.message, **exc.metadata)
         live = self._live_context(request, record)
         html = render_to_string("rivet_workflows/admin/_live.html", live, request=request)
         # the CSRF token is masked differently on every render: leave it out of the version
@@ -403,8 +435,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     # --- buttons ------------------------------------------------------------------------------------
 
     def _repair(self, request: HttpRequest, actor_id: str, action: str) -> HttpResponse:
-        if not request.user.has_perm(REPLAY_PERMISSION):
-            raise PermissionDenied
+        self._record(request, actor_id, access.REPLAY)
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         entry_id = request.POST.get("entry_id") or None
         who = request.user.get_username()
@@ -439,26 +470,25 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return HttpResponseRedirect(back)
 
     def replay_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: replay from ``entry_id`` (a step), or everything when it is empty."""
+        """POST: replay from ``entry_id`` (a step), or everything when it is empty; operation ``replay``."""
         return self._repair(request, actor_id, "replay")
 
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: recover a failed workflow."""
+        """POST: recover a failed workflow; operation ``replay``."""
         return self._repair(request, actor_id, "recover")
 
     def pause_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: pause the actor (``reason``: optional text, at most 1000 characters); replay permission."""
+        """POST: pause the actor (``reason``: optional text, at most 1000 characters); operation ``operate``."""
         return self._pause(request, actor_id, pause=True)
 
     def resume_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: resume a paused actor; replay permission."""
+        """POST: resume a paused actor; operation ``operate``."""
         return self._pause(request, actor_id, pause=False)
 
     def retry_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: retry a run a code error suspended (``reason``: optional text); replay permission. The
+        """POST: retry a run a code error suspended (``reason``: optional text); operation ``replay``. The
         audit row ``retry`` names the user (DESIGN.md section 16)."""
-        if not request.user.has_perm(REPLAY_PERMISSION):
-            raise PermissionDenied
+        self._record(request, actor_id, access.REPLAY)
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         reason = (request.POST.get("reason") or "").strip() or None
         try:
@@ -474,9 +504,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return HttpResponseRedirect(back)
 
     def cancel_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: cancel the workflow, paused or not (``reason``: optional text); replay permission."""
-        if not request.user.has_perm(REPLAY_PERMISSION):
-            raise PermissionDenied
+        """POST: cancel the workflow, paused or not (``reason``: optional text); operation ``operate``."""
+        self._record(request, actor_id, access.OPERATE)
         reason = (request.POST.get("reason") or "").strip()[:1000] or None
         try:
             changed = cancel.cancel(_runtime(), actor_id, who=request.user.get_username(), reason=reason)
@@ -491,8 +520,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return HttpResponseRedirect(reverse("admin:rivet_workflows_actor_change", args=[actor_id]))
 
     def _pause(self, request: HttpRequest, actor_id: str, *, pause: bool) -> HttpResponse:
-        if not request.user.has_perm(REPLAY_PERMISSION):
-            raise PermissionDenied
+        self._record(request, actor_id, access.OPERATE)
         back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
         reason = (request.POST.get("reason") or "").strip()[:1000] or None
         who = request.user.get_username()

@@ -1,6 +1,7 @@
 """The actor list's bulk actions (DESIGN.md sections 12, 16): recover, cancel, pause, resume and retry many actors, with a
 confirmation page and a reason, each through the engine as its own button would, one ``bulk_<action>``
-audit row per actor changed; they need the replay permission.
+audit row per actor changed; they need the operations ``replay`` (recover) and ``operate`` (cancel,
+pause, resume) of ``rivet_workflows.access``, asked per actor.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import display, models, states
+from .. import access, display, models, states
 from ..engine import bulk as engine_bulk
 from ..engine import inspector
 from .trace import runtime as _runtime
@@ -22,14 +23,15 @@ from .trace import state_badge
 #: most actors one bulk action takes (narrow the list with its filters for more)
 BULK_LIMIT = 500
 
-#: the bulk actions of the actor list: name -> the verb its messages use (each acts through
-#: ``engine.bulk.run``: one ``bulk_<name>`` audit row per actor changed)
-BULK_ACTIONS: dict[str, str] = {
-    "recover": "recover",
-    "cancel": "cancel",
-    "pause": "pause",
-    "resume": "resume",
-    "retry": "retry",
+#: the bulk actions of the actor list: name -> (the verb its messages use, the operation of
+#: ``rivet_workflows.access`` it is); each acts through ``engine.bulk.run``: one ``bulk_<name>`` audit row
+#: per actor changed
+BULK_ACTIONS: dict[str, tuple[str, str]] = {
+    "recover": ("recover", access.REPLAY),
+    "cancel": ("cancel", access.OPERATE),
+    "pause": ("pause", access.OPERATE),
+    "resume": ("resume", access.OPERATE),
+    "retry": ("retry", access.REPLAY),
 }
 #: actors named in one message of a bulk action's report (the rest are counted)
 SHOWN_PER_MESSAGE = 20
@@ -45,7 +47,8 @@ _DONE = {
 
 class BulkActionsMixin:
     """The bulk actions of ``ActorAdmin`` (a ``ModelAdmin``: ``message_user``, ``admin_site``, ``model``;
-    ``has_replay_permission`` gates them)."""
+    ``has_replay_permission`` and ``has_operate_permission`` gate them, and each actor is checked with
+    ``access.check`` before it is changed)."""
 
     actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected", "retry_selected"]
     message_user: Callable[..., Any]
@@ -56,15 +59,15 @@ class BulkActionsMixin:
     def recover_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "recover")
 
-    @admin.action(description="Cancel selected workflows", permissions=["replay"])
+    @admin.action(description="Cancel selected workflows", permissions=["operate"])
     def cancel_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "cancel")
 
-    @admin.action(description="Pause selected workflows", permissions=["replay"])
+    @admin.action(description="Pause selected workflows", permissions=["operate"])
     def pause_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "pause")
 
-    @admin.action(description="Resume selected paused workflows", permissions=["replay"])
+    @admin.action(description="Resume selected paused workflows", permissions=["operate"])
     def resume_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "resume")
 
@@ -75,8 +78,8 @@ class BulkActionsMixin:
     def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed
         (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
-        the messages of ``_report``: each actor's outcome."""
-        verb = BULK_ACTIONS[name]
+        the messages of ``_report``: each actor's outcome (one the caller may not operate is refused)."""
+        verb, operation = BULK_ACTIONS[name]
         ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
         if len(ids) > BULK_LIMIT:
             self.message_user(
@@ -108,7 +111,12 @@ class BulkActionsMixin:
             return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
         who = request.user.get_username()
         reason = request.POST.get("reason") or None
-        report = engine_bulk.run(_runtime(), name, ids, who=who, reason=reason)
+        names = dict(models.Actor.objects.filter(pk__in=ids).values_list("pk", "name"))
+
+        def allowed(actor_id: str) -> None:  # ForbiddenError: reported as refused for that actor
+            access.check(request, request.user, operation, names.get(actor_id, ""), actor_id)
+
+        report = engine_bulk.run(_runtime(), name, ids, who=who, reason=reason, check=allowed)
         self._report(request, verb, report)
         return None
 

@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from .. import display, models
+from .. import access, display, models
 from .. import states as shown_states
 from ..engine import inspector, ports
 from .trace import STATE_COLORS as _STATE_COLORS
@@ -256,7 +256,8 @@ class DashboardAdmin(admin.ModelAdmin):
         return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.is_active and request.user.has_perm("rivet_workflows.view_actor")
+        """The dashboard is an inspector page: operation ``inspect`` (README "Authorization")."""
+        return access.role_allows(request.user if request.user.is_authenticated else None, access.INSPECT)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -157,31 +159,154 @@ def not_found_pattern(api: NinjaAPI) -> URLPattern:
     return re_path(r"", not_found_view(api), name="unknown-path")
 
 
+#: the loc parts pydantic adds for the members of a union or a validator (``str``, ``constrained-int``,
+#: ``function-before[...]``): they name its internals, not a place in the request
+_INTERNAL_LOC = re.compile(r"^([a-z]+(-[a-z]+)*)(\[.*\])?$")
+_LOC_WORDS = frozenset({"body", "query", "path", "header", "cookie", "form", "file"})
+
+
+def _place(loc: list[Any]) -> list[Any]:
+    """``loc`` without pydantic's union-member and validator tags: the place in the request only
+    (``["body", "payload", "key", 1]``). A tag is a lower-case word with a hyphen or brackets, or a
+    built-in type name; field names of the API's schemas are camelCase or snake_case, never one."""
+    kept = []
+    for index, part in enumerate(loc):
+        if (
+            isinstance(part, str)
+            and index > 0
+            and (
+                part in ("str", "int", "float", "bool", "list", "dict", "none", "nullable", "union")
+                or ("-" in part or "[" in part)
+                and _INTERNAL_LOC.match(part)
+            )
+        ):
+            continue
+        kept.append(part)
+    return kept
+
+
+def validation_problems(raw: list[Any]) -> list[dict[str, Any]]:
+    """The ``metadata.errors`` of a 422 ``validation_error``: ``{type, loc, msg}`` per problem, in the
+    README's words: ``loc`` is the place in the request (no pydantic union or validator tags), an unknown
+    body field is ``{type: "unknown_field", msg: "unknown field 'dryRun'; ..."}``, and the several errors
+    pydantic reports for one value of a union type are one."""
+    problems: list[dict[str, Any]] = []
+    seen: set[tuple] = set()
+    for error in raw:
+        if not isinstance(error, dict):
+            problems.append({"type": "invalid", "loc": [], "msg": str(error)})
+            continue
+        loc = _place(list(error.get("loc") or []))
+        kind, msg = str(error.get("type", "invalid")), str(error.get("msg", "invalid value"))
+        if kind == "extra_forbidden":
+            kind, msg = "unknown_field", f"unknown field {loc[-1]!r}: this request does not take it"
+        place = tuple(str(p) for p in loc)
+        if place in seen:  # another member of the same union refused the same value
+            continue
+        seen.add(place)
+        problems.append({"type": kind, "loc": loc, "msg": msg})
+    return problems
+
+
+#: the message of an error body whose detail stays in the server log: by code
+GENERIC_MESSAGES = {
+    "store_unavailable": "the database is unavailable; try again shortly",
+    "store_rejected": "the database refused a value of this request",
+    "internal_error": "internal server error",
+}
+#: a request id a client or proxy may choose (``X-Request-ID``): short, and nothing a log line could break on
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def request_id_of(request: HttpRequest) -> str:
+    """The id of ``request`` in the server log and in its error body (``metadata.request_id``): the
+    ``X-Request-ID`` header a proxy set when it is a plain token, else a new one; the same for the whole
+    request."""
+    existing = getattr(request, "rivet_request_id", None)
+    if existing:
+        return existing
+    given = request.headers.get("X-Request-ID", "")
+    request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    request.rivet_request_id = request_id  # type: ignore[attr-defined]
+    return request_id
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """A database error (Django's, or a PEP 249 driver's by its module): its text can name hosts, ports
+    and SQL."""
+    from django.db import Error as DatabaseError
+
+    module = type(exc).__module__.split(".")[0]
+    return isinstance(exc, DatabaseError) or module in ("psycopg", "psycopg2", "sqlite3", "MySQLdb")
+
+
+def raised(request: HttpRequest, exc: BaseException) -> str:
+    """``"Name: message"`` of an exception user code raised, for a 400 ``action_failed`` body; for a
+    database error only its name and the request id, the text (hosts, ports, SQL) going to the server
+    log."""
+    if not _is_database_error(exc):
+        return f"{type(exc).__name__}: {exc}"
+    request_id = request_id_of(request)
+    logger.warning(
+        "%s %s: user code raised (request id %s): %r", request.method, request.path, request_id, exc
+    )
+    return f"{type(exc).__name__} (a database error; its text is in the server log, request id {request_id})"
+
+
 def install(api: NinjaAPI) -> None:
     """Register the exception handlers of ``api`` so no error leaves as anything but the JSON error body."""
 
     def rivet_error(request: HttpRequest, exc: errors.RivetWorkflowsError) -> HttpResponse:
+        if exc.http_status >= 500 or isinstance(exc, errors.StoreRejectedError):
+            return server_error(request, exc, exc.http_status, exc.group, exc.code)
         body = error_body(exc.group, exc.code, exc.message, exc.metadata)
         response = respond(api, request, exc.http_status, body)
-        retry_after = getattr(exc, "retry_after", None)  # 503 store_unavailable, 429 too_many_waiting_sends
+        retry_after = getattr(exc, "retry_after", None)  # 429 too_many_waiting_sends
         if retry_after is not None:
             response["Retry-After"] = str(retry_after)
         return response
 
+    def server_error(
+        request: HttpRequest, exc: BaseException, status: int, group: str, code: str
+    ) -> HttpResponse:
+        # the database's text names hosts, ports, SQL and the driver: the log has it, the body only says what
+        # kind of failure it was and the request id that finds it in the log (README "Over HTTP")
+        request_id = request_id_of(request)
+        logger.error(
+            "%s %s failed with %s (request id %s): %s: %s",
+            request.method,
+            request.path,
+            code,
+            request_id,
+            type(exc).__name__,
+            exc,
+            exc_info=status == 500,
+        )
+        body = error_body(
+            group,
+            code,
+            GENERIC_MESSAGES.get(code, GENERIC_MESSAGES["internal_error"]),
+            {"request_id": request_id},
+        )
+        response = respond(api, request, status, body)
+        response["X-Request-ID"] = request_id
+        if isinstance(exc, errors.StoreUnavailableError):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
     def database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
         # a query of an endpoint's own (a list, a count) found the database unreachable: as a store call would
-        logger.warning("database unavailable in %s %s: %s", request.method, request.path, exc)
-        unavailable = errors.StoreUnavailableError(
-            f"the database is unavailable: {type(exc).__name__}: {str(exc).strip()}; try again shortly"
+        return server_error(
+            request, errors.StoreUnavailableError(str(exc)), 503, "server", "store_unavailable"
         )
-        return rivet_error(request, unavailable)
 
     def validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-        problems = [
-            {k: v for k, v in e.items() if k in ("type", "loc", "msg")} if isinstance(e, dict) else e
-            for e in exc.errors
-        ]
-        body = error_body("request", "validation_error", "the request is not valid", {"errors": problems})
+        problems = validation_problems(exc.errors)
+        message = "the request is not valid: " + "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:] if p != 'payload') or 'body'}: {e['msg']}"
+            for e in problems[:5]
+        )
+        body = error_body("request", "validation_error", message, {"errors": problems})
         return respond(api, request, 422, body)
 
     def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
@@ -209,9 +334,7 @@ def install(api: NinjaAPI) -> None:
         return respond(api, request, 413, body)
 
     def internal(request: HttpRequest, exc: Exception) -> HttpResponse:
-        logger.exception("unhandled error in %s %s", request.method, request.path)
-        body = error_body("internal", "internal_error", "internal server error")
-        return respond(api, request, 500, body)
+        return server_error(request, exc, 500, "internal", "internal_error")
 
     api.add_exception_handler(Exception, internal)
     api.add_exception_handler(OperationalError, database_down)

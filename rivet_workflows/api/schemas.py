@@ -6,7 +6,17 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, StrictBool, StrictFloat
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    StrictBool,
+    StrictFloat,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from .. import inputs, states
 from ..engine.keys import MAX_KEY_INT
@@ -41,6 +51,59 @@ KeyPart = (
     StorableText | Annotated[int, Field(ge=-MAX_KEY_INT, le=MAX_KEY_INT), BeforeValidator(_integer_key_part)]
 )
 
+_ONE_PART: TypeAdapter[Any] = TypeAdapter(KeyPart)
+
+
+def _key_part_problem(part: Any) -> str | None:
+    """What is wrong with one key part, in the README's words, or None when it is a valid part."""
+    try:
+        _ONE_PART.validate_python(part)
+    except ValidationError:
+        pass
+    else:
+        return None
+    if isinstance(part, str):
+        return inputs.text_problem(part) or "is not valid text"
+    if isinstance(part, bool):
+        return "must be an integer or a string, not a boolean"
+    if isinstance(part, int | float) and float(part).is_integer():
+        return f"is outside -{MAX_KEY_INT}..{MAX_KEY_INT}"
+    return "must be an integer or a string"
+
+
+def _key_in_words(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Validate a key with ``handler``; refuse a bad one with one error in the README's words ("key part 2
+    must be an integer or a string") instead of one error per member of the type's union."""
+    try:
+        return handler(value)
+    except ValidationError:
+        if isinstance(value, list):
+            if not value:
+                raise PydanticCustomError("invalid_key", "a key has at least one part") from None
+            for number, part in enumerate(value, start=1):
+                problem = _key_part_problem(part)
+                if problem is not None:
+                    raise PydanticCustomError(
+                        "invalid_key", "key part {number} {problem}", {"number": number, "problem": problem}
+                    ) from None
+        problem = _key_part_problem(value) or "must be a string, an integer or a list of them"
+        if isinstance(value, dict | type(None)):
+            problem = "must be a string, an integer or a list of them"
+        raise PydanticCustomError("invalid_key", "the key {problem}", {"problem": problem}) from None
+
+
+#: an actor key: a string, an integer or a list of them (``engine.keys.normalize_key``'s key type)
+Key = Annotated[KeyPart | list[KeyPart], WrapValidator(_key_in_words)]
+
+
+class StrictSchema(Schema):
+    """The base of every request body schema: a field the schema does not declare is refused (422
+    ``validation_error`` naming it, README "Over HTTP"), so a misspelt field or one of a newer API is never
+    silently dropped (a dropped ``dryRun`` would replay for real)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 #: the values of the ``state`` filter of ``GET /actors``: ``states.SHOWN_STATES``, the stored workflow
 #: states (ENGINE-SEMANTICS.md section 1), ``paused`` for a paused unfinished actor (``ports.PAUSED``) and
 #: ``no_workflow`` for actors whose type has no run function (``inspector.NO_WORKFLOW``); neither is stored
@@ -56,13 +119,13 @@ class ErrorOut(Schema):
     metadata: dict[str, Any] = {}
 
 
-class CreateActorIn(Schema):
+class CreateActorIn(StrictSchema):
     """``POST /actors``: the actor type ``name``, its ``key`` (a string, an integer, or a list of strings
     and integers: ``"eu"``, ``42``, ``["eu", 42]``) and an optional ``input`` (any JSON; tagged values are
     decoded)."""
 
     name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
-    key: KeyPart | list[KeyPart]
+    key: Key
     input: Any = None
 
 
@@ -119,7 +182,7 @@ class ActorPage(Schema):
     offset: int
 
 
-class ActionIn(Schema):
+class ActionIn(StrictSchema):
     """``POST /actors/{id}/actions/{action}``: positional ``args`` (JSON values)."""
 
     args: list[Any] = []
@@ -132,7 +195,7 @@ class ActionOut(Schema):
     types: dict[str, str] | None = None
 
 
-class SendIn(Schema):
+class SendIn(StrictSchema):
     """``POST /actors/{id}/queues/{queue}``: the message ``body`` (required; ``null`` is a body); with ``wait``
     (a JSON boolean) the call blocks until the workflow completes the message, the workflow ends, or
     ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass."""
@@ -169,7 +232,7 @@ class HistoryOut(Schema):
 MAX_REASON_CHARS = 2000
 
 
-class ReplayIn(Schema):
+class ReplayIn(StrictSchema):
     """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything.
     ``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
@@ -177,13 +240,13 @@ class ReplayIn(Schema):
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
 
 
-class RecoverIn(Schema):
+class RecoverIn(StrictSchema):
     """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
 
 
-class CancelIn(Schema):
+class CancelIn(StrictSchema):
     """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
@@ -214,17 +277,15 @@ class AuditOut(Schema):
     items: list[OperatorActionOut]
 
 
-class PauseIn(Schema):
+class PauseIn(StrictSchema):
     """``reason``: free text kept with the pause (at most 1000 characters); omitted or null = none."""
 
     reason: str | None = Field(None, max_length=1000, pattern=inputs.TEXT_PATTERN)
 
 
-class RetryIn(Schema):
+class RetryIn(StrictSchema):
     """``reason``: why, kept in the audit row ``retry`` (at most 2000 characters); omitted or null = none.
     Unknown fields are refused (422)."""
-
-    model_config = {"extra": "forbid"}
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
 

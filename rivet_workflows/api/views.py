@@ -15,7 +15,8 @@ from ..engine.delivery import send_message
 from ..engine.keys import normalize_key
 from ..engine.sending import database_turn, waiting_send_slot
 from . import schemas as s
-from .auth import REPLAY_PERMISSION, VIEW_PERMISSION, ApiAuth, InspectorAuth, authorize, may_inspect
+from .auth import ApiAuth, principal_of
+from .errors import raised
 
 router = Router(tags=["actors"])
 
@@ -32,9 +33,15 @@ def _errors(*statuses: int) -> dict[int, type[s.ErrorOut]]:
 ActorId = Annotated[str, Path(max_length=s.ACTOR_ID_CHARS, pattern=inputs.TEXT_PATTERN)]
 Name = Annotated[str, Path(max_length=s.MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)]
 
-api_auth = ApiAuth()
-inspector_read_auth = InspectorAuth(VIEW_PERMISSION)
-inspector_write_auth = InspectorAuth(REPLAY_PERMISSION)
+
+def _auth(operation: str, *, inspector: bool = False) -> dict[str, Any]:
+    """The ``auth`` of an endpoint doing ``operation`` (``access.OPERATIONS``; the role rule runs before the
+    body is read) and the operation named in its OpenAPI entry as ``x-rivet-operation`` (the column of the
+    README's "Authorization" table that governs it)."""
+    return {
+        "auth": ApiAuth(operation, inspector=inspector),
+        "openapi_extra": {"x-rivet-operation": operation},
+    }
 
 
 class UserCodeError(errors.RivetWorkflowsError):
@@ -81,13 +88,17 @@ def _shown(values: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+def _record(request: HttpRequest, actor_id: str, operation: str) -> Any:
+    """The stored record of ``actor_id`` once the caller may do ``operation`` to it (``access.check_actor``:
+    the role rule, then 404 for an unknown actor, then the ``AUTHORIZE`` hook)."""
+    return access.check_actor(request, principal_of(request), operation, actor_id, runtime().store.get_actor)
+
+
 def _handle(request: HttpRequest, actor_id: str, operation: str) -> Any:
     """The client handle and record of ``actor_id``, after checking the caller may do ``operation`` to it
-    (the role rule first, so a caller without access gets 403 whether or not the actor exists)."""
-    authorize(request, operation)
+    (``_record``)."""
+    record = _record(request, actor_id, operation)
     rt = runtime()
-    record = rt.store.get_actor(actor_id)
-    authorize(request, operation, record.name, actor_id)
     if record.name not in rt.registry:
         raise errors.ActorNotFoundError(
             f"actor {actor_id} has type {record.name!r}, which is not registered", actor_id=actor_id
@@ -99,16 +110,18 @@ def _handle(request: HttpRequest, actor_id: str, operation: str) -> Any:
 
 
 @router.post(
-    "/actors", response={200: s.CreateActorOut, **_errors(404, 413)}, auth=api_auth, summary="Get or create"
+    "/actors",
+    response={200: s.CreateActorOut, **_errors(404, 413)},
+    summary="Get or create",
+    **_auth(access.CREATE),
 )
 def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     """Get or create the actor ``(name, key)`` with ``input``; ``created`` says which happened.
 
     Operation ``create`` (rivet_workflows.access), also when the actor exists already."""
-    authorize(request, access.CREATE)
     rt = runtime()
     if payload.name in rt.registry:  # an unknown type is a 404 below, asked of nobody
-        authorize(request, access.CREATE, payload.name)
+        access.check(request, principal_of(request), access.CREATE, payload.name)
     definition_client = rt.registry.client()[payload.name]  # ActorNotFoundError for an unknown type
     key = normalize_key(payload.key)
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
@@ -120,7 +133,7 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
         definition = definition_client.definition
         hook = "on_create" if definition.on_create is not None else "create_state"
         raise UserCodeError(
-            f"{hook} of {payload.name!r} raised {type(exc).__name__}: {exc}; the actor was not created",
+            f"{hook} of {payload.name!r} raised {raised(request, exc)}; the actor was not created",
             hook=hook,
             error=type(exc).__name__,
         ) from exc
@@ -140,7 +153,7 @@ def _summary(row: models.Actor, run_less: frozenset[str]) -> dict:
     }
 
 
-@router.get("/actors", response={200: s.ActorPage, **_errors()}, auth=api_auth, summary="List actors")
+@router.get("/actors", response={200: s.ActorPage, **_errors()}, summary="List actors", **_auth(access.LIST))
 def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1..500) and
     ``offset`` (0..2**53-1). Values outside those bounds, or a ``state`` that is not one of
@@ -148,7 +161,6 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     ``states.shown`` gives: ``no_workflow`` for a type without a run function (not ``pending``), ``paused``
     for a paused unfinished actor (not its stored state, e.g. ``sleeping``). Operation ``list``: with an ``AUTHORIZE`` hook, only
     the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
-    authorize(request, access.LIST)
     run_less = frozenset(inspector.run_less_types(runtime().registry))
     rows = models.Actor.objects.filter(destroyed=False)
     if filters.name:
@@ -157,7 +169,7 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
         rows = states.filter_state(rows, filters.state, run_less)
     if rivet_settings.AUTHORIZE:
         if filters.name:
-            authorize(request, access.LIST, filters.name)
+            access.check(request, principal_of(request), access.LIST, filters.name)
         else:
             names = sorted(set(rows.values_list("name", flat=True)))
             allowed = [n for n in names if access.hook_allows(request, n, access.LIST, None)]
@@ -175,7 +187,7 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
 @router.get(
     "/actors/{actor_id}",
     response={200: s.ActorDetail, **_errors(404)},
-    auth=api_auth,
+    **_auth(access.READ),
     summary="Get actor",
     exclude_unset=True,  # ``types`` only when a value is not plain JSON
 )
@@ -187,12 +199,10 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
     mode, the inspector token, staff with ``view_actor``); for others they are null and ``redacted``
     names them."""
-    authorize(request, access.READ)
     rt = runtime()
-    record = rt.store.get_actor(actor_id)
-    authorize(request, access.READ, record.name, actor_id)
+    record = _record(request, actor_id, access.READ)
     actor_input, error, redacted = record.input, record.error, []
-    if not may_inspect(request):
+    if not access.may_inspect(request, principal_of(request), record.name, actor_id):
         if actor_input is not None:
             actor_input, redacted = None, ["input"]
         if isinstance(error, dict) and error.get("stack"):
@@ -221,7 +231,7 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
 @router.post(
     "/actors/{actor_id}/actions/{action}",
     response={200: s.ActionOut, **_errors(404, 409, 413)},
-    auth=api_auth,
+    **_auth(access.CALL),
     summary="Call an action",
     exclude_unset=True,  # ``types`` only when the result is not plain JSON
 )
@@ -239,7 +249,7 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
         raise
     except Exception as exc:
         raise UserCodeError(
-            f"action {action!r} raised {type(exc).__name__}: {exc}", action=action, error=type(exc).__name__
+            f"action {action!r} raised {raised(request, exc)}", action=action, error=type(exc).__name__
         ) from exc
     serde.to_json(result, where="response")  # SerializationError for a value JSON cannot carry
     return _shown({"result": result})
@@ -256,7 +266,7 @@ class QueryFailedError(errors.RivetWorkflowsError):
 @router.post(
     "/actors/{actor_id}/queries/{query}",
     response={200: s.ActionOut, **_errors(404, 413)},
-    auth=api_auth,
+    **_auth(access.QUERY),
     summary="Run a query",
     exclude_unset=True,  # ``types`` only when the result is not plain JSON
 )
@@ -274,7 +284,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
         raise
     except Exception as exc:
         raise QueryFailedError(
-            f"query {query!r} raised {type(exc).__name__}: {exc}", query=query, error=type(exc).__name__
+            f"query {query!r} raised {raised(request, exc)}", query=query, error=type(exc).__name__
         ) from exc
     serde.to_json(result, where="response")
     return _shown({"result": result})
@@ -283,7 +293,7 @@ def run_query(request: HttpRequest, actor_id: ActorId, query: Name, payload: s.A
 @router.post(
     "/actors/{actor_id}/queues/{queue}",
     response={200: s.SendOut, 202: s.SendAccepted, **_errors(404, 409, 413, 429)},
-    auth=api_auth,
+    **_auth(access.SEND),
     summary="Send to a queue",
     exclude_unset=True,  # ``types`` only when the response is not plain JSON
 )
@@ -332,19 +342,21 @@ def _send_now(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn
 @router.get(
     "/actors/{actor_id}/inspector/workflow-history",
     response={200: s.HistoryOut, **_errors(404)},
-    auth=inspector_read_auth,
+    **_auth(access.INSPECT, inspector=True),
     tags=["inspector"],
     summary="Workflow history",
 )
 def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
-    """``{history, workflowState, isWorkflowEnabled}`` (ENGINE-SEMANTICS.md section 9)."""
+    """``{history, workflowState, isWorkflowEnabled}`` (ENGINE-SEMANTICS.md section 9). Operation
+    ``inspect``."""
+    _record(request, actor_id, access.INSPECT)
     return inspector.workflow_history(runtime(), actor_id)
 
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/replay",
     response={200: s.RepairOut, **_errors(404, 409, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.REPLAY, inspector=True),
     tags=["inspector"],
     summary="Replay the workflow",
 )
@@ -354,7 +366,8 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
         executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
         code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
         (``metadata.replay_from``). A refused replay changes nothing. ``reason`` goes into the audit row (who: the
-    user name, or ``"token"``)."""
+    user name, or ``"token"``). Operation ``replay``."""
+    _record(request, actor_id, access.REPLAY)
     entry_id = payload.entryId if payload is not None else None
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
@@ -364,7 +377,7 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
 @router.post(
     "/actors/{actor_id}/inspector/workflow/recover",
     response={200: s.RepairOut, **_errors(404, 409, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.REPLAY, inspector=True),
     tags=["inspector"],
     summary="Recover a failed workflow",
 )
@@ -372,7 +385,8 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
     """Body ``{reason?}`` (optional; ``null`` is no body). Reset failed/exhausted steps and restart a failed
     workflow; 409 when it is not failed or in flight, ``history_diverged`` when the reset history does not
     replay on the deployed code and ``rolled_back`` when the run was rolled back. A refused recover changes
-    nothing. ``reason`` goes into the audit row (who: the user name, or ``"token"``)."""
+    nothing. ``reason`` goes into the audit row (who: the user name, or ``"token"``). Operation ``replay``."""
+    _record(request, actor_id, access.REPLAY)
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     return repairs.recover(runtime(), actor_id, who=who, reason=reason).as_dict()
@@ -381,14 +395,16 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
 @router.post(
     "/actors/{actor_id}/inspector/workflow/cancel",
     response={200: s.CancelOut, **_errors(404, 409, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.OPERATE, inspector=True),
     tags=["inspector"],
     summary="Cancel the workflow",
 )
 def cancel_workflow(request: HttpRequest, actor_id: ActorId, payload: s.CancelIn | None = None) -> Any:
     """Cancel the workflow (a paused one too): ``cancelled``, never run again, no rollback; a run in
     progress is fenced out. ``changed`` False, nothing written, when it had finished already. ``{reason?}``
-    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). 404 for an unknown actor."""
+    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). 404 for an unknown actor.
+    Operation ``operate``."""
+    _record(request, actor_id, access.OPERATE)
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason)
@@ -399,7 +415,7 @@ def cancel_workflow(request: HttpRequest, actor_id: ActorId, payload: s.CancelIn
 @router.post(
     "/actors/{actor_id}/inspector/workflow/pause",
     response={200: s.PauseOut, **_errors(404, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.OPERATE, inspector=True),
     tags=["inspector"],
     summary="Pause the actor",
 )
@@ -407,7 +423,8 @@ def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn |
     """Pause the actor (DESIGN.md section 12): never claimed while paused, sends kept, a running step
     finishes and no new one starts. ``{reason?}``; ``changed`` False when it was paused already or finished.
     The audit row ``pause`` keeps ``reason`` and who (the user name, or ``"token"``). 404 for an unknown
-    actor; 400/422 for a bad body."""
+    actor; 400/422 for a bad body. Operation ``operate``."""
+    _record(request, actor_id, access.OPERATE)
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     changed = repairs.pause(runtime(), actor_id, reason, who=who)
@@ -417,13 +434,15 @@ def pause_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn |
 @router.post(
     "/actors/{actor_id}/inspector/workflow/resume",
     response={200: s.PauseOut, **_errors(404, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.OPERATE, inspector=True),
     tags=["inspector"],
     summary="Resume a paused actor",
 )
 def resume_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn | None = None) -> Any:
     """Resume a paused actor; what came due meanwhile runs once. ``changed`` False (nothing done) when it
-    was not paused. ``{reason?}`` goes into the audit row ``resume`` (who as for pause). 404, 400/422."""
+    was not paused. ``{reason?}`` goes into the audit row ``resume`` (who as for pause). 404, 400/422.
+    Operation ``operate``."""
+    _record(request, actor_id, access.OPERATE)
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     changed = repairs.resume(runtime(), actor_id, reason, who=who)
@@ -433,7 +452,7 @@ def resume_workflow(request: HttpRequest, actor_id: ActorId, payload: s.PauseIn 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/retry",
     response={200: s.RetryOut, **_errors(404, 413)},
-    auth=inspector_write_auth,
+    **_auth(access.REPLAY, inspector=True),
     tags=["inspector"],
     summary="Retry a suspended workflow",
 )
@@ -441,7 +460,8 @@ def retry_workflow(request: HttpRequest, actor_id: ActorId, payload: s.RetryIn |
     """Retry a run a code error suspended (DESIGN.md section 16), after the fix is deployed: it goes on from
     where it stopped; completed steps are not run again. ``{reason?}`` (unknown fields: 422) goes into the
     audit row ``retry`` (who: the user name, or ``"token"``). ``changed`` False, nothing written, when the
-    run is not suspended. 404 for an unknown actor."""
+    run is not suspended. 404 for an unknown actor. Operation ``replay`` (like recover: the run goes on)."""
+    _record(request, actor_id, access.REPLAY)
     reason = payload.reason if payload is not None else None
     who = access.operator_name(request.auth, request)
     changed = retrying.retry(runtime(), actor_id, reason, who=who)
@@ -462,12 +482,13 @@ def _pause_out(actor_id: str, changed: bool) -> dict[str, Any]:
 @router.get(
     "/actors/{actor_id}/inspector/audit",
     response={200: s.AuditOut, **_errors(404)},
-    auth=inspector_read_auth,
+    **_auth(access.INSPECT, inspector=True),
     tags=["inspector"],
     summary="Operator actions on the actor",
 )
 def operator_audit(request: HttpRequest, actor_id: ActorId) -> Any:
     """``{items: [{action, who, reason, at, archived_entries}]}``, newest first: every replay, recover,
     cancel, pause and resume done on the actor (DESIGN.md section 12), with the history entries each
-    deleted or reset as they were."""
+    deleted or reset as they were. Operation ``inspect``."""
+    _record(request, actor_id, access.INSPECT)
     return audit.history_of(runtime(), actor_id)

@@ -122,17 +122,21 @@ def run(
     who: str = audit.PYTHON,
     reason: str | None = None,
     bulk: bool = True,
+    check: Callable[[str], None] | None = None,
 ) -> BulkReport:
     """Do ``action`` (a key of ``ACTIONS``) to each of ``actor_ids`` in turn (``act_on``), as ``who`` (a
     user name, ``"token"``, ``"python"``, ``"command"``) for ``reason``; returns the ``BulkReport``.
     ``bulk``: the audit rows read ``bulk_<action>`` (False: ``<action>``). ``ValueError`` for an unknown
-    action or a bad ``who``, before any actor is touched."""
+    action or a bad ``who``, before any actor is touched. ``check(actor_id)``: the caller's permission for
+    that actor, asked first; a ``RivetWorkflowsError`` it raises (e.g. forbidden) refuses that actor only."""
     if action not in ACTIONS:
         raise ValueError(f"unknown bulk action {action!r}; one of: {', '.join(ACTIONS)}")
     audit.action_record("-", audit.named(action, bulk), who, reason)  # a bad who: refused before any actor
     report = BulkReport(action)
     for actor_id in actor_ids:
-        report.outcomes.append(act_on(runtime, action, actor_id, who=who, reason=reason, bulk=bulk))
+        report.outcomes.append(
+            act_on(runtime, action, actor_id, who=who, reason=reason, bulk=bulk, check=check)
+        )
     return report
 
 
@@ -144,6 +148,7 @@ def act_on(
     who: str = audit.PYTHON,
     reason: str | None = None,
     bulk: bool = True,
+    check: Callable[[str], None] | None = None,
 ) -> ActorOutcome:
     """Do ``action`` to one actor of a bulk action and say how it went; never raises for the actor.
 
@@ -153,6 +158,8 @@ def act_on(
     any other exception, which is also logged with its traceback: one actor's fault never fails the batch.
     """
     try:
+        if check is not None:
+            check(actor_id)
         if ACTIONS[action](runtime, actor_id, who, reason, bulk):
             return ActorOutcome(actor_id, CHANGED)
         return ActorOutcome(actor_id, UNCHANGED, _nothing_to_do(runtime, action, actor_id))

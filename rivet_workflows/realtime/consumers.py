@@ -8,13 +8,17 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import HttpRequest
 
+from ..engine import errors
 from . import broadcaster
 
 #: close codes: no or a wrong credential; a caller that may not read this actor; an unknown actor
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+#: a close frame's reason holds at most 123 bytes of UTF-8 (RFC 6455 5.5)
+_MAX_REASON_BYTES = 120
 
 
 def principal(scope: dict) -> Any:
@@ -39,34 +43,93 @@ def principal(scope: dict) -> Any:
     return None
 
 
-def refusal(scope: dict, actor_id: str) -> int | None:
-    """The close code refusing a subscription to ``actor_id``, or None to accept it.
+#: the reasons sent with each close code (a client shows them; the code is what it acts on)
+CLOSE_REASONS = {
+    CLOSE_UNAUTHORIZED: "not logged in: log in, or pass ?token=",
+    CLOSE_FORBIDDEN: "not allowed to read this actor",
+    CLOSE_NOT_FOUND: "no such actor",
+}
 
-    The same rule as ``GET /actors/{actor_id}`` (operation ``read``): no caller -> 4401; a caller the role
-    rule refuses (a user without ``use_actor_api``, or staff without ``view_actor``) -> 4403, before the
-    actor is looked up; an unknown actor -> 4404; the project's ``AUTHORIZE`` hook refusing -> 4403."""
+
+class _Handshake(HttpRequest):
+    """The WebSocket handshake as the ``HttpRequest`` Django's CSRF origin check reads: its headers as
+    ``META``, ``https`` for a ``wss`` connection."""
+
+    def __init__(self, scope: dict) -> None:
+        super().__init__()
+        for name, value in scope.get("headers") or []:
+            key = name.decode("latin-1").upper().replace("-", "_")
+            self.META[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"] = value.decode(
+                "latin-1"
+            )
+        server = scope.get("server") or ("", "")  # without a Host header: no site origin (DisallowedHost)
+        self.META["SERVER_NAME"], self.META["SERVER_PORT"] = str(server[0] or ""), str(server[1] or "")
+        self._secure_scheme = scope.get("scheme") in ("wss", "https")
+
+    def _get_scheme(self) -> str:
+        return "https" if self._secure_scheme else "http"
+
+
+def origin_refusal(scope: dict, caller: Any) -> str | None:
+    """Why the handshake's ``Origin`` is refused, or None. The rule of Django's CSRF check (README "Live
+    events"): the whole origin, scheme, host and port, must be the site's own (``ws``->``http``,
+    ``wss``->``https``, the ``Host`` header, which ``ALLOWED_HOSTS`` must accept) or be listed in
+    ``CSRF_TRUSTED_ORIGINS``. A connection without ``Origin`` (not a browser: browsers always send it) is
+    refused only when the caller is the session user, the one credential a browser sends by itself."""
+    from django.middleware.csrf import CsrfViewMiddleware
+
+    request = _Handshake(scope)
+    if "HTTP_ORIGIN" not in request.META:
+        return "no Origin header for a session login" if _is_session(caller, scope) else None
+    # the check of Django's CsrfViewMiddleware (exact site origin, or CSRF_TRUSTED_ORIGINS with wildcards)
+    if CsrfViewMiddleware(lambda r: None)._origin_verified(request):
+        return None
+    return f"origin {request.META['HTTP_ORIGIN']!r} is not allowed"
+
+
+def _is_session(caller: Any, scope: dict) -> bool:
+    return caller is not None and caller is scope.get("user")
+
+
+def refusal(scope: dict, actor_id: str) -> tuple[int, str] | None:
+    """The close code and reason refusing a subscription to ``actor_id``, or None to accept it.
+
+    A subscription is the operation ``read`` of ``rivet_workflows.access`` (the README's "Authorization"
+    table): no caller -> 4401; an ``Origin`` that is not the site's -> 4403; a caller the role rule
+    refuses -> 4403, before the actor is looked up; an unknown actor -> 4404; the project's
+    ``AUTHORIZE`` hook refusing -> 4403."""
     from .. import access, inputs, models
 
     caller = principal(scope)
-    if not caller:
-        return CLOSE_UNAUTHORIZED
-    if not access.role_allows(caller, access.READ):
-        return CLOSE_FORBIDDEN
-    if inputs.text_problem(actor_id) is not None:  # no database can store it: unknown (C48)
-        return CLOSE_NOT_FOUND
-    name = models.Actor.objects.filter(pk=actor_id, destroyed=False).values_list("name", flat=True).first()
-    if name is None:
-        return CLOSE_NOT_FOUND
+    refused_origin = origin_refusal(scope, caller)
+    if refused_origin is not None:
+        return CLOSE_FORBIDDEN, refused_origin
+
+    def load(actor_id: str) -> Any:
+        if inputs.text_problem(actor_id) is None:  # text no database can store is an unknown actor
+            row = models.Actor.objects.filter(pk=actor_id, destroyed=False).only("name").first()
+            if row is not None:
+                return row
+        raise errors.ActorNotFoundError(f"actor {actor_id!r} not found", actor_id=actor_id)
+
     request = access.ConnectionRequest.from_scope(scope, caller)
-    if not access.hook_allows(request, name, access.READ, actor_id):
-        return CLOSE_FORBIDDEN
+    try:
+        access.check_actor(request, caller, access.READ, actor_id, load)
+    except access.NotAuthenticatedError:
+        return CLOSE_UNAUTHORIZED, CLOSE_REASONS[CLOSE_UNAUTHORIZED]
+    except access.ForbiddenError as exc:
+        fits = len(exc.message.encode()) <= _MAX_REASON_BYTES
+        return CLOSE_FORBIDDEN, exc.message if fits else CLOSE_REASONS[CLOSE_FORBIDDEN]
+    except errors.ActorNotFoundError:
+        return CLOSE_NOT_FOUND, CLOSE_REASONS[CLOSE_NOT_FOUND]
     return None
 
 
 class ActorEventsConsumer(AsyncJsonWebsocketConsumer):
     """Streams an actor's events as ``{"type": "event", "name": ..., "args": [...]}`` and history changes
-    as ``{"type": "history", "actor_id": ...}``. Closes with 4401 without a caller, 4403 when the caller
-    may not read the actor and 4404 for an unknown actor (``refusal``). Thin: the group and the sends
+    as ``{"type": "history", "actor_id": ...}``. A refused connection is accepted, then closed with 4401
+    without a caller, 4403 when the caller (or its origin) may not read the actor and 4404 for an
+    unknown actor, with a reason (``refusal``). Thin: the group and the sends
     live in ``broadcaster``."""
 
     actor_id: str = ""
@@ -74,9 +137,13 @@ class ActorEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.actor_id = self.scope["url_route"]["kwargs"]["actor_id"]
-        code = await database_sync_to_async(refusal)(self.scope, self.actor_id)
-        if code is not None:
-            await self.close(code=code)
+        refused = await database_sync_to_async(refusal)(self.scope, self.actor_id)
+        if refused is not None:
+            # accepted first: a close before the handshake completes reaches the client as an HTTP 403
+            # with no code, and the client could not tell "log in" from "not allowed" from "no such actor"
+            await self.accept()
+            reason = refused[1].encode()[:_MAX_REASON_BYTES].decode(errors="ignore")
+            await self.close(code=refused[0], reason=reason)
             return
         broadcaster.remember_consumer_loop(asyncio.get_running_loop())
         self.group = broadcaster.group_name(self.actor_id)

@@ -73,10 +73,23 @@ async def test_a_broadcast_from_an_action_reaches_the_websocket(rivet):
     await communicator.disconnect()
 
 
+async def subscribe(communicator) -> tuple[bool, int | None]:
+    """Open ``communicator``: (True, None) for a subscription that stays open, (False, close code) for one
+    the server accepted and then closed with a code and a reason. A refusal during the handshake fails:
+    a browser would see an HTTP 403 without any code (README "Live events")."""
+    accepted, code = await communicator.connect()
+    assert accepted, f"refused during the handshake (code {code}): the client gets an HTTP 403, no close code"
+    if await communicator.receive_nothing(timeout=0.05):
+        return True, None
+    message = await communicator.receive_output()
+    assert message["type"] == "websocket.close" and message.get("reason"), message
+    await communicator.disconnect()  # the client's side of the closing handshake ends the consumer
+    return False, message["code"]
+
+
 async def test_unknown_actor_is_refused(rivet):
     communicator = WebsocketCommunicator(app, "/ws/rivet/actors/nope/")
-    connected, code = await communicator.connect()
-    assert not connected and code == 4404
+    assert await subscribe(communicator) == (False, 4404)
 
 
 @pytest.mark.parametrize("actor_id", ["ab\x00cd", "ab\ud800cd"])
@@ -84,20 +97,18 @@ async def test_an_actor_id_no_database_can_store_is_refused_as_unknown(rivet, ac
     """C48: a NUL or a lone surrogate in the path is a 4404, not PostgreSQL's DataError (close 1011)."""
     communicator = WebsocketCommunicator(app, "/ws/rivet/actors/nope/")
     communicator.scope["path"] = f"/ws/rivet/actors/{actor_id}/"
-    connected, code = await communicator.connect()
-    assert not connected and code == 4404
+    assert await subscribe(communicator) == (False, 4404)
 
 
 async def test_outside_dev_mode_a_subscriber_needs_a_user_or_a_token(rivet):
     await database_sync_to_async(rivet.configure)(DEV_MODE=False, INSPECTOR_TOKEN="tok")
     handle = await database_sync_to_async(rivet.client.counter.get_or_create)("c")
     anonymous = WebsocketCommunicator(app, f"/ws/rivet/actors/{handle.actor_id}/")
-    connected, code = await anonymous.connect()
-    assert not connected and code == 4401
+    assert await subscribe(anonymous) == (False, 4401)
     wrong = WebsocketCommunicator(app, f"/ws/rivet/actors/{handle.actor_id}/?token=bad")
-    assert (await wrong.connect()) == (False, 4401)
+    assert await subscribe(wrong) == (False, 4401)
     right = WebsocketCommunicator(app, f"/ws/rivet/actors/{handle.actor_id}/?token=tok")
-    assert (await right.connect())[0]
+    assert await subscribe(right) == (True, None)
     await right.disconnect()
 
 
@@ -105,10 +116,11 @@ async def test_project_asgi_routes_websockets():
     from project.asgi import application
 
     communicator = WebsocketCommunicator(
-        application, "/ws/rivet/actors/x/", headers=[(b"origin", b"http://evil.example")]
+        application,
+        "/ws/rivet/actors/x/",
+        headers=[(b"host", b"testserver"), (b"origin", b"http://evil.example")],
     )
-    connected, _ = await communicator.connect()
-    assert not connected  # foreign origin refused by AllowedHostsOriginValidator
+    assert await subscribe(communicator) == (False, 4403)  # a foreign origin: the consumer's origin check
 
 
 # --- who may subscribe outside dev mode (case C52: the same rule as GET /actors/{id}) ----------------
@@ -143,13 +155,17 @@ def _make_user(kind: str):
     raise AssertionError(kind)
 
 
+#: the site's own origin (``Origin`` of the test client's pages: ``http://testserver``)
+SITE = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
+
+
 async def _connect(path: str, *, query: str = "", headers=(), user_kind: str | None = None):
-    headers = list(headers)
+    headers = [*SITE, *headers]
     if user_kind is not None:
         user = await database_sync_to_async(_make_user)(user_kind)
         headers.append(await database_sync_to_async(_session_cookie)(user))
     communicator = WebsocketCommunicator(app, path + (f"?{query}" if query else ""), headers=headers)
-    connected, code = await communicator.connect()
+    connected, code = await subscribe(communicator)
     if connected:
         await communicator.disconnect()
     return connected, code

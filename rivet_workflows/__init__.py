@@ -50,6 +50,7 @@ from .engine.errors import (
 )
 from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.repairs import ReplayPlan
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
@@ -105,6 +106,7 @@ __all__ = [
     "RateLimit",
     "ReentrantCallError",
     "Registry",
+    "ReplayPlan",
     "ReplayReport",
     "RivetWorkflowsError",
     "RollbackCheckpointError",

@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
@@ -232,7 +232,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             ),
             path(
                 "<str:actor_id>/replay/",
-                view(require_POST(self.replay_view)),
+                view(require_http_methods(["GET", "POST"])(self.replay_view)),
                 name="rivet_workflows_actor_replay",
             ),
             path(
@@ -415,17 +415,48 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
         except errors.RivetWorkflowsError as exc:
-            # a refused repair changed nothing; a divergence also says how to make the code fit the history
-            hint = exc.metadata.get("hint")
-            text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
-            self.message_user(request, text, messages.ERROR)
+            self._refused(request, action, exc)
             return HttpResponseRedirect(back)
         self.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)
 
+    def _refused(self, request: HttpRequest, action: str, exc: errors.RivetWorkflowsError) -> None:
+        """The error message of a refused repair (it changed nothing); a divergence also says how to make
+        the code fit the history."""
+        hint = exc.metadata.get("hint")
+        text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
+        self.message_user(request, text, messages.ERROR)
+
     def replay_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: replay from ``entry_id`` (a step), or everything when it is empty."""
-        return self._repair(request, actor_id, "replay")
+        """GET: the confirmation page of a replay from ``entry_id`` (a step; everything when it is empty),
+        listing its plan (``repairs.replay_plan``: the steps that run again, each with a new idempotency
+        key) with a reason field; nothing changes. POST (the confirmation, with CSRF): do the replay.
+        A replay that would be refused goes back to the trace page with the refusal."""
+        if request.method == "POST":
+            return self._repair(request, actor_id, "replay")
+        if not request.user.has_perm(REPLAY_PERMISSION):
+            raise PermissionDenied
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        entry_id = request.GET.get("entry_id") or None
+        try:
+            record = _runtime().store.get_actor(actor_id)
+            plan = repairs.replay_plan(_runtime(), actor_id, entry_id)
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        except errors.RivetWorkflowsError as exc:
+            self._refused(request, "replay", exc)
+            return HttpResponseRedirect(back)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Replay {record.name} {display.short_key(record.key)}?",
+            "record": record,
+            "plan": plan,
+            "reason": (request.GET.get("reason") or "")[:2000],
+            "back_url": back,
+            "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[actor_id]),
+        }
+        return TemplateResponse(request, "rivet_workflows/admin/replay_confirm.html", context)
 
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: recover a failed workflow."""

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, StrictBool, StrictFloat
+from pydantic import BeforeValidator, ConfigDict, StrictBool, StrictFloat
 
 from .. import inputs, states
 from ..engine.keys import MAX_KEY_INT
@@ -169,15 +169,34 @@ class HistoryOut(Schema):
 MAX_REASON_CHARS = 2000
 
 
-class ReplayIn(Schema):
+class OperatorIn(Schema):
+    """The body of an operator endpoint (replay, recover, pause, resume): a field it does not know is a 422
+    (a misspelt ``dryRun`` must not turn a preview into a replay; DESIGN.md section 16)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReplayIn(OperatorIn):
     """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything.
-    ``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+    ``reason``: why, kept in the audit row (``GET .../inspector/audit``). ``dryRun``: true answers the
+    plan (``ReplayPlanOut``) and changes nothing."""
 
     entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+    dryRun: StrictBool = False
 
 
-class RecoverIn(Schema):
+class ReplayPlanOut(Schema):
+    """What a replay would do (``repairs.ReplayPlan``): ``reset``/``deleted`` history entry ids, ``rerun``
+    the steps that run again, in order (each with a new idempotency key)."""
+
+    entryId: str | None
+    reset: list[str]
+    deleted: list[str]
+    rerun: list[str]
+
+
+class RecoverIn(OperatorIn):
     """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
@@ -199,7 +218,7 @@ class AuditOut(Schema):
     items: list[OperatorActionOut]
 
 
-class PauseIn(Schema):
+class PauseIn(OperatorIn):
     """``reason``: free text kept with the pause (at most 1000 characters); omitted or null = none."""
 
     reason: str | None = Field(None, max_length=1000, pattern=inputs.TEXT_PATTERN)

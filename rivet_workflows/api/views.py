@@ -319,7 +319,7 @@ def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/replay",
-    response={200: s.RepairOut, **_errors(404, 409, 413)},
+    response={200: s.RepairOut | s.ReplayPlanOut, **_errors(404, 409, 413)},
     auth=inspector_write_auth,
     tags=["inspector"],
     summary="Replay the workflow",
@@ -330,9 +330,12 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
         executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
         code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
         (``metadata.replay_from``). A refused replay changes nothing. ``reason`` goes into the audit row (who: the
-    user name, or ``"token"``)."""
+    user name, or ``"token"``). With ``dryRun`` true nothing changes: the answer is the plan ``{entryId, reset,
+    deleted, rerun}`` (the same refusals). An unknown body field is a 422."""
     entry_id = payload.entryId if payload is not None else None
     reason = payload.reason if payload is not None else None
+    if payload is not None and payload.dryRun:
+        return repairs.replay_plan(runtime(), actor_id, entry_id).as_dict()
     who = access.operator_name(request.auth, request)
     return repairs.replay(runtime(), actor_id, entry_id, who=who, reason=reason).as_dict()
 

@@ -23,6 +23,7 @@ __all__ = [
     "RECOVER",
     "REPLAY",
     "RepairResult",
+    "ReplayPlan",
     "check_recover",
     "compensated",
     "history_after_recover",
@@ -34,6 +35,7 @@ __all__ = [
     "recover",
     "refusal",
     "replay",
+    "replay_plan",
     "restartable",
     "resume",
 ]
@@ -366,6 +368,75 @@ def _repair(
     )
 
 
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay would do, computed without writing anything (README "Replay and recover semantics").
+
+    ``entry_id``: the step it replays from (None: the whole workflow); ``reset``: the history entry ids it
+    would reopen (a join or race holding a replayed branch); ``deleted``: the entry ids it would delete, in
+    creation order; ``rerun``: the ids of the recorded steps that run again, in the order they first ran.
+    Each of those steps gets a new idempotency key when it runs again (the replay bumps the run's replay
+    generation), so a side effect keyed by ``step.idempotency_key`` alone happens a second time.
+    """
+
+    entry_id: str | None
+    reset: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    rerun: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        """``{"entryId", "reset", "deleted", "rerun"}`` for JSON responses (HTTP replay with ``dryRun``)."""
+        return {
+            "entryId": self.entry_id,
+            "reset": list(self.reset),
+            "deleted": list(self.deleted),
+            "rerun": list(self.rerun),
+        }
+
+
+def _replay_changes(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    entry_id: str | None,
+    *,
+    now: datetime | None = None,
+) -> tuple[list[str], list[ports.EntryRecord], list[ports.EntryRecord]]:
+    """``(deletes, resets, archived)`` of a replay of ``record`` from ``entry_id``, after its refusals
+    (``refusal``, with ``now`` also the lease) and its divergence check: the one computation behind both
+    ``replay`` and ``replay_plan``, so a plan shows exactly what the replay then does."""
+    refused = refusal(runtime, record, entries, REPLAY, entry_id, now=now)
+    if refused is not None:
+        raise refused
+    deletes = plan_replay(entries, entry_id)
+    resets = plan_replay_resets(entries, deletes)
+    gone = set(deletes)
+    reset = {e.key: e for e in resets}
+    kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
+    _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
+    # archived: the deleted entries and the reopened joins/races, as they were before
+    return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
+
+
+def replay_plan(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> ReplayPlan:
+    """The ``ReplayPlan`` of ``replay(runtime, actor_id, entry_id)``, writing nothing: no lease, no row,
+    no audit, no wake-up. Raises what that replay would raise now (``WorkflowInFlightError`` while an
+    executor holds the lease, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+    ``WorkflowRolledBackError``, ``HistoryDivergedError``, ``ActorNotFoundError``, ...)."""
+    store = runtime.store
+    record = store.get_actor(actor_id)
+    entries = store.load_history(actor_id)
+    deletes, resets, _ = _replay_changes(runtime, record, entries, entry_id, now=store.now())
+    by_key = {e.key: e for e in entries}
+    steps = sorted((by_key[k] for k in deletes if by_key[k].kind == "step"), key=lambda e: e.seq)
+    return ReplayPlan(
+        entry_id=entry_id,
+        reset=tuple(e.key for e in resets),
+        deleted=tuple(deletes),
+        rerun=tuple(e.key for e in steps),
+    )
+
+
 def replay(
     runtime: Runtime,
     actor_id: str,
@@ -392,18 +463,8 @@ def replay(
     ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
     """
 
-    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # the lease is ours: not in flight
-        if refused is not None:
-            raise refused
-        deletes = plan_replay(entries, entry_id)
-        resets = plan_replay_resets(entries, deletes)
-        gone = set(deletes)
-        reset = {e.key: e for e in resets}
-        kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
-        _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
-        # archived: the deleted entries and the reopened joins/races, as they were before
-        return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list, list]:
+        return _replay_changes(runtime, record, entries, entry_id)  # the lease is ours: not in flight
 
     action = audit.REPLAY_ALL if entry_id is None else audit.REPLAY
     return _repair(runtime, actor_id, plan, audit.named(action, bulk), who, reason)

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
@@ -186,11 +187,22 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         run_less = inspector.run_less_types(_runtime().registry)
         return state_badge(states.shown(obj.name, obj.workflow_state, obj.paused_at, run_less))
 
+    @staticmethod
+    def _activity(obj: models.Actor) -> inspector.Activity:
+        """What the run does now (``inspector.activity``; the database row's fields, this process's clock)."""
+        return inspector.activity(
+            obj.lease_owner, obj.lease_expires_at, obj.wake_at, obj.waiting_for, timezone.now()
+        )
+
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:
-        """The queues the workflow waits on, and the code version it waits for when a worker of another
-        version left it (a rolling deploy)."""
-        names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
+        """What the run does now: "running now" while an executor holds it, "due now" once its wait or
+        sleep is over (a worker picks it up), else the queues it waits on; and the code version it waits
+        for when a worker of another version left it (a rolling deploy). A finished wait is not shown."""
+        now = self._activity(obj)
+        if now.doing in (inspector.RUNNING, inspector.DUE):
+            return f"{now.doing} now"
+        names = ["any queue" if n == "*" else n for n in now.waiting_for]
         if obj.awaiting_code_version:
             names.append(f"code version {obj.awaiting_code_version}")
         text = display.shorten(", ".join(names))
@@ -198,7 +210,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
 
     @admin.display(description="wake at", ordering="wake_at")
     def wake_at_display(self, obj: models.Actor) -> str:
-        return display.format_time(obj.wake_at)
+        """When a waiting run wakes; "—" while it runs or is due (no past wake time shown)."""
+        return display.format_time(self._activity(obj).wake_at)
 
     @admin.display(description="updated", ordering="updated_at")
     def updated_display(self, obj: models.Actor) -> str:
@@ -293,6 +306,9 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
         return {
             "record": record,
+            "activity": inspector.activity(
+                record.lease_owner, record.lease_expires_at, record.wake_at, record.waiting_for, now
+            ),
             "trace_id": trace_id,
             "trace_url": trace_url,
             "key_text": display.key_json(record.key),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -61,6 +63,18 @@ class Command(BaseCommand):
         ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, prune
         inspect_commands.add_parsers(subs)  # list, show, start, send
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Run the command; when the reader of its output goes away (``rivet show ID | head``) it stops
+        quietly, as ``cat`` does, instead of printing a ``BrokenPipeError`` traceback: the rest of the
+        output is dropped and the exit status is 141 (128 + SIGPIPE)."""
+        try:
+            result = super().execute(*args, **options)
+            sys.stdout.flush()  # a pipe closed early fails here, not in the interpreter's flush at exit
+            return result
+        except BrokenPipeError:
+            _drop_stdout()
+            raise SystemExit(141) from None
+
     def handle(self, *args: Any, **options: Any) -> None:
         """Dispatch to the chosen subcommand."""
         sub = options["subcommand"]
@@ -115,3 +129,15 @@ class Command(BaseCommand):
         code = demo.main(list(argv))
         if code:
             raise CommandError(f"demo exited with status {code}")
+
+
+def _drop_stdout() -> None:
+    """Point the process's stdout at /dev/null, so the flush at exit cannot raise ``BrokenPipeError`` again
+    (the Python manual's recipe for SIGPIPE, "Note on SIGPIPE" in the ``signal`` module)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file: nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, models, states
+from .. import access, inputs, models, states, tracing
 from ..conf import rivet_settings
 from ..engine import audit, errors, inspector, repairs, serde
 from ..engine.delivery import send_message
@@ -111,7 +111,8 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     key = normalize_key(payload.key)
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
     try:
-        handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
+        with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.create
+            handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
     except errors.RivetWorkflowsError:  # StoreUnavailableError (503) for a database that went away
         raise
     except Exception as exc:  # user code raised (on_create, or create_state): the actor was not created
@@ -230,7 +231,8 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     handle.definition.get_action(action)  # ActionNotFoundError before anything runs
     args = _decode(payload.args, "args")
     try:
-        result = handle.call(action, *args)
+        with tracing.request_context(request.headers):  # sends and creations of the action join it
+            result = handle.call(action, *args)
     except errors.RivetWorkflowsError:
         raise
     except Exception as exc:
@@ -293,12 +295,17 @@ def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, payload:
     is stored; a failed workflow accepts it). Operation ``send``."""
     handle, _ = _handle(request, actor_id, access.SEND)
     body = _decode(payload.body, "body")
-    if payload.wait:
-        result = handle.send(queue, body, wait=True, timeout=payload.timeout)
-        answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
-        return Status(200, answer)
-    rt = handle.runtime
-    message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
+    with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
+        if payload.wait:
+            result = handle.send(queue, body, wait=True, timeout=payload.timeout)
+            answer = {
+                "status": result.status,
+                **_shown({"response": result.response}),
+                "detail": result.detail,
+            }
+            return Status(200, answer)
+        rt = handle.runtime
+        message = send_message(rt, handle.definition, actor_id, queue, body, completable=False)
     return Status(202, {"message_id": str(message.id)})
 
 

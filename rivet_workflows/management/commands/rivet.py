@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ... import tracing
 from ...engine import errors
 from .. import console, inspect_commands, ops_commands
 
@@ -62,6 +63,15 @@ class Command(BaseCommand):
         )
         ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, prune
         inspect_commands.add_parsers(subs)  # list, show, start, send
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """The command run as a process (``manage.py rivet ...``): at its end it waits at most
+        ``tracing.COMMAND_FLUSH_SECONDS`` for its spans to reach the collector (README "OpenTelemetry
+        traces"), never for an unreachable collector's retries."""
+        try:
+            super().run_from_argv(argv)
+        finally:
+            tracing.end_of_command()
 
     def execute(self, *args: Any, **options: Any) -> Any:
         """Run the command; when the reader of its output goes away (``rivet show ID | head``) it stops

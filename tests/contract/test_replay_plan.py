@@ -11,7 +11,7 @@ import pytest
 from rivet_workflows import ReplayPlan
 from rivet_workflows.engine import errors, ports
 from rivet_workflows.engine.definitions import workflow
-from rivet_workflows.engine.errors import CriticalError
+from tests.contract.test_repairs import _booking
 
 
 def _everything(h, aid):
@@ -100,21 +100,7 @@ def test_a_plan_is_a_frozen_value(h):
 
 
 def test_a_dry_run_of_a_refused_replay_raises_the_refusal_and_writes_nothing(h):
-    flags = {"broken": True}
-
-    def notify(step):
-        if flags["broken"]:
-            raise CriticalError("mail server rejected us")
-        return "sent"
-
-    async def run(ctx):
-        await ctx.rollback_checkpoint("start")
-        await ctx.step("reserve", lambda s: "r-1", rollback=lambda s, out: None)
-        return await ctx.step("notify", notify)
-
-    h.setup(wf=workflow(run=run))
-    aid = h.start()
-    h.drain()
+    aid = _booking(h, [], {"broken": True})  # rolled back: reserve and charge were compensated
     handle = h.runtime.client()["wf"].get("k")
     before = _everything(h, aid)
     with pytest.raises(errors.WorkflowRolledBackError):
@@ -124,4 +110,4 @@ def test_a_dry_run_of_a_refused_replay_raises_the_refusal_and_writes_nothing(h):
     with pytest.raises(errors.InvalidReplayTargetError):
         handle.replay("start", dry_run=True)
     assert _everything(h, aid) == before
-    assert handle.replay("reserve", dry_run=True).rerun == ("reserve", "notify")
+    assert handle.replay("reserve", dry_run=True).rerun == ("reserve", "charge", "notify")

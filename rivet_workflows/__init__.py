@@ -52,6 +52,7 @@ from .engine.errors import (
 )
 from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.repairs import ReplayPlan
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
@@ -107,6 +108,7 @@ __all__ = [
     "RateLimit",
     "ReentrantCallError",
     "Registry",
+    "ReplayPlan",
     "ReplayReport",
     "RivetWorkflowsError",
     "RollbackCheckpointError",

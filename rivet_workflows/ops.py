@@ -43,6 +43,9 @@ class ActorRow:
     wake_at: Any
     waiting_for: list
     updated_at: Any
+    #: what the run does now (``inspector.activity``): ``running``, ``due``, ``waiting`` or ""; ``wake_at``
+    #: and ``waiting_for`` are kept only while it waits (a finished wait is not shown as if it waited)
+    doing: str = ""
 
 
 def list_actors(
@@ -68,13 +71,22 @@ def list_actors(
         "wake_at",
         "waiting_for",
         "updated_at",
+        "lease_owner",
+        "lease_expires_at",
         "paused_at",
     )
     found = []
+    now = runtime.store.now()
     for values in rows.order_by("-updated_at", "actor_id").values_list(*fields)[:limit]:
-        row = ActorRow(*values[:-1])
+        row = ActorRow(*values[:-3])
         row.workflow_state = states.shown(row.name, row.workflow_state, values[-1], run_less)
         row.key = list(row.key or [])
+        now_doing = inspector.activity(values[-3], values[-2], row.wake_at, row.waiting_for, now)
+        row.doing, row.waiting_for, row.wake_at = (
+            now_doing.doing,
+            list(now_doing.waiting_for),
+            now_doing.wake_at,
+        )
         found.append(row)
     return found, total
 

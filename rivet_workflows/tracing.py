@@ -15,10 +15,17 @@ the ``rivet.create`` span itself) is stored with the actor (``Actor.trace_contex
 actor is a child of it, in whichever process it runs; the context of a send is stored with the message
 (``QueueMessage.trace_context``) and the run that receives it links to it. Only the API is needed: without
 a configured SDK every span is a no-op and nothing is stored.
+
+``request_context(headers)`` makes the W3C ``traceparent`` of an incoming HTTP request the parent of the
+spans the API's create, send and action views start (no Django instrumentation needed);
+``end_of_command()`` bounds how long a management command waits for its spans at exit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -28,6 +35,11 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from .engine import observe
 
 TRACER_NAME = "rivet_workflows"
+#: the W3C trace-context headers of an incoming request (``propagate``'s default propagators read them)
+TRACE_HEADERS = ("traceparent", "tracestate", "baggage")
+#: the longest a management command waits at its end for its spans to be exported, in seconds: a
+#: collector that is down must not hold ``rivet start`` for the exporter's retries (10 s and more)
+COMMAND_FLUSH_SECONDS = 0.5
 
 _tracer = trace.get_tracer(TRACER_NAME)  # a proxy: it follows the SDK the project sets up later
 
@@ -128,3 +140,47 @@ class TracingObserver(observe.Observer):
 def observer() -> TracingObserver:
     """The tracing observer (spans go to whatever tracer provider the project configured)."""
     return TracingObserver()
+
+
+@contextlib.contextmanager
+def request_context(headers: Mapping[str, str]) -> Iterator[None]:
+    """While the block runs, the trace context of an incoming HTTP request (its W3C ``traceparent`` and
+    ``tracestate`` headers, read by ``opentelemetry.propagate``) is current, so the ``rivet.create`` and
+    ``rivet.send`` spans started in it are children of the caller's span (README "OpenTelemetry traces").
+    ``headers``: the request's headers (Django's ``request.headers``, case-insensitive). Nothing changes
+    when a span is current already (a project that instruments Django made the request's span current) or
+    the request carries no trace context."""
+    if trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    carrier = {name: headers[name] for name in TRACE_HEADERS if headers.get(name)}
+    if "traceparent" not in carrier:
+        yield
+        return
+    token = otel_context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def end_of_command(timeout: float = COMMAND_FLUSH_SECONDS) -> bool:
+    """Shut the configured tracer provider down (its processors export the spans still buffered), waiting
+    at most ``timeout`` seconds: what is not exported by then is dropped and the command exits. The SDK's
+    own exit hook would wait for the exporter's retries (an unreachable collector held ``rivet start`` for
+    9 s). True when the shutdown finished in time, or there is nothing to shut down (no SDK configured)."""
+    shutdown = getattr(trace.get_tracer_provider(), "shutdown", None)
+    if shutdown is None:  # the API's proxy or no-op provider: nothing buffered
+        return True
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            shutdown()
+        finally:
+            done.set()
+
+    # a daemon thread: the interpreter does not wait for it, and the SDK's exit hook finds the provider
+    # shut down already and returns at once
+    threading.Thread(target=run, name="rivet-trace-flush", daemon=True).start()
+    return done.wait(timeout)

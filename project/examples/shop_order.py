@@ -3,7 +3,7 @@ database writes"). The demo SIGKILLs the worker while this workflow is in its sl
 the order was placed; the next worker resumes it and the order is not placed again: one row at the end.
 (The kill *between* an atomic body and its commit is tests/system/test_atomic_crash.py.)
 
-``place-order`` creates the row, sets the state and returns the order id, all in the transaction that
+``place-order`` creates the row (or, replayed, updates it: keyed by the checkout), sets the state and returns the order id, all in the transaction that
 records the step; ``ship`` counts its runs in the fake service (``POST /counters/shop:<key>:ship``) and
 sleeps ``ship_seconds`` (input, default 3.0). The checkout key is the actor's key.
 """
@@ -27,7 +27,10 @@ def place_order(step: Any) -> int:
     """Atomic: the ``Order`` row, the state change and the step's history entry commit together."""
     from project.shop.models import Order  # the app registry is ready when a step runs
 
-    order = Order.objects.create(checkout=step.key[0], item="book", quantity=2, attempt=step.attempt)
+    # keyed by the checkout, so a replay of this step updates its order instead of placing a second one
+    order, _ = Order.objects.update_or_create(
+        checkout=step.key[0], defaults={"item": "book", "quantity": 2, "attempt": step.attempt}
+    )
     step.state["order_id"] = order.pk
     step.state["status"] = "placed"
     return order.pk

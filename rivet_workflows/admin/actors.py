@@ -15,9 +15,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import access, display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
@@ -211,11 +212,22 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         run_less = inspector.run_less_types(_runtime().registry)
         return state_badge(states.shown(obj.name, obj.workflow_state, obj.paused_at, run_less))
 
+    @staticmethod
+    def _activity(obj: models.Actor) -> inspector.Activity:
+        """What the run does now (``inspector.activity``; the database row's fields, this process's clock)."""
+        return inspector.activity(
+            obj.lease_owner, obj.lease_expires_at, obj.wake_at, obj.waiting_for, timezone.now()
+        )
+
     @admin.display(description="waiting on")
     def waiting_on(self, obj: models.Actor) -> str:
-        """The queues the workflow waits on, and the code version it waits for when a worker of another
-        version left it (a rolling deploy)."""
-        names = ["any queue" if n == "*" else n for n in (obj.waiting_for or [])]
+        """What the run does now: "running now" while an executor holds it, "due now" once its wait or
+        sleep is over (a worker picks it up), else the queues it waits on; and the code version it waits
+        for when a worker of another version left it (a rolling deploy). A finished wait is not shown."""
+        now = self._activity(obj)
+        if now.doing in (inspector.RUNNING, inspector.DUE):
+            return f"{now.doing} now"
+        names = ["any queue" if n == "*" else n for n in now.waiting_for]
         if obj.awaiting_code_version:
             names.append(f"code version {obj.awaiting_code_version}")
         text = display.shorten(", ".join(names))
@@ -223,7 +235,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
 
     @admin.display(description="wake at", ordering="wake_at")
     def wake_at_display(self, obj: models.Actor) -> str:
-        return display.format_time(obj.wake_at)
+        """When a waiting run wakes; "—" while it runs or is due (no past wake time shown)."""
+        return display.format_time(self._activity(obj).wake_at)
 
     @admin.display(description="updated", ordering="updated_at")
     def updated_display(self, obj: models.Actor) -> str:
@@ -257,7 +270,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             ),
             path(
                 "<str:actor_id>/replay/",
-                view(require_POST(self.replay_view)),
+                view(require_http_methods(["GET", "POST"])(self.replay_view)),
                 name="rivet_workflows_actor_replay",
             ),
             path(
@@ -334,6 +347,9 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
         return {
             "record": record,
+            "activity": inspector.activity(
+                record.lease_owner, record.lease_expires_at, record.wake_at, record.waiting_for, now
+            ),
             "trace_id": trace_id,
             "trace_url": trace_url,
             "key_text": display.key_json(record.key),
@@ -461,17 +477,46 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
         except errors.RivetWorkflowsError as exc:
-            # a refused repair changed nothing; a divergence also says how to make the code fit the history
-            hint = exc.metadata.get("hint")
-            text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
-            self.message_user(request, text, messages.ERROR)
+            self._refused(request, action, exc)
             return HttpResponseRedirect(back)
         self.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)
 
+    def _refused(self, request: HttpRequest, action: str, exc: errors.RivetWorkflowsError) -> None:
+        """The error message of a refused repair (it changed nothing); a divergence also says how to make
+        the code fit the history."""
+        hint = exc.metadata.get("hint")
+        text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
+        self.message_user(request, text, messages.ERROR)
+
     def replay_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: replay from ``entry_id`` (a step), or everything when it is empty; operation ``replay``."""
-        return self._repair(request, actor_id, "replay")
+        """GET: the confirmation page of a replay from ``entry_id`` (a step; everything when it is empty),
+        listing its plan (``repairs.replay_plan``: the steps that run again, each with a new idempotency
+        key) with a reason field; nothing changes. POST (the confirmation, with CSRF): do the replay.
+        A replay that would be refused goes back to the trace page with the refusal. Operation ``replay``."""
+        if request.method == "POST":
+            return self._repair(request, actor_id, "replay")
+        record = self._record(request, actor_id, access.REPLAY)
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        entry_id = request.GET.get("entry_id") or None
+        try:
+            plan = repairs.replay_plan(_runtime(), actor_id, entry_id)
+        except errors.ActorNotFoundError as exc:
+            raise Http404(str(exc)) from exc
+        except errors.RivetWorkflowsError as exc:
+            self._refused(request, "replay", exc)
+            return HttpResponseRedirect(back)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Replay {record.name} {display.short_key(record.key)}?",
+            "record": record,
+            "plan": plan,
+            "reason": (request.GET.get("reason") or "")[:2000],
+            "back_url": back,
+            "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[actor_id]),
+        }
+        return TemplateResponse(request, "rivet_workflows/admin/replay_confirm.html", context)
 
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: recover a failed workflow; operation ``replay``."""

@@ -52,6 +52,8 @@ class TraceNode:
     width: float = 0.0
     depth: int = 0
     replayable: bool = False
+    #: the queue wait this node shows as one row (its deadline, count and messages; ``entry`` is None)
+    wait: inspector.QueueWait | None = None
 
 
 def _entry_end(entry: ports.EntryRecord) -> datetime | None:
@@ -62,7 +64,8 @@ def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -
     """The history as a nested timeline: entries under their parent entry or group, in creation order.
 
     Loop iterations (``loop/~3``), join and race branches (``join/a``) and try blocks (a key prefix with no
-    entry) become group nodes. Each node gets ``start``/``end`` seconds from the first entry and a timing
+    entry) become group nodes. A queue wait's entries (deadline, count, messages) become one node keyed by
+    the wait's name, of kind ``queue wait`` (``inspector.queue_waits``). Each node gets ``start``/``end`` seconds from the first entry and a timing
     bar (``offset``/``width`` in percent of the run; an entry still running ends at ``now``). Step nodes are
     ``replayable``. Returns the root nodes.
     """
@@ -82,15 +85,22 @@ def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -
         (node_for(parent).children if parent else roots).append(node)
         return node
 
+    waits = inspector.queue_waits(ordered)
     for entry in ordered:
+        wait = waits.get(entry.key)
+        if wait is not None:
+            node = node_for(wait.key)
+            node.wait, node.kind = wait, "queue wait"
+            continue
         node = node_for(entry.key)
         node.entry = entry
         node.kind = entry.kind
         node.replayable = entry.kind == "step"
 
     times = [t for e in ordered for t in (e.created_at, _entry_end(e)) if t is not None]
-    if now is not None and any(e.status == ports.ENTRY_RUNNING for e in ordered):
-        times.append(now)  # a running entry's bar grows until now
+    waiting = any(w.status == inspector.WAITING for w in waits.values())
+    if now is not None and (waiting or any(e.status == ports.ENTRY_RUNNING for e in ordered)):
+        times.append(now)  # a running entry's (or a waiting queue wait's) bar grows until now
     origin = min(times) if times else None
     total = (max(times) - origin).total_seconds() if times else 0.0
 
@@ -106,6 +116,13 @@ def build_trace(entries: list[ports.EntryRecord], now: datetime | None = None) -
             finish = _entry_end(entry)
             if entry.status == ports.ENTRY_RUNNING and now is not None:
                 finish = now
+            if finish is not None:
+                ends.append((finish - origin).total_seconds())
+        if node.wait is not None and origin is not None:
+            wait = node.wait
+            if wait.started_at is not None:
+                starts.append((wait.started_at - origin).total_seconds())
+            finish = wait.finished_at or (now if now is not None else None)
             if finish is not None:
                 ends.append((finish - origin).total_seconds())
         node.start = min(starts) if starts else None
@@ -295,6 +312,8 @@ def _row(
 ) -> Row:
     entry = node.entry
     took = duration(None if node.start is None or node.end is None else node.end - node.start)
+    if node.wait is not None:
+        return _wait_row(node, node.wait, took)
     if entry is None:
         status = ""
         details: list[Detail] = []
@@ -331,6 +350,44 @@ def _row(
         rollback=rollback,
         replay_reason=replay_reasons.get(node.key, "") if node.replayable else "",
         attempt_rows=attempt_rows(entry) if entry is not None and entry.kind == "step" else [],
+    )
+
+
+def _wait_row(node: TraceNode, wait: inspector.QueueWait, took: str) -> Row:
+    """One queue wait as one row: status ``waiting``, ``received`` or ``timed out``; its queues, deadline
+    and message count in the summary; each received message (queue, sent time, body, answered or not) in
+    its details."""
+    queues = ", ".join(wait.queues) or "any queue"
+    parts = [f"queue {queues}"]
+    if wait.count is not None and wait.status != inspector.TIMED_OUT:
+        parts.append(ngettext("%(count)d message", "%(count)d messages", wait.count) % {"count": wait.count})
+    if wait.deadline is not None:
+        verb = "timed out at" if wait.status == inspector.TIMED_OUT else "deadline"
+        parts.append(f"{verb} {display.format_time(wait.deadline, precise=True)}")
+    details: list[Detail] = []
+    for message in wait.messages:
+        data = dict(message.data or {})
+        label = f"Message {message.key.rpartition(':')[2]} ({data.get('name', '?')}"
+        sent = data.get("created_at")
+        if sent is not None:
+            label += f", sent {display.format_time(sent, precise=True)}"
+        label += ", answered)" if data.get("completed") else ")"
+        details.append(Detail(label, pretty(data.get("body"))))
+    return Row(
+        key=node.key,
+        label=node.label,
+        kind=node.kind,
+        status=wait.status,
+        attempts=None,
+        started=wait.started_at,
+        finished=wait.finished_at,
+        took=took,
+        offset=node.offset,
+        width=node.width,
+        replayable=False,
+        details=details,
+        summary=" · ".join(parts),
+        depth=node.depth,
     )
 
 

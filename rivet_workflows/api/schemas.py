@@ -234,10 +234,22 @@ MAX_REASON_CHARS = 2000
 
 class ReplayIn(StrictSchema):
     """``entryId``: the step to replay from (an entry id of the history); omitted = replay everything.
-    ``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+    ``reason``: why, kept in the audit row (``GET .../inspector/audit``). ``dryRun``: true answers the
+    plan (``ReplayPlanOut``) and changes nothing."""
 
     entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+    dryRun: StrictBool = False
+
+
+class ReplayPlanOut(Schema):
+    """What a replay would do (``repairs.ReplayPlan``): ``reset``/``deleted`` history entry ids, ``rerun``
+    the steps that run again, in order (each with a new idempotency key)."""
+
+    entryId: str | None
+    reset: list[str]
+    deleted: list[str]
+    rerun: list[str]
 
 
 class RecoverIn(StrictSchema):

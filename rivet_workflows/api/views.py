@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, models, states
+from .. import access, inputs, models, states, tracing
 from ..conf import rivet_settings
 from ..engine import audit, cancel, errors, inspector, repairs, retrying, serde
 from ..engine.delivery import send_message
@@ -126,7 +126,8 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     key = normalize_key(payload.key)
     # ``created`` comes from the store's insert: of concurrent callers only the one whose insert won sees True
     try:
-        handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
+        with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.create
+            handle, created = definition_client._get_or_create(key, _decode(payload.input, "input"))
     except errors.RivetWorkflowsError:  # StoreUnavailableError (503) for a database that went away
         raise
     except Exception as exc:  # user code raised (on_create, or create_state): the actor was not created
@@ -244,7 +245,8 @@ def call_action(request: HttpRequest, actor_id: ActorId, action: Name, payload: 
     handle.definition.get_action(action)  # ActionNotFoundError before anything runs
     args = _decode(payload.args, "args")
     try:
-        result = handle.call(action, *args)
+        with tracing.request_context(request.headers):  # sends and creations of the action join it
+            result = handle.call(action, *args)
     except errors.RivetWorkflowsError:
         raise
     except Exception as exc:
@@ -313,7 +315,8 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
         return await sync_to_async(_send_now)(request, actor_id, queue, payload)
     with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):
         handle, body = await sync_to_async(_send_target)(request, actor_id, payload, turn=True)
-        result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
+        with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
+            result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
     answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
     return Status(200, answer)
 
@@ -332,7 +335,8 @@ def _send_target(
 
 def _send_now(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
     handle, body = _send_target(request, actor_id, payload)
-    message = send_message(handle.runtime, handle.definition, actor_id, queue, body, completable=False)
+    with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
+        message = send_message(handle.runtime, handle.definition, actor_id, queue, body, completable=False)
     return Status(202, {"message_id": str(message.id)})
 
 
@@ -355,7 +359,7 @@ def workflow_history(request: HttpRequest, actor_id: ActorId) -> Any:
 
 @router.post(
     "/actors/{actor_id}/inspector/workflow/replay",
-    response={200: s.RepairOut, **_errors(404, 409, 413)},
+    response={200: s.RepairOut | s.ReplayPlanOut, **_errors(404, 409, 413)},
     **_auth(access.REPLAY, inspector=True),
     tags=["inspector"],
     summary="Replay the workflow",
@@ -366,10 +370,13 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
         executor holds the actor, ``history_diverged`` when the kept history does not replay on the deployed
         code (``metadata.location``, ``reached``, ``hint``) and ``rolled_back`` when a kept step was compensated
         (``metadata.replay_from``). A refused replay changes nothing. ``reason`` goes into the audit row (who: the
-    user name, or ``"token"``). Operation ``replay``."""
+    user name, or ``"token"``). With ``dryRun`` true nothing changes: the answer is the plan ``{entryId, reset,
+    deleted, rerun}`` (the same refusals). An unknown body field is a 422. Operation ``replay``."""
     _record(request, actor_id, access.REPLAY)
     entry_id = payload.entryId if payload is not None else None
     reason = payload.reason if payload is not None else None
+    if payload is not None and payload.dryRun:
+        return repairs.replay_plan(runtime(), actor_id, entry_id).as_dict()
     who = access.operator_name(request.auth, request)
     return repairs.replay(runtime(), actor_id, entry_id, who=who, reason=reason).as_dict()
 

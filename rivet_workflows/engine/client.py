@@ -333,18 +333,25 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
-    def replay(self, entry_id: str | None = None, reason: str | None = None) -> repairs.RepairResult:
+    def replay(
+        self, entry_id: str | None = None, reason: str | None = None, dry_run: bool = False
+    ) -> repairs.RepairResult | repairs.ReplayPlan:
         """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
-        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9).
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9; README
+        "Replay and recover semantics").
 
-        The entries from that step on are deleted (archived in the audit row, written with ``who``
-        ``"python"`` and ``reason``), the workflow output and error cleared, and the workflow runs again.
-        Returns the ``RepairResult`` (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing,
-        ``WorkflowInFlightError`` while an executor holds the actor, ``EntryNotFoundError``,
-        ``InvalidReplayTargetError``, ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see
-        ``repairs.replay``).
+        With ``dry_run=True`` nothing is written: it returns the ``ReplayPlan`` (``entry_id``, ``reset``,
+        ``deleted``, ``rerun``: the steps that run again, in order, each with a new idempotency key) of the
+        replay it would do, and raises what that replay would raise. Otherwise the entries from that step on
+        are deleted (archived in the audit row, written with ``who`` ``"python"`` and ``reason``), the
+        workflow output and error cleared, and the workflow runs again; returns the ``RepairResult``
+        (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing, ``WorkflowInFlightError``
+        while an executor holds the actor, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+        ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see ``repairs.replay``).
         """
         check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
+        if dry_run:
+            return repairs.replay_plan(self.runtime, self.actor_id, entry_id)
         return repairs.replay(self.runtime, self.actor_id, entry_id, reason=reason)
 
     def recover(self, reason: str | None = None) -> bool:

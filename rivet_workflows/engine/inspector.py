@@ -7,6 +7,7 @@ vocabulary. The repairs (replay, recover) live in ``repairs``; the admin's trace
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +18,22 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 __all__ = [
+    "DUE",
     "NO_WORKFLOW",
+    "RECEIVED",
+    "RUNNING",
+    "TIMED_OUT",
+    "WAITING",
+    "Activity",
+    "QueueWait",
+    "activity",
     "attempt_log",
     "entry_completed_at",
     "entry_status",
     "entry_view",
     "in_flight",
     "plain",
+    "queue_waits",
     "run_less_types",
     "shown_workflow_state",
     "workflow_history",
@@ -167,11 +177,7 @@ def _attempt_view(item: dict) -> dict:
 
 def in_flight(record: ports.ActorRecord, now: datetime) -> bool:
     """True while an executor holds a live lease on the actor (replay and recover are refused then)."""
-    return (
-        record.lease_owner is not None
-        and record.lease_expires_at is not None
-        and record.lease_expires_at > now
-    )
+    return activity(record.lease_owner, record.lease_expires_at, None, None, now).doing == RUNNING
 
 
 def entry_view(
@@ -249,3 +255,141 @@ def workflow_history(runtime: Runtime, actor_id: str) -> dict:
         "workflowState": shown_workflow_state(runtime.registry, record),
         "isWorkflowEnabled": enabled,
     }
+
+
+# --- reading a history as the user wrote the code (README "Inspecting workflows") -------------------------
+
+#: a queue wait still waiting, one that received messages, one whose timeout passed with none
+WAITING = "waiting"
+RECEIVED = "received"
+TIMED_OUT = "timed out"
+
+
+@dataclass
+class QueueWait:
+    """One ``ctx.queue.next``/``next_batch`` call, which the history records as up to three kinds of
+    entries: its deadline (``<name>:deadline``, a sleep, when it had a timeout), its count
+    (``<name>:count``, written when the wait ended) and each message it received (``<name>:0``, ...).
+
+    ``key`` is the wait's own name (the entries' common prefix); ``status`` ``waiting``, ``received`` or
+    ``timed out`` (the deadline passed and no message came); ``count`` the messages received (None while
+    waiting); ``deadline`` the instant it gives up (None without a timeout)."""
+
+    key: str
+    deadline_entry: ports.EntryRecord | None = None
+    count_entry: ports.EntryRecord | None = None
+    messages: list[ports.EntryRecord] = field(default_factory=list)
+
+    @property
+    def entries(self) -> list[ports.EntryRecord]:
+        """Every entry of the wait, in creation order."""
+        parts = [self.deadline_entry, self.count_entry, *self.messages]
+        return sorted((e for e in parts if e is not None), key=lambda e: e.seq)
+
+    @property
+    def deadline(self) -> datetime | None:
+        return (self.deadline_entry.data or {}).get("deadline") if self.deadline_entry else None
+
+    @property
+    def count(self) -> int | None:
+        if self.count_entry is None:
+            return None
+        count = (self.count_entry.data or {}).get("count")
+        return count if isinstance(count, int) else len(self.messages)
+
+    @property
+    def queues(self) -> list[str]:
+        """The queue names it waited on (``[]``: any queue)."""
+        names = (self.count_entry.data or {}).get("names") if self.count_entry else None
+        return [str(n) for n in names or []]
+
+    @property
+    def status(self) -> str:
+        if self.count_entry is None:
+            return WAITING
+        return TIMED_OUT if not self.count else RECEIVED
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.entries[0].created_at
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the wait ended (its count was recorded); None while it waits."""
+        if self.count_entry is None:
+            return None
+        return self.count_entry.completed_at or self.count_entry.created_at
+
+
+def _wait_part(entry: ports.EntryRecord) -> tuple[str, str] | None:
+    """``(wait name, part)`` when ``entry`` is part of a queue wait (``deadline``, ``count`` or
+    ``message``), else None."""
+    base, sep, suffix = entry.key.rpartition(":")
+    if not sep or not base:
+        return None
+    data = entry.data or {}
+    if entry.kind == "sleep" and suffix == "deadline":
+        return base, "deadline"
+    if entry.kind == "message" and suffix == "count" and "count" in data:
+        return base, "count"
+    if entry.kind == "message" and suffix.isdigit() and "body" in data:
+        return base, "message"
+    return None
+
+
+def queue_waits(entries: list[ports.EntryRecord]) -> dict[str, QueueWait]:
+    """The queue waits of a history, by the key of each entry that belongs to one (its deadline, count and
+    message entries all map to the same ``QueueWait``): the admin trace and ``rivet show`` show a wait as
+    one row. Presentation only: the history and the inspector API keep the entries as recorded."""
+    waits: dict[str, QueueWait] = {}
+    by_entry: dict[str, QueueWait] = {}
+    for entry in sorted(entries, key=lambda e: e.seq):
+        part = _wait_part(entry)
+        if part is None:
+            continue
+        base, kind = part
+        wait = waits.setdefault(base, QueueWait(base))
+        if kind == "deadline":
+            wait.deadline_entry = entry
+        elif kind == "count":
+            wait.count_entry = entry
+        else:
+            wait.messages.append(entry)
+        by_entry[entry.key] = wait
+    return by_entry
+
+
+#: what a run does now (``activity``): an executor runs it, it is due (its wait or sleep is over and a
+#: worker will pick it up), it waits (on queues and/or until a time), or none of these (finished, pending)
+RUNNING = "running"
+DUE = "due"
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What a run does now: ``doing`` (``RUNNING``, ``DUE``, ``WAITING`` or ``""``), the queues it waits on
+    and the instant it wakes, both only while it waits (a finished wait's queues and past wake time are
+    not shown as if it still waited)."""
+
+    doing: str
+    waiting_for: tuple[str, ...] = ()
+    wake_at: datetime | None = None
+
+
+def activity(
+    lease_owner: str | None,
+    lease_expires_at: datetime | None,
+    wake_at: datetime | None,
+    waiting_for: list[str] | None,
+    now: datetime,
+) -> Activity:
+    """The ``Activity`` of an actor from its stored fields (an ``ActorRecord``'s or a model row's) at
+    ``now`` (the store's clock): running while an executor holds a live lease, due once ``wake_at`` has
+    passed, waiting while it waits on queues or a future ``wake_at``."""
+    if lease_owner is not None and lease_expires_at is not None and lease_expires_at > now:
+        return Activity(RUNNING)
+    if wake_at is not None and wake_at <= now:
+        return Activity(DUE)
+    if waiting_for or wake_at is not None:
+        return Activity(WAITING, tuple(waiting_for or ()), wake_at)
+    return Activity("")

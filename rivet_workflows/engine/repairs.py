@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import audit, dry_run, errors, inspector, ports
-from .history import parent_key
+from .repair_plans import compensated, history_after_recover, plan_recover, plan_replay, plan_replay_resets
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -22,6 +22,7 @@ __all__ = [
     "RECOVER",
     "REPLAY",
     "RepairResult",
+    "ReplayPlan",
     "check_recover",
     "compensated",
     "history_after_recover",
@@ -33,6 +34,7 @@ __all__ = [
     "recover",
     "refusal",
     "replay",
+    "replay_plan",
     "restartable",
     "resume",
 ]
@@ -40,102 +42,6 @@ __all__ = [
 #: the operations ``refusal`` judges
 RECOVER = "recover"
 REPLAY = "replay"
-
-
-# --- planning (pure) -----------------------------------------------------------------------------------
-
-
-def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[str]:
-    """Keys to delete for a replay from ``entry_id`` (None: every key, a replay of the whole workflow).
-
-    The target must be a step entry (``errors.InvalidReplayTargetError``; ``errors.EntryNotFoundError`` if absent). The
-    boundary is the target itself, or, when the target is inside loops, the innermost enclosing loop
-    entry; every entry created at or after the boundary (``seq >= boundary.seq``) is deleted, earlier
-    entries are kept untouched (ENGINE-SEMANTICS.md section 9).
-    """
-    ordered = sorted(entries, key=lambda e: e.seq)
-    if entry_id is None:
-        return [e.key for e in ordered]
-    by_key = {e.key: e for e in ordered}
-    target = by_key.get(entry_id)
-    if target is None:
-        raise errors.EntryNotFoundError(f"the workflow history has no entry {entry_id!r}", entry_id=entry_id)
-    if target.kind != "step":
-        raise errors.InvalidReplayTargetError(
-            f"entry {entry_id!r} is a {target.kind}, not a step; replay from a step", entry_id=entry_id
-        )
-    boundary = target
-    key = target.key
-    while key:
-        key = parent_key(key)
-        ancestor = by_key.get(key)
-        if ancestor is not None and ancestor.kind == "loop":
-            boundary = ancestor
-            break
-    return [e.key for e in ordered if e.seq >= boundary.seq]
-
-
-def plan_replay_resets(entries: list[ports.EntryRecord], deletes: list[str]) -> list[ports.EntryRecord]:
-    """Upserts that reopen every kept join or race holding a deleted entry (a replay from a step inside a
-    branch): the join marks that branch running again, the race forgets its outcome; both go back to
-    running with no ``completed_at``. A finished join or race replays its recorded outcome without running
-    its branches (case C49), so without this the replayed branch would never run again.
-    """
-    by_key = {e.key: e for e in entries}
-    gone = set(deletes)
-    reopened: dict[str, ports.EntryRecord] = {}
-    for key in deletes:
-        child = key
-        parent = parent_key(key)
-        while parent:
-            holder = by_key.get(parent)
-            if holder is not None and holder.kind in ("join", "race") and parent not in gone:
-                reset = reopened.get(parent) or holder.copy()
-                branch = child[len(parent) + 1 :].split("/", 1)[0]
-                branches = {b: dict(v) for b, v in (reset.data.get("branches") or {}).items()}
-                if reset.kind == "join":
-                    branches[branch] = {"status": "running"}
-                    reset.data = {**reset.data, "branches": branches}
-                else:
-                    reset.data = {"winner": None, "branches": {b: {"status": "pending"} for b in branches}}
-                reset.status = ports.ENTRY_RUNNING
-                reset.completed_at = None
-                reopened[parent] = reset
-            child, parent = parent, parent_key(parent)
-    return list(reopened.values())
-
-
-def plan_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """Upserts that reset every failed or exhausted step to pending with 0 attempts and no error.
-
-    The stored failure (``data["failure"]``/``data["error"]``) and ``last_attempt_at`` are cleared so the
-    step runs again at once (ENGINE-SEMANTICS.md section 3, "Recover").
-    """
-    fixed: list[ports.EntryRecord] = []
-    for entry in entries:
-        if entry.status in (ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED):
-            reset = entry.copy()
-            reset.status = ports.ENTRY_PENDING
-            reset.attempts = 0
-            reset.error = None
-            reset.last_attempt_at = None
-            reset.data.pop("failure", None)
-            reset.data.pop("error", None)
-            fixed.append(reset)
-    return fixed
-
-
-def history_after_recover(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """``entries`` as ``recover`` would leave them: the ``plan_recover`` resets in place of the originals."""
-    reset = {e.key: e for e in plan_recover(entries)}
-    return [reset.get(e.key, e) for e in entries]
-
-
-def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
-    """Entries whose rollback handler ran (``rollback_completed_at``) or failed (``rollback_error``), in
-    creation order: the work they did was undone, or partly undone, by the workflow's rollback."""
-    hit = [e for e in entries if e.rollback_completed_at is not None or e.rollback_error is not None]
-    return sorted(hit, key=lambda e: e.seq)
 
 
 def _rolled_back(
@@ -367,6 +273,75 @@ def _repair(
     )
 
 
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay would do, computed without writing anything (README "Replay and recover semantics").
+
+    ``entry_id``: the step it replays from (None: the whole workflow); ``reset``: the history entry ids it
+    would reopen (a join or race holding a replayed branch); ``deleted``: the entry ids it would delete, in
+    creation order; ``rerun``: the ids of the recorded steps that run again, in the order they first ran.
+    Each of those steps gets a new idempotency key when it runs again (the replay bumps the run's replay
+    generation), so a side effect keyed by ``step.idempotency_key`` alone happens a second time.
+    """
+
+    entry_id: str | None
+    reset: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    rerun: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        """``{"entryId", "reset", "deleted", "rerun"}`` for JSON responses (HTTP replay with ``dryRun``)."""
+        return {
+            "entryId": self.entry_id,
+            "reset": list(self.reset),
+            "deleted": list(self.deleted),
+            "rerun": list(self.rerun),
+        }
+
+
+def _replay_changes(
+    runtime: Runtime,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    entry_id: str | None,
+    *,
+    now: datetime | None = None,
+) -> tuple[list[str], list[ports.EntryRecord], list[ports.EntryRecord]]:
+    """``(deletes, resets, archived)`` of a replay of ``record`` from ``entry_id``, after its refusals
+    (``refusal``, with ``now`` also the lease) and its divergence check: the one computation behind both
+    ``replay`` and ``replay_plan``, so a plan shows exactly what the replay then does."""
+    refused = refusal(runtime, record, entries, REPLAY, entry_id, now=now)
+    if refused is not None:
+        raise refused
+    deletes = plan_replay(entries, entry_id)
+    resets = plan_replay_resets(entries, deletes)
+    gone = set(deletes)
+    reset = {e.key: e for e in resets}
+    kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
+    _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
+    # archived: the deleted entries and the reopened joins/races, as they were before
+    return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
+
+
+def replay_plan(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> ReplayPlan:
+    """The ``ReplayPlan`` of ``replay(runtime, actor_id, entry_id)``, writing nothing: no lease, no row,
+    no audit, no wake-up. Raises what that replay would raise now (``WorkflowInFlightError`` while an
+    executor holds the lease, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+    ``WorkflowRolledBackError``, ``HistoryDivergedError``, ``ActorNotFoundError``, ...)."""
+    store = runtime.store
+    record = store.get_actor(actor_id)
+    entries = store.load_history(actor_id)
+    deletes, resets, _ = _replay_changes(runtime, record, entries, entry_id, now=store.now())
+    by_key = {e.key: e for e in entries}
+    steps = sorted((by_key[k] for k in deletes if by_key[k].kind == "step"), key=lambda e: e.seq)
+    return ReplayPlan(
+        entry_id=entry_id,
+        reset=tuple(e.key for e in resets),
+        deleted=tuple(deletes),
+        rerun=tuple(e.key for e in steps),
+    )
+
+
 def replay(
     runtime: Runtime,
     actor_id: str,
@@ -393,18 +368,8 @@ def replay(
     ``WorkflowNotEnabledError`` and ``ActorTypeNotRegisteredError`` (409). Nothing is written when it raises.
     """
 
-    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list]:
-        refused = refusal(runtime, record, entries, REPLAY, entry_id)  # in flight: checked by _repair
-        if refused is not None:
-            raise refused
-        deletes = plan_replay(entries, entry_id)
-        resets = plan_replay_resets(entries, deletes)
-        gone = set(deletes)
-        reset = {e.key: e for e in resets}
-        kept = [reset.get(e.key, e) for e in entries if e.key not in gone]
-        _refuse_divergence(runtime, record, kept, _replay_name(entry_id))
-        # archived: the deleted entries and the reopened joins/races, as they were before
-        return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
+    def plan(record: ports.ActorRecord, entries: list[ports.EntryRecord]) -> tuple[list[str], list, list]:
+        return _replay_changes(runtime, record, entries, entry_id)  # in flight: checked by _repair
 
     action = audit.REPLAY_ALL if entry_id is None else audit.REPLAY
     return _repair(runtime, actor_id, plan, audit.named(action, bulk), who, reason)

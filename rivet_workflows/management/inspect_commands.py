@@ -89,7 +89,9 @@ def _list(command: Any, options: dict) -> None:
             row.name,
             display.short_key(row.key, 40),
             row.workflow_state,
-            ",".join(row.waiting_for or []),
+            f"({row.doing} now)"
+            if row.doing in (inspector.RUNNING, inspector.DUE)
+            else ",".join(row.waiting_for),
             _time(row.wake_at),
             _time(row.updated_at),
         )
@@ -118,26 +120,103 @@ def _error_text(error: Any) -> str:
     return display.shorten(" ".join(text.split()), ERROR_CHARS)
 
 
+def _since(start: Any, end: Any) -> str:
+    if start is None or end is None:
+        return ""
+    return display.duration(max((end - start).total_seconds(), 0.0))
+
+
+def _started_at(value: Any) -> str:
+    return display.format_time(value, precise=True, date=False) if value is not None else ""
+
+
+def _step_status(entry: ports.EntryRecord, by_key: dict) -> str:
+    """A step's status with its compensation: ``completed, compensated`` when its rollback handler ran,
+    ``completed, rollback failed`` when it raised (the admin's badges)."""
+    status = inspector.entry_status(entry, by_key)
+    if entry.rollback_error:
+        return f"{status}, rollback failed"
+    if entry.rollback_completed_at is not None:
+        return f"{status}, compensated"
+    return status
+
+
+def _wait_detail(wait: inspector.QueueWait) -> str:
+    parts = [f"queue {', '.join(wait.queues) or 'any'}"]
+    if wait.count:
+        parts.append(f"{wait.count} message{'' if wait.count == 1 else 's'}")
+    if wait.deadline is not None:
+        verb = "timed out at" if wait.status == inspector.TIMED_OUT else "deadline"
+        parts.append(f"{verb} {display.format_time(wait.deadline, date=False)}")
+    return ", ".join(parts)
+
+
 def trace_cells(entries: list[ports.EntryRecord], now: Any) -> list[tuple[str, ...]]:
-    """The rows of ``rivet show``'s trace: one per history entry in creation order, the entry's name
-    indented by its depth (``  ~1``, ``    charge``), then kind, status (``inspector.entry_status``),
-    attempts, start time, duration and the error (type: message, cut short)."""
+    """The rows of ``rivet show``'s trace, in creation order, as the admin trace shows it: the entry's
+    name indented by its depth (``  ~1``, ``    charge``), then kind, status (``inspector.entry_status``;
+    a step whose rollback handler ran reads ``completed, compensated``), attempts, start time, duration
+    and a detail (the error, type: message, cut short). One queue wait is one row (kind ``queue wait``,
+    status ``waiting``, ``received`` or ``timed out``; ``inspector.queue_waits``); a step that took more
+    than one attempt lists each under it (``attempt N``, its outcome, start, duration and error), and a
+    failed rollback its error."""
     by_key = {e.key: e for e in entries}
+    waits = inspector.queue_waits(entries)
+    shown: set[str] = set()
     cells = []
     for entry in sorted(entries, key=lambda e: e.seq):
         depth = max(len(entry.location) - 1, 0)
-        label = entry.key.rsplit("/", 1)[-1]
+        indent = "  " * depth
+        wait = waits.get(entry.key)
+        if wait is not None:
+            if wait.key not in shown:
+                shown.add(wait.key)
+                end = wait.finished_at or now
+                cells.append(
+                    (
+                        indent + wait.key.rsplit("/", 1)[-1],
+                        "queue wait",
+                        wait.status,
+                        "",
+                        _started_at(wait.started_at),
+                        _since(wait.started_at, end),
+                        _wait_detail(wait),
+                    )
+                )
+            continue
         cells.append(
             (
-                "  " * depth + label,
+                indent + entry.key.rsplit("/", 1)[-1],
                 entry.kind,
-                inspector.entry_status(entry, by_key),
+                _step_status(entry, by_key)
+                if entry.kind == "step"
+                else inspector.entry_status(entry, by_key),
                 str(entry.attempts) if entry.kind == "step" else "",
-                display.format_time(entry.created_at, precise=True, date=False) if entry.created_at else "",
+                _started_at(entry.created_at),
                 _duration(entry, by_key, now),
                 _error_text(entry.error),
             )
         )
+        attempts = inspector.attempt_log(entry)
+        if len(attempts) > 1:
+            for item in attempts:
+                finished = item.get("finished_at")
+                if finished is None and item.get("outcome") == "running":
+                    finished = now
+                cells.append(
+                    (
+                        f"{indent}  attempt {item.get('attempt')}",
+                        "attempt",
+                        str(item.get("outcome") or ""),
+                        "",
+                        _started_at(item.get("started_at")),
+                        _since(item.get("started_at"), finished),
+                        _error_text(item.get("error")),
+                    )
+                )
+        if entry.rollback_error:
+            cells.append(
+                (f"{indent}  rollback", "rollback", "failed", "", "", "", _error_text(entry.rollback_error))
+            )
     return cells
 
 
@@ -162,12 +241,19 @@ def _show(command: Any, actor_id: str) -> None:
         f"created   {_time(record.created_at)}",
         f"updated   {_time(record.updated_at)}",
     ]
-    if record.wake_at is not None:
-        lines.append(f"wakes at  {_time(record.wake_at)}")
-    if record.waiting_for:
-        lines.append(f"waits on  {', '.join(record.waiting_for)}")
-    if inspector.in_flight(record, now):
-        lines.append(f"leased by {record.lease_owner} until {_time(record.lease_expires_at)}")
+    doing = inspector.activity(
+        record.lease_owner, record.lease_expires_at, record.wake_at, record.waiting_for, now
+    )
+    if doing.doing == inspector.RUNNING:
+        lines.append(
+            f"now       running (leased by {record.lease_owner} until {_time(record.lease_expires_at)})"
+        )
+    elif doing.doing == inspector.DUE:
+        lines.append("now       due (its wait is over; a worker picks it up)")
+    if doing.wake_at is not None:
+        lines.append(f"wakes at  {_time(doing.wake_at)}")
+    if doing.waiting_for:
+        lines.append(f"waits on  {', '.join(doing.waiting_for)}")
     if record.error:
         lines.append(f"error     {_error_text(record.error)}")
     if record.workflow_state == ports.SUSPENDED and isinstance(record.error, dict):
@@ -185,7 +271,7 @@ def _show(command: Any, actor_id: str) -> None:
     if not entries:
         out.write("no history yet\n")
         return
-    headers = ("entry", "kind", "status", "attempts", "started", "took", "error")
+    headers = ("entry", "kind", "status", "attempts", "started", "took", "detail")
     console.table(command.stdout, headers, trace_cells(entries, now), title=f"trace ({len(entries)} entries)")
 
 

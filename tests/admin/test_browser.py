@@ -1,7 +1,8 @@
 """A real browser (Debian's chromium driven by Playwright) repairs a failed workflow from the admin alone.
 
 It logs in, finds the failed actor in the list, opens its run trace, reads the step's error, "fixes the
-cause" (flips the flag the step reads), clicks "Replay from this step" and watches the trace update live
+cause" (flips the flag the step reads), clicks "Replay from this step", reads the plan (cancelling once:
+nothing changes), confirms it and watches the trace update live
 (polling fallback: the live server speaks WSGI only) until the workflow is completed. The final page is
 saved as a screenshot (docs/inspector-trace.png when it is missing or with RIVET_UPDATE_SCREENSHOTS=1, so
 ordinary runs leave the tree clean). Skipped when chromium or Playwright is missing.
@@ -90,8 +91,27 @@ def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user
             assert charge.get_attribute("data-status") == "exhausted"
             assert "card declined" in charge.locator("pre.rivet-error").first.inner_text()
 
-            test_registry.FLAGS["broken"] = False  # fix the cause
+            # "Replay from this step" shows the plan first; cancel leaves the run as it was
+            page.fill("#rivet-reason", "payment service fixed")
             charge.locator("button.rivet-replay-step").click()
+            plan = page.locator("#rivet-replay-plan")
+            assert plan.get_attribute("data-entry") == "charge"
+            assert page.locator("#rivet-replay-rerun li").all_inner_texts() == ["charge"]
+            assert "new idempotency key" in plan.inner_text()
+            assert page.input_value("#rivet-replay-reason") == "payment service fixed"
+            page.click("#rivet-replay-cancel")
+            page.wait_for_selector('#rivet-workflow-state[data-state="failed"]')
+            time.sleep(0.5)  # the worker would have picked a replay up by now
+            page.reload()
+            assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "failed"
+            assert page.locator('li[data-key="charge"]').get_attribute("data-status") == "exhausted"
+            assert "No operator actions." in page.inner_text("#rivet-live")
+
+            test_registry.FLAGS["broken"] = False  # fix the cause
+            page.locator('li[data-key="charge"] button.rivet-replay-step').click()
+            page.wait_for_selector("#rivet-replay-plan")
+            page.fill("#rivet-replay-reason", "payment service fixed")
+            page.click("#rivet-replay-confirm")
             page.wait_for_selector(".messagelist .success")
             assert "Replaying from step 'charge'" in page.locator(".messagelist").inner_text()
 
@@ -115,3 +135,5 @@ def test_repair_a_failed_workflow_from_the_admin(rivet, live_server, django_user
     assert worker.error is None, worker.error
     assert handle.workflow_state() == "completed"
     assert handle.record().output == {"order": 42, "status": "shipped"}
+    (action,) = handle.runtime.store.operator_actions(handle.actor_id)
+    assert (action.action, action.who, action.reason) == ("replay", "admin", "payment service fixed")

@@ -123,6 +123,7 @@ def test_header_and_buttons_follow_the_run_after_replay_without_a_reload(
 
                 marker.unlink()  # fix the cause
                 page.locator('li[data-key="charge"] button.rivet-replay-step').click()
+                page.click("#rivet-replay-confirm")  # the plan page: confirm it
                 page.wait_for_selector(".messagelist .success")
                 page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
                 assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "sleeping"

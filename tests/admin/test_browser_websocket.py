@@ -93,6 +93,7 @@ def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_m
 
                 marker.unlink()  # fix the cause
                 page.locator('li[data-key="charge"] button.rivet-replay-step').click()
+                page.click("#rivet-replay-confirm")  # the plan page: confirm it
                 page.wait_for_selector(".messagelist .success")
                 page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
                 assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "sleeping"

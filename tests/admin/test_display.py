@@ -79,7 +79,7 @@ def test_every_time_on_the_trace_is_in_one_zone_with_the_zone_shown(admin_client
     assert "+00:00" not in html and " UTC" not in html
     assert re.search(r"started \d\d:\d\d:\d\d\.\d{3} CST", html)
     assert re.search(r"finished \d\d:\d\d:\d\d\.\d{3} CST", html)
-    assert re.search(r"queue go · sent \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} CST", html)
+    assert re.search(r"Message 0 \(go, sent \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} CST\)", html)
     assert "Times in America/Chicago." in html
     wake = re.search(r"<dt>Wake at</dt><dd>([^<]*)</dd>", html).group(1)
     assert wake == "2099-01-01 21:04:05 CST"

@@ -165,3 +165,17 @@ def test_create_of_an_existing_key_reports_it_even_when_the_state_cannot_be_buil
     with pytest.raises(ValueError):
         client.wf.create("new")
     assert h.runtime.store.find_actor("wf", ["new"]) is None
+
+
+def test_ctx_input_is_none_for_an_actor_created_without_input(h):
+    """README "Writing actors and workflows": ``ctx.input`` is None without input (read it with a default)."""
+    seen: list = []
+
+    async def run(ctx):
+        seen.append(ctx.input)
+        return (ctx.input or {}).get("sku", "none")
+
+    h.setup(wf=workflow(run=run))
+    aid = h.start()
+    h.drain()
+    assert seen == [None] and h.actor(aid).output == "none"

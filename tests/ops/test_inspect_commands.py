@@ -95,7 +95,11 @@ def test_show_prints_the_trace_with_attempts_statuses_and_durations(runtime) -> 
     rows = {line.split()[0]: line.split() for line in out.splitlines()[8:] if line.strip()}
     assert rows["reserve"][1:4] == ["step", "completed", "1"]
     assert rows["charge"][1:4] == ["step", "completed", "2"]  # the first attempt failed, the retry paid
-    assert rows["wait-approval:0"][1:3] == ["message", "completed"]  # the approval, answered
+    assert rows["wait-approval"][1:4] == ["queue", "wait", "received"]  # one row for the wait
+    assert not any(":" in key for key in rows)  # no ":count", ":0" rows of its entries
+    assert "attempt 1" in out and "attempt 2" in out  # each of charge's tries, under it
+    first = next(line for line in out.splitlines() if line.strip().startswith("attempt 1"))
+    assert "failed" in first and "RuntimeError: card network down" in first
     charge = next(line for line in out.splitlines() if line.lstrip().startswith("charge"))
     assert " ms" in charge or " s" in charge  # a duration
     assert "\ntrace     " not in out  # created without tracing: no trace id
@@ -179,3 +183,36 @@ def test_long_commands_show_progress_on_a_terminal_and_stay_plain_when_piped(run
     assert "deleted 3 finished actors" in rivet("prune", "--older-than", "1", stderr=terminal_err)
     assert "pruning 3 actors" in terminal_err.getvalue()
     assert models.Actor.objects.count() == 0
+
+
+def test_show_marks_compensations_and_reads_a_timed_out_wait_as_timed_out(runtime) -> None:
+    actor_id = rivet("start", "booking", "b-1").split(": ")[-1].strip()
+    django_runtime.drain(timeout=2)
+    assert runtime.store.get_actor(actor_id).workflow_state == ports.FAILED
+
+    out = rivet("show", actor_id)
+    lines = out.splitlines()
+    reserve = next(line for line in lines if line.strip().startswith("reserve"))
+    assert "completed, compensated" in reserve
+    payment = next(line for line in lines if line.strip().startswith("payment"))
+    assert "queue wait" in payment and "timed out" in payment and "queue pay" in payment
+    assert "0 messages" not in out and "sleep" not in out and "interrupted" not in out
+
+
+def test_list_and_show_say_what_the_run_does_now_not_a_finished_wait(runtime) -> None:
+    actor_id = _started("o-now")
+    django_runtime.drain(timeout=2)
+    waiting = next(line for line in rivet("list").splitlines() if actor_id in line)
+    assert "approve" in waiting  # it waits on the approval queue
+    # a worker took it (the approval came) and runs a later step: the finished wait is not shown
+    models.Actor.objects.filter(pk=actor_id).update(wake_at=runtime.store.now())
+    token = runtime.store.claim(actor_id, "worker-1", 30)
+    assert token is not None
+    running = next(line for line in rivet("list").splitlines() if actor_id in line)
+    assert "(running now)" in running and "approve" not in running
+    shown = rivet("show", actor_id)
+    assert "now       running (leased by worker-1" in shown
+    assert "waits on" not in shown and "wakes at" not in shown
+    runtime.store.commit(actor_id, token, ports.Commit(release=True))
+    due = next(line for line in rivet("list").splitlines() if actor_id in line)
+    assert "(due now)" in due and "approve" not in due

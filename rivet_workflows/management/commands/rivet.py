@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ... import tracing
 from ...engine import errors
 from .. import console, inspect_commands, ops_commands
 
@@ -60,6 +63,27 @@ class Command(BaseCommand):
         )
         ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, cancel, retry, prune
         inspect_commands.add_parsers(subs)  # list, show, start, send
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """The command run as a process (``manage.py rivet ...``): at its end it waits at most
+        ``tracing.COMMAND_FLUSH_SECONDS`` for its spans to reach the collector (README "OpenTelemetry
+        traces"), never for an unreachable collector's retries."""
+        try:
+            super().run_from_argv(argv)
+        finally:
+            tracing.end_of_command()
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Run the command; when the reader of its output goes away (``rivet show ID | head``) it stops
+        quietly, as ``cat`` does, instead of printing a ``BrokenPipeError`` traceback: the rest of the
+        output is dropped and the exit status is 141 (128 + SIGPIPE)."""
+        try:
+            result = super().execute(*args, **options)
+            sys.stdout.flush()  # a pipe closed early fails here, not in the interpreter's flush at exit
+            return result
+        except BrokenPipeError:
+            _drop_stdout()
+            raise SystemExit(141) from None
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Dispatch to the chosen subcommand."""
@@ -115,3 +139,15 @@ class Command(BaseCommand):
         code = demo.main(list(argv))
         if code:
             raise CommandError(f"demo exited with status {code}")
+
+
+def _drop_stdout() -> None:
+    """Point the process's stdout at /dev/null, so the flush at exit cannot raise ``BrokenPipeError`` again
+    (the Python manual's recipe for SIGPIPE, "Note on SIGPIPE" in the ``signal`` module)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file: nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

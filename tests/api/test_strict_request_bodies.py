@@ -42,7 +42,7 @@ def test_every_route_with_a_body_refuses_an_unknown_field_and_names_it(rivet, cl
 @pytest.mark.parametrize(
     "body,unknown",
     [
-        ({"entryId": "charge", "dryRun": True}, "dryRun"),  # a client of a newer API
+        ({"entryId": "charge", "dry_run": True}, "dry_run"),  # dryRun misspelt: a preview must not replay
         ({"entry_id": "charge"}, "entry_id"),  # a misspelt entryId would replay everything
         ({"reasom": "typo"}, "reasom"),
     ],

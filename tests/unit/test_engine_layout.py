@@ -30,9 +30,13 @@ def _modules() -> list[str]:
     return names
 
 
+#: a module is split by concept, not to meet a count; past this many lines it holds more than one concept
+MAX_MODULE_LINES = 700
+
+
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ENGINE)))
-def test_no_engine_module_is_over_500_lines(path):
-    assert len(path.read_text().splitlines()) <= 500
+def test_no_engine_module_is_over_700_lines(path):
+    assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ENGINE)))

@@ -16,11 +16,11 @@ from .definitions import arity
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 
 def run_action(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     definition: ActorDefinition,
     actor_id: str,
     key: list,
@@ -52,7 +52,7 @@ def run_action(
 
 
 def run_create_hook(
-    runtime: Runtime, definition: ActorDefinition, actor_id: str, key: list, input: Any, *, make_due: bool
+    runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list, input: Any, *, make_due: bool
 ) -> None:
     """Run ``on_create(c)`` or ``on_create(c, input)`` on the actor just created (ENGINE-SEMANTICS.md 10).
 
@@ -80,7 +80,7 @@ def run_create_hook(
         raise
 
 
-def destroy(runtime: Runtime, definition: ActorDefinition, actor_id: str, key: list) -> None:
+def destroy(runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list) -> None:
     """Run ``on_destroy(c)`` (after any running step) and delete the actor with its history, messages and
     schedules; this process forgets its vars. ``ActorNotFoundError`` if it is gone already."""
 

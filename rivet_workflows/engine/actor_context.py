@@ -11,10 +11,8 @@ from . import bridge, schedules, serde
 from .delivery import send_message
 
 if TYPE_CHECKING:
-    from .client import Client
     from .definitions import ActorDefinition
-    from .runtime import Runtime
-    from .session import RunSession
+    from .roles import ClientRole, RuntimeRole, SessionRole
 
 _MISSING: Any = object()
 
@@ -75,14 +73,14 @@ class ActorContext:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeRole,
         definition: ActorDefinition,
         actor_id: str,
         key: list,
         state: Any = None,
         vars: Any = _MISSING,
         *,
-        session: RunSession | None = None,
+        session: SessionRole | None = None,
     ) -> None:
         self.runtime = runtime
         self.definition = definition
@@ -95,7 +93,7 @@ class ActorContext:
         self.queue = ActorQueue(self)
 
     @classmethod
-    def for_run(cls, session: RunSession) -> ActorContext:
+    def for_run(cls, session: SessionRole) -> ActorContext:
         """A context on a workflow run: ``state``/``vars`` read and write ``session.state``/``session.vars``,
         ``queue.send`` goes to the run's write buffer (``session.writes.send``) and ``destroy()`` asks the run to
         destroy the actor after its final commit (``session.request_destroy``)."""
@@ -154,7 +152,7 @@ class ActorContext:
         payload = serde.to_json(list(args), where=f"event {name!r} arguments")
         self.runtime.broadcast(self.actor_id, name, payload)
 
-    def client(self) -> Client:
+    def client(self) -> ClientRole:
         """A client on the same runtime, to reach other actors."""
         return self.runtime.client()
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import ports, serde
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 #: the actions (``bulk_<action>`` when done as part of a bulk action)
 REPLAY = "replay"
@@ -86,7 +86,7 @@ def action_record(
 
 
 def record(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     action: str,
     *,
@@ -117,7 +117,7 @@ def view(row: ports.OperatorActionRecord) -> dict[str, Any]:
     }
 
 
-def history_of(runtime: Runtime, actor_id: str, *, limit: int | None = None) -> dict[str, list]:
+def history_of(runtime: RuntimeRole, actor_id: str, *, limit: int | None = None) -> dict[str, list]:
     """``{"items": [view(row), ...]}`` of ``actor_id``'s audit rows, newest first (at most ``limit``).
     ``ActorNotFoundError`` for an unknown actor."""
     runtime.store.get_actor(actor_id)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from . import audit, cancel, errors, ports, repairs, retrying
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -64,31 +64,31 @@ class BulkReport:
         return [o for o in self.outcomes if o.outcome == outcome]
 
 
-def _recover(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+def _recover(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
     repairs.recover(runtime, actor_id, who=who, reason=reason, bulk=bulk)
     return True
 
 
-def _cancel(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+def _cancel(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
     return cancel.cancel(runtime, actor_id, who=who, reason=reason, bulk=bulk)
 
 
-def _pause(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+def _pause(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
     return repairs.pause(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
-def _resume(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+def _resume(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
     return repairs.resume(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
-def _retry(runtime: Runtime, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+def _retry(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
     return retrying.retry(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
 #: the bulk actions: name -> what it does to one actor (True when it changed it, False when there was
 #: nothing to do; a refusal raises). Each writes an audit row per actor it changed (``bulk_<name>``, or
 #: ``<name>`` for a command's action on chosen actors).
-ACTIONS: dict[str, Callable[[Runtime, str, str, str | None, bool], bool]] = {
+ACTIONS: dict[str, Callable[[RuntimeRole, str, str, str | None, bool], bool]] = {
     "recover": _recover,
     "cancel": _cancel,
     "pause": _pause,
@@ -97,7 +97,7 @@ ACTIONS: dict[str, Callable[[Runtime, str, str, str | None, bool], bool]] = {
 }
 
 
-def _nothing_to_do(runtime: Runtime, action: str, actor_id: str) -> str:
+def _nothing_to_do(runtime: RuntimeRole, action: str, actor_id: str) -> str:
     """Why ``action`` left the actor unchanged (the engine call returned False), read from its record."""
     record = runtime.store.get_actor(actor_id)
     state = record.workflow_state
@@ -115,7 +115,7 @@ def _nothing_to_do(runtime: Runtime, action: str, actor_id: str) -> str:
 
 
 def run(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     action: str,
     actor_ids: Iterable[str],
     *,
@@ -141,7 +141,7 @@ def run(
 
 
 def act_on(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     action: str,
     actor_id: str,
     *,

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from . import audit, errors, ports
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 #: how many times ``cancel`` retries when the lease changes hands under it
 _ATTEMPTS = 20
 
 
 def cancel(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     *,
     who: str = audit.PYTHON,

@@ -20,7 +20,7 @@ from .sending import WaitingSend, waiting_send_slot
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -43,7 +43,7 @@ class Client:
     """Entry point to the actors of one runtime: ``client.payment_actor`` or ``client["payment_actor"]``
     (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeRole) -> None:
         self.runtime = runtime
 
     def __getitem__(self, name: str) -> ActorTypeClient:
@@ -64,7 +64,7 @@ class Client:
 class ActorTypeClient:
     """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
 
-    def __init__(self, runtime: Runtime, definition: ActorDefinition) -> None:
+    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition) -> None:
         self.runtime = runtime
         self.definition = definition
         self.name = definition.name or ""
@@ -194,7 +194,7 @@ class ActorHandle:
     ``handle.action_name(*args)``), ``send``/``asend`` to its queues, ``destroy``, ``recover``, and
     read-only ``state()``/``workflow_state()``/``record()``."""
 
-    def __init__(self, runtime: Runtime, definition: ActorDefinition, actor_id: str, key: list) -> None:
+    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list) -> None:
         self.runtime = runtime
         self.definition = definition
         self.actor_id = actor_id

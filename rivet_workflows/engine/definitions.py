@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .runtime import Runtime
+    from .roles import ClientRole, RuntimeRole
 
 
 # --- declarations ---------------------------------------------------------------------------------
@@ -425,7 +424,7 @@ class Registry:
                 definition = copy.copy(definition)  # one definition registered under two names
             definition.name = name
             self._definitions[name] = definition
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeRole | None = None
 
     def get(self, name: str) -> ActorDefinition:
         """The definition registered as ``name``; raises ``ActorNotFoundError`` (metadata ``name``)."""
@@ -451,13 +450,13 @@ class Registry:
     def __len__(self) -> int:
         return len(self._definitions)
 
-    def bind(self, runtime: Runtime) -> Registry:
+    def bind(self, runtime: RuntimeRole) -> Registry:
         """Attach ``runtime`` (replacing any earlier one) and return the registry."""
         self._runtime = runtime
         return self
 
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> RuntimeRole:
         """The bound runtime; ``RuntimeError`` if none is bound yet."""
         if self._runtime is None:
             raise RuntimeError(
@@ -471,7 +470,7 @@ class Registry:
         """True once ``bind`` was called."""
         return self._runtime is not None
 
-    def client(self) -> Client:
+    def client(self) -> ClientRole:
         """A client on the bound runtime (DESIGN.md section 2, "Client")."""
         return self.runtime.client()
 

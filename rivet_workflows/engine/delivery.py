@@ -8,10 +8,10 @@ from . import ports, serde
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 
-def wake_if_due(runtime: Runtime, actor_id: str) -> bool:
+def wake_if_due(runtime: RuntimeRole, actor_id: str) -> bool:
     """Hand ``actor_id`` to the dispatcher when its ``wake_at`` has come (after a send); return whether it did.
 
     No hint while a live lease is held: the holder takes the message itself (a warm queue wait is notified
@@ -39,7 +39,7 @@ def wake_if_due(runtime: Runtime, actor_id: str) -> bool:
 
 
 def send_message(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     definition: ActorDefinition,
     actor_id: str,
     name: str,

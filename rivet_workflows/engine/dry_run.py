@@ -24,7 +24,7 @@ from .history import ROOT, History
 from .session import RunSession, maybe_await
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 #: outcomes of a dry-run replay
 OK = "ok"  # the history matches the code up to new work (or a wait, or the end)
@@ -308,7 +308,7 @@ async def _replay(session: _DrySession) -> None:
 
 
 def check_actor(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor: ports.ActorRecord,
     entries: list[ports.EntryRecord] | None = None,
     *,
@@ -364,7 +364,7 @@ def _location_of(exc: BaseException) -> str | None:
     return None
 
 
-def check_all(runtime: Runtime, actors: list[ports.ActorRecord]) -> list[CheckResult]:
+def check_all(runtime: RuntimeRole, actors: list[ports.ActorRecord]) -> list[CheckResult]:
     """``check_actor`` for each in-flight actor of ``actors`` (finished and run-less ones are skipped; an
     actor whose type is not registered gets an ``error`` result). Failed workflows as ``recover`` would
     restart them: ``repairs.check_recover``."""

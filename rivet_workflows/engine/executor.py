@@ -13,7 +13,7 @@ from .errors import StoreUnavailableError
 from .worker import RunSummary, run_actor
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 __all__ = ["DrainSummary", "RunSummary", "StoreUnavailableError", "drain", "run_actor"]
 
@@ -28,7 +28,7 @@ class DrainSummary:
     still_waiting: list[str] = field(default_factory=list)
 
 
-def drain(runtime: Runtime, timeout: float = 10.0, *, limit: int = 32) -> DrainSummary:
+def drain(runtime: RuntimeRole, timeout: float = 10.0, *, limit: int = 32) -> DrainSummary:
     """Run every due actor in this process until none has work due within ``timeout`` seconds (DESIGN.md 9).
 
     First retries, once, the runs suspended on another code version (``retrying.retry_on_new_code``).

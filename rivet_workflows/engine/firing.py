@@ -16,12 +16,12 @@ from . import actions, errors, ports, serde
 from .slots import ScheduledFireInfo, plan_fire
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
 
-def run_scheduled_action(runtime: Runtime, record: ports.CronRecord, fire: ScheduledFireInfo) -> Any:
+def run_scheduled_action(runtime: RuntimeRole, record: ports.CronRecord, fire: ScheduledFireInfo) -> Any:
     """Run ``record.action`` on its actor as an action (serialised with steps): ``fn(c, fire, *args)``.
 
     Returns the action's result (a serialised copy). Raises ActorNotFoundError, ActionNotFoundError or what
@@ -42,7 +42,7 @@ def run_scheduled_action(runtime: Runtime, record: ports.CronRecord, fire: Sched
     )
 
 
-def run_fire(runtime: Runtime, record: ports.CronRecord, fire: ScheduledFireInfo) -> bool:
+def run_fire(runtime: RuntimeRole, record: ports.CronRecord, fire: ScheduledFireInfo) -> bool:
     """Run one claimed fire of ``record`` and log it (status ok or error; an action error is logged, never
     raised). Returns False when the actor is gone."""
     log = ports.CronFireRecord(scheduled_at=fire.scheduled_at, fired_at=fire.fired_at)
@@ -61,7 +61,7 @@ def run_fire(runtime: Runtime, record: ports.CronRecord, fire: ScheduledFireInfo
 
 
 def fire_due(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     limit: int = 100,
     runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
 ) -> int:
@@ -105,7 +105,7 @@ def next_deadline(store: Any) -> datetime | None:
 
 
 def sweep_schedules(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     limit: int = 100,
     runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
 ) -> int:

@@ -10,10 +10,10 @@ from .actor_context import ActorContext
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 
-def flow_of(runtime: Runtime, definition: ActorDefinition, key: list, state: Any) -> ports.Flow | None:
+def flow_of(runtime: RuntimeRole, definition: ActorDefinition, key: list, state: Any) -> ports.Flow | None:
     """The ``ports.Flow`` recorded on a new actor of ``definition`` (None when the type has no flow control).
 
     ``Concurrency.key(c)`` is called once, here, on an actor context with the new actor's ``key`` and initial

@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .session import RunSession
+    from .roles import SessionRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -21,7 +21,7 @@ class Heartbeat(threading.Thread):
     task with it), so a body does not go on beside the new holder's attempt (case C62). A store error is logged and retried
     at the next beat (the database may come back while the step runs)."""
 
-    def __init__(self, session: RunSession, loop: asyncio.AbstractEventLoop, main: asyncio.Future) -> None:
+    def __init__(self, session: SessionRole, loop: asyncio.AbstractEventLoop, main: asyncio.Future) -> None:
         super().__init__(name=f"rivet-heartbeat-{session.actor_id}", daemon=True)
         self.session = session
         self.loop = loop

@@ -15,7 +15,7 @@ from . import errors, ports, retry, serde
 
 if TYPE_CHECKING:
     from .definitions import Registry
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 __all__ = [
     "DUE",
@@ -223,7 +223,7 @@ def entry_view(
     return view, meta
 
 
-def workflow_history(runtime: Runtime, actor_id: str) -> dict:
+def workflow_history(runtime: RuntimeRole, actor_id: str) -> dict:
     """The inspector's history of ``actor_id`` (ENGINE-SEMANTICS.md section 9).
 
     Returns ``{"history": {"nameRegistry": [names], "entries": [entry], "entryMetadata": {id: meta}} | None,

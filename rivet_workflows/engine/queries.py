@@ -17,7 +17,7 @@ from .actor_context import ActorContext, call_maybe_async
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 
 def _refuse(what: str) -> NoReturn:
@@ -119,7 +119,7 @@ class QueryContext(ActorContext):
 
 
 def run_query(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     definition: ActorDefinition,
     actor_id: str,
     key: list,

@@ -16,7 +16,7 @@ from . import audit, dry_run, errors, inspector, ports
 from .repair_plans import compensated, history_after_recover, plan_recover, plan_replay, plan_replay_resets
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 __all__ = [
     "RECOVER",
@@ -76,7 +76,7 @@ def _in_flight(actor_id: str) -> errors.WorkflowInFlightError:
     )
 
 
-def _not_repairable(runtime: Runtime, record: ports.ActorRecord) -> errors.RivetWorkflowsError | None:
+def _not_repairable(runtime: RuntimeRole, record: ports.ActorRecord) -> errors.RivetWorkflowsError | None:
     """The refusal of any repair of an actor whose type is not registered here or has no workflow."""
     if record.name not in runtime.registry:
         return errors.ActorTypeNotRegisteredError(
@@ -96,7 +96,7 @@ def _not_repairable(runtime: Runtime, record: ports.ActorRecord) -> errors.Rivet
 
 
 def refusal(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     record: ports.ActorRecord,
     entries: list[ports.EntryRecord],
     operation: str,
@@ -146,7 +146,7 @@ def refusal(
 
 
 def restartable(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     record: ports.ActorRecord,
     entries: list[ports.EntryRecord],
     operation: str = RECOVER,
@@ -173,7 +173,7 @@ def _replay_name(entry_id: str | None) -> str:
 
 
 def _refuse_divergence(
-    runtime: Runtime, record: ports.ActorRecord, after: list[ports.EntryRecord], operation: str
+    runtime: RuntimeRole, record: ports.ActorRecord, after: list[ports.EntryRecord], operation: str
 ) -> None:
     """Dry-replay (``rivet check``'s replay: no step body, hook or write) the history ``after`` as the
     operation would leave it, with the workflow sleeping; raise ``HistoryDivergedError`` if it diverges."""
@@ -216,7 +216,7 @@ class RepairResult:
 
 
 def _repair(
-    runtime: Runtime, actor_id: str, plan: Any, action: str, who: str, reason: str | None
+    runtime: RuntimeRole, actor_id: str, plan: Any, action: str, who: str, reason: str | None
 ) -> RepairResult:
     """Decide, then claim the lease, commit ``plan(record, entries) -> (deletes, upserts, archived)`` (it
     raises the refusal) with its audit row (``action`` by ``who`` for ``reason``) and wake. Every refusal is
@@ -300,7 +300,7 @@ class ReplayPlan:
 
 
 def _replay_changes(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     record: ports.ActorRecord,
     entries: list[ports.EntryRecord],
     entry_id: str | None,
@@ -323,7 +323,7 @@ def _replay_changes(
     return deletes, resets, [e for e in entries if e.key in gone or e.key in reset]
 
 
-def replay_plan(runtime: Runtime, actor_id: str, entry_id: str | None = None) -> ReplayPlan:
+def replay_plan(runtime: RuntimeRole, actor_id: str, entry_id: str | None = None) -> ReplayPlan:
     """The ``ReplayPlan`` of ``replay(runtime, actor_id, entry_id)``, writing nothing: no lease, no row,
     no audit, no wake-up. Raises what that replay would raise now (``WorkflowInFlightError`` while an
     executor holds the lease, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
@@ -343,7 +343,7 @@ def replay_plan(runtime: Runtime, actor_id: str, entry_id: str | None = None) ->
 
 
 def replay(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     entry_id: str | None = None,
     *,
@@ -376,7 +376,7 @@ def replay(
 
 
 def recover(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     *,
     who: str = audit.PYTHON,
@@ -410,7 +410,7 @@ def recover(
 
 
 def check_recover(
-    runtime: Runtime, actor: ports.ActorRecord, *, now: datetime | None = None
+    runtime: RuntimeRole, actor: ports.ActorRecord, *, now: datetime | None = None
 ) -> dry_run.CheckResult | None:
     """Would ``recover`` restart this failed workflow? ``rivet check --include-failed`` and ``rivet recover
     --dry-run`` ask this: first ``refusal`` (with ``now``, also the lease), then a dry replay (no step, hook
@@ -440,7 +440,12 @@ def check_recover(
 
 # --- pause and resume (DESIGN.md section 12): the one place an operator pauses or resumes an actor -------
 def pause(
-    runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
+    runtime: RuntimeRole,
+    actor_id: str,
+    reason: str | None = None,
+    *,
+    who: str = audit.PYTHON,
+    bulk: bool = False,
 ) -> bool:
     """Pause the actor: never claimed while paused (sends kept; a running step finishes, no new one starts).
     ``reason`` is kept with it and, with ``who`` (a user name, ``"token"``, ``"python"``, ``"command"``), in
@@ -452,7 +457,12 @@ def pause(
 
 
 def resume(
-    runtime: Runtime, actor_id: str, reason: str | None = None, *, who: str = audit.PYTHON, bulk: bool = False
+    runtime: RuntimeRole,
+    actor_id: str,
+    reason: str | None = None,
+    *,
+    who: str = audit.PYTHON,
+    bulk: bool = False,
 ) -> bool:
     """Resume a paused actor, handing it to the dispatcher when due (what came due meanwhile runs once),
     with the audit row ``resume`` (``who``, ``reason`` as ``pause``). False (nothing written) when not paused."""

@@ -11,7 +11,7 @@ from . import errors, ports, serde
 from .failures import StepFailure, TryFailure
 
 if TYPE_CHECKING:
-    from .session import RunSession
+    from .roles import SessionRole
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class QueueMessage:
 
     __slots__ = ("id", "name", "body", "created_at", "completable", "_entry", "_session", "_done")
 
-    def __init__(self, session: RunSession, entry: ports.EntryRecord) -> None:
+    def __init__(self, session: SessionRole, entry: ports.EntryRecord) -> None:
         data = entry.data
         self.id: str = data["id"]
         self.name: str = data["name"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from . import audit, ports
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -23,7 +23,7 @@ __all__ = ["retry", "retry_on_new_code"]
 
 
 def retry(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     reason: str | None = None,
     *,
@@ -67,7 +67,7 @@ def retry(
     return True
 
 
-def retry_on_new_code(runtime: Runtime, limit: int = 100) -> list[str]:
+def retry_on_new_code(runtime: RuntimeRole, limit: int = 100) -> list[str]:
     """Retry, once, every run suspended under a code version other than this process's ``CODE_VERSION``
     (at most ``limit`` per call; nothing when this process is unversioned): the sweep and ``drain`` of a
     process that runs newer code call it, so a deploy with the fix resumes the runs a code error suspended.

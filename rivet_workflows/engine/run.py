@@ -25,7 +25,7 @@ from .session import RunSession, maybe_await, was_reported
 if TYPE_CHECKING:
     from .actor_context import ActorContext
     from .definitions import ActorDefinition
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -110,7 +110,7 @@ class RunReport:
 
 
 async def execute(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor: ports.ActorRecord,
     token: int,
     *,
@@ -140,7 +140,7 @@ class _Run:
     """One replay of one actor's run function under a held lease (one wake-up); each kind of event that
     ends the workflow function is handled by its own method (``_on_*``)."""
 
-    def __init__(self, runtime: Runtime, actor: ports.ActorRecord, token: int) -> None:
+    def __init__(self, runtime: RuntimeRole, actor: ports.ActorRecord, token: int) -> None:
         self.runtime = runtime
         self.actor = actor
         self.token = token

@@ -14,14 +14,14 @@ from . import ports, serde, slots
 from .settings import to_offset, to_seconds
 
 if TYPE_CHECKING:
-    from .actor_context import ActorContext
+    from .roles import ActorContextRole
 
 
-def _check_action(c: ActorContext, action: str) -> None:
+def _check_action(c: ActorContextRole, action: str) -> None:
     c.definition.get_action(action)  # ActionNotFoundError
 
 
-def _encode_args(c: ActorContext, args: Any, where: str) -> list:
+def _encode_args(c: ActorContextRole, args: Any, where: str) -> list:
     if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
         raise TypeError(f"{where}: args must be a list or tuple, got {type(args).__name__}")
     return serde.roundtrip(list(args), where=where, max_bytes=c.runtime.settings.max_payload_bytes)
@@ -30,7 +30,7 @@ def _encode_args(c: ActorContext, args: Any, where: str) -> list:
 class CronApi:
     """``c.cron``: recurring actions of this actor (stored in the database, fired by the sweep)."""
 
-    def __init__(self, c: ActorContext) -> None:
+    def __init__(self, c: ActorContextRole) -> None:
         self._c = c
 
     def every(
@@ -108,7 +108,7 @@ class CronApi:
 class ScheduleApi:
     """``c.schedule``: one-off scheduled actions of this actor."""
 
-    def __init__(self, c: ActorContext) -> None:
+    def __init__(self, c: ActorContextRole) -> None:
         self._c = c
 
     def after(self, delay: float | timedelta, action: str, *args: Any) -> str:

@@ -19,7 +19,7 @@ from .settings import to_seconds
 from .watches import SendWatch
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ DESTROYED = "the actor was destroyed before completing the message"
 
 
 def gave_up(
-    runtime: Runtime, message: ports.MessageRecord, actor_id: str, timed_out: bool
+    runtime: RuntimeRole, message: ports.MessageRecord, actor_id: str, timed_out: bool
 ) -> SendResult | None:
     """None while a waiting send should go on; else the ``timed_out`` result with its ``detail``."""
     try:
@@ -178,7 +178,7 @@ class WaitingSend:
     The ended check (``gave_up``) runs in ``begin``, then on every look after a notifying watch was woken
     and at the deadline (on a polling watch every ``_ENDED_CHECK_SECONDS``, the looks on a backoff)."""
 
-    def __init__(self, runtime: Runtime, actor_id: str, watch: SendWatch, timeout: Any) -> None:
+    def __init__(self, runtime: RuntimeRole, actor_id: str, watch: SendWatch, timeout: Any) -> None:
         self.runtime = runtime
         self.actor_id = actor_id
         self.watch = watch

@@ -23,7 +23,7 @@ from .writes import WriteBuffer
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
     from .retry import StepOptions
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -67,7 +67,7 @@ class RunSession:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeRole,
         actor: ports.ActorRecord,
         definition: ActorDefinition,
         token: int,

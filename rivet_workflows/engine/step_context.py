@@ -15,7 +15,7 @@ from . import errors, serde
 from .reentrancy import RUNNING_STEP_OF
 
 if TYPE_CHECKING:
-    from .session import RunSession
+    from .roles import SessionRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -23,7 +23,7 @@ logger = logging.getLogger("rivet_workflows")
 class ActorIdentity:
     """``actor_id``, ``key`` and ``name`` of the actor a run belongs to (shared by ``ctx`` and ``step``)."""
 
-    _session: RunSession
+    _session: SessionRole
 
     @property
     def actor_id(self) -> str:
@@ -82,7 +82,7 @@ class StepContext(ActorIdentity):
     ``step.cancelled.wait(seconds)`` instead of ``time.sleep``) and return (DESIGN.md section 12).
     """
 
-    def __init__(self, session: RunSession, location: str, attempt: int, generation: int = 0) -> None:
+    def __init__(self, session: SessionRole, location: str, attempt: int, generation: int = 0) -> None:
         self._session = session
         #: an atomic attempt's own sends (delivered by its commit only); None: the run's write buffer
         self.outbox: list[tuple[str, str, Any, bool]] | None = None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import ports
 
 if TYPE_CHECKING:
-    from .session import RunSession
+    from .roles import SessionRole
     from .step_context import StepContext
 
 #: how long the step lock is set for; the lease expiry frees it earlier if the executor dies
@@ -30,7 +30,7 @@ class StepLock:
     release never clears a lock another step just took.
     """
 
-    def __init__(self, session: RunSession) -> None:
+    def __init__(self, session: SessionRole) -> None:
         self._session = session
         self._count = 0
         self._held = False

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from . import errors
 
 if TYPE_CHECKING:
-    from .session import RunSession
+    from .roles import SessionRole
 
 
 class Waits:
@@ -20,7 +20,7 @@ class Waits:
     (seconds, 0: never) is how long a queue wait that finds no message listens for one before the run
     unwinds (``Store.wait_for_messages``; the Celery task sets it from ``settings.warm_wait``)."""
 
-    def __init__(self, session: RunSession, live_until: datetime | None, warm: float = 0.0) -> None:
+    def __init__(self, session: SessionRole, live_until: datetime | None, warm: float = 0.0) -> None:
         self._session = session
         self.live_until = live_until
         self.warm = warm

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from . import bridge, errors, ports, run, serde
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -83,7 +83,7 @@ _LEFT = _LeftRuns()
 
 
 def _leave_for_version(
-    runtime: Runtime, actor: ports.ActorRecord, token: int, report: run.RunReport
+    runtime: RuntimeRole, actor: ports.ActorRecord, token: int, report: run.RunReport
 ) -> ports.CommitResult:
     """Release ``actor``, whose replay diverged on entries another code version wrote (``report``), without
     changing its workflow: no pending write of the run is committed, the workflow stays as it is, due again
@@ -154,7 +154,7 @@ def _log_suspension(actor: ports.ActorRecord, error: dict | None) -> None:
     )
 
 
-def _fail_refused(runtime: Runtime, actor: ports.ActorRecord, token: int, exc: BaseException) -> bool:
+def _fail_refused(runtime: RuntimeRole, actor: ports.ActorRecord, token: int, exc: BaseException) -> bool:
     """Record the workflow failed with ``exc`` (the store's refusal) in a fresh commit holding none of the
     run's pending writes; returns False when the lease was lost meanwhile."""
     error = serde.error_to_dict(exc)
@@ -172,7 +172,7 @@ def _fail_refused(runtime: Runtime, actor: ports.ActorRecord, token: int, exc: B
     return bool(runtime.store.commit(actor.actor_id, token, commit).ok)
 
 
-def _leave_unregistered(runtime: Runtime, actor: ports.ActorRecord, token: int) -> None:
+def _leave_unregistered(runtime: RuntimeRole, actor: ports.ActorRecord, token: int) -> None:
     """An actor whose type this process does not know (removed, renamed, or a worker running older code):
     release the claim without touching its workflow and look again in ``UNREGISTERED_RETRY_SECONDS``."""
     if actor.name not in _UNREGISTERED_LOGGED:
@@ -190,7 +190,7 @@ def _leave_unregistered(runtime: Runtime, actor: ports.ActorRecord, token: int) 
 
 
 def run_actor(
-    runtime: Runtime,
+    runtime: RuntimeRole,
     actor_id: str,
     *,
     owner: str | None = None,

@@ -11,7 +11,7 @@ from ..results import TryResult
 from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import WorkflowContext
+    from .scope import WorkflowContextRole
 
 #: entry kinds ``ctx.removed`` accepts ("try" is a block without an entry of its own)
 REMOVABLE = frozenset(
@@ -53,7 +53,7 @@ def classify_failure(exc: BaseException) -> tuple[TryFailure, bool] | None:
 
 
 async def run_try(
-    ctx: WorkflowContext, key: str, name: str, fn: Callable[..., Any], catch: tuple[str, ...]
+    ctx: WorkflowContextRole, key: str, name: str, fn: Callable[..., Any], catch: tuple[str, ...]
 ) -> TryResult:
     """``ctx.try_``: run ``fn(block_ctx)`` at ``name/...``; caught failures become ``TryResult(ok=False)``.
 
@@ -86,7 +86,7 @@ async def run_try(
     return TryResult(ok=True, value=value)
 
 
-async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: str) -> None:
+async def run_removed(ctx: WorkflowContextRole, key: str, name: str, original_type: str) -> None:
     """``ctx.removed``: mark the entry once recorded at ``name`` visited (another kind diverges); with no
     entry, write a ``removed`` placeholder. For "message" the queue-wait entries ``name:*`` are covered."""
     session = ctx._session
@@ -114,7 +114,7 @@ async def run_removed(ctx: WorkflowContext, key: str, name: str, original_type: 
         marker.status, marker.completed_at = ports.ENTRY_COMPLETED, marker.created_at
 
 
-async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int) -> int:
+async def run_get_version(ctx: WorkflowContextRole, key: str, name: str, latest: int) -> int:
     """``ctx.get_version``: the recorded version, else 1 when this scope already ran under old code (it has
     unvisited entries), else ``latest``; the resolution is recorded (ENGINE-SEMANTICS.md section 2)."""
     session = ctx._session
@@ -130,7 +130,7 @@ async def run_get_version(ctx: WorkflowContext, key: str, name: str, latest: int
     return resolved
 
 
-async def run_checkpoint(ctx: WorkflowContext, key: str, name: str) -> None:
+async def run_checkpoint(ctx: WorkflowContextRole, key: str, name: str) -> None:
     """``ctx.rollback_checkpoint``: record the checkpoint; later steps of this scope may have ``rollback=``."""
     session = ctx._session
     history = session.history

@@ -13,7 +13,7 @@ from ..results import RaceResult
 from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import WorkflowContext
+    from .scope import WorkflowContextRole
 
 Branches = list[tuple[str, Callable[..., Any]]]
 
@@ -65,7 +65,7 @@ def normalize_race(branches: Any) -> Branches:
     return _unique(spec)
 
 
-async def _run_branch(ctx: WorkflowContext, fn: Callable[..., Any]) -> tuple[str, Any]:
+async def _run_branch(ctx: WorkflowContextRole, fn: Callable[..., Any]) -> tuple[str, Any]:
     """Run one branch to an outcome: ("ok", value), ("wait", WaitSignal), ("stop", signal), ("fatal",
     error) or ("err", error). Cancellation propagates. A code error of the branch (not a failure type:
     ``suspension.suspends``) is fatal: it suspends the whole run instead of being collected into
@@ -106,7 +106,7 @@ async def _cancel(tasks: list[asyncio.Future]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def run_join(ctx: WorkflowContext, key: str, name: str, spec: Branches) -> dict:
+async def run_join(ctx: WorkflowContextRole, key: str, name: str, spec: Branches) -> dict:
     """Join at ``key``: run unfinished branches concurrently, await all; returns ``{branch: value}``.
 
     Completed branches replay their recorded output without running. Raises ``JoinError(errors={branch:
@@ -223,7 +223,7 @@ def _race_error(name: str, failures: dict[str, dict]) -> errors.RaceError:
     )
 
 
-async def run_race(ctx: WorkflowContext, key: str, name: str, spec: Branches) -> RaceResult:
+async def run_race(ctx: WorkflowContextRole, key: str, name: str, spec: Branches) -> RaceResult:
     """Race at ``key``: the first branch to finish wins (recorded, never re-decided); losers are cancelled
     and their history deleted. Raises ``RaceError`` when every branch failed, a merged ``WaitSignal`` when
     none finished and some wait."""

@@ -11,8 +11,8 @@ from ..history import child_key
 from ..session import maybe_await
 
 if TYPE_CHECKING:
-    from ..context import WorkflowContext
     from ..history import History
+    from .scope import WorkflowContextRole
 
 
 def _iteration_of(scope_key: str) -> int | None:
@@ -35,7 +35,7 @@ def prune(history: History, loop_key: str, below: int) -> list[str]:
 
 
 async def run_loop(
-    ctx: WorkflowContext,
+    ctx: WorkflowContextRole,
     key: str,
     name: str,
     fn: Callable[..., Any],

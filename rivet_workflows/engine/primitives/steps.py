@@ -17,7 +17,7 @@ from ..settings import to_seconds
 from ..step_context import StepContext, is_async, run_attempt
 
 if TYPE_CHECKING:
-    from ..context import WorkflowContext
+    from .scope import WorkflowContextRole
 
 RUNNING = ports.ENTRY_RUNNING
 
@@ -209,7 +209,7 @@ async def _atomic_attempt(
 
 
 async def run_step(
-    ctx: WorkflowContext,
+    ctx: WorkflowContextRole,
     key: str,
     name: str,
     fn: Callable[..., Any],
@@ -402,7 +402,7 @@ async def run_step(
 
 
 async def try_step(
-    ctx: WorkflowContext,
+    ctx: WorkflowContextRole,
     key: str,
     name: str,
     fn: Callable[..., Any],

@@ -12,8 +12,8 @@ from ..results import QueueMessage
 from ..settings import to_offset
 
 if TYPE_CHECKING:
-    from ..context import WorkflowContext
     from ..session import RunSession
+    from .scope import WorkflowContextRole
 
 SLEEP_PENDING = "pending"
 SLEEP_COMPLETED = "completed"
@@ -44,7 +44,12 @@ def deadline_after(name: Any, now: datetime, seconds: float, what: str = "sleep"
 
 
 async def run_sleep(
-    ctx: WorkflowContext, key: str, name: str, *, seconds: float | None = None, until: datetime | None = None
+    ctx: WorkflowContextRole,
+    key: str,
+    name: str,
+    *,
+    seconds: float | None = None,
+    until: datetime | None = None,
 ) -> None:
     """Sleep entry at ``key``: record the deadline at first execution, then wait (live or durable)."""
     session = ctx._session
@@ -100,7 +105,7 @@ def _check_no_open_completable(session: RunSession) -> None:
 
 
 async def run_next_batch(
-    ctx: WorkflowContext,
+    ctx: WorkflowContextRole,
     key: str,
     name: str,
     names: Any,
@@ -211,7 +216,7 @@ class WorkflowQueue:
     ``name`` is the history entry name; ``names`` filters queue names (None: any queue).
     """
 
-    def __init__(self, ctx: WorkflowContext) -> None:
+    def __init__(self, ctx: WorkflowContextRole) -> None:
         self._ctx = ctx
 
     def next_batch(

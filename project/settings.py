@@ -192,6 +192,15 @@ RIVET_WORKFLOWS = {
     "WORKER_CONCURRENCY": int(os.environ.get("RIVET_WORKER_CONCURRENCY", "1")),
 }
 
+# Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2): each enqueued
+# task is a durable workflow of the registry's "django_task" type (README "Django tasks")
+TASKS = {
+    "default": {
+        "BACKEND": "rivet_workflows.contrib.django_tasks.WorkflowBackend",
+        "QUEUES": ["default", "emails"],
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

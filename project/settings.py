@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -193,7 +194,10 @@ RIVET_WORKFLOWS = {
 }
 
 # Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2): each enqueued
-# task is a durable workflow of the registry's "django_task" type (README "Django tasks")
+# task is a durable workflow of the registry's "django_task" type (README "Django tasks"). The backport
+# checks its backends and logs tasks only as an installed app.
+if django.VERSION < (6, 0):
+    INSTALLED_APPS += ["django_tasks"]
 TASKS = {
     "default": {
         "BACKEND": "rivet_workflows.contrib.django_tasks.WorkflowBackend",

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from project.celery import app
-from rivet_workflows import django_runtime, models
+from rivet_workflows import models
 from rivet_workflows.engine import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,21 +22,9 @@ class ViewFailed(Exception):
 
 
 @pytest.fixture
-def client(settings):
-    """The settings-bound client on the integration registry (approval: a step, then waits for a
-    message "approval"), with Celery tasks run eagerly when a wake-up is sent."""
-    settings.RIVET_WORKFLOWS = {
-        "REGISTRY": "tests.integration.workflows.registry",
-        "LIVE_WAIT_THRESHOLD": 0.0,
-        "POLL_INTERVAL": 0.01,
-    }
-    django_runtime.reset_runtime()
-    app.conf.task_always_eager = True
-    try:
-        yield django_runtime.client()
-    finally:
-        app.conf.task_always_eager = False
-        django_runtime.reset_runtime()
+def client(celery_runtime):
+    """The client on the integration registry (approval: a step, then a wait for a message "approval")."""
+    return celery_runtime.client()
 
 
 def state_of(actor_id):

@@ -55,6 +55,7 @@ async def async_double(x):
 @task(takes_context=True)
 def which_attempt(context, name, failures):
     CALLS["which_attempt", name] += 1
+    CALLS["which_attempt status", context.task_result.status] += 1
     if context.attempt <= failures:
         raise ValueError(f"attempt {context.attempt} fails")
     return {"attempt": context.attempt, "id": context.task_result.id}

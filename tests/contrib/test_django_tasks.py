@@ -111,6 +111,7 @@ def test_a_task_that_takes_its_context_sees_its_attempt_and_id(rivet_tasks):
     result.refresh()
     assert result.status == TaskResultStatus.SUCCESSFUL
     assert result.return_value == {"attempt": 2, "id": result.id}
+    assert tasks.CALLS["which_attempt status", TaskResultStatus.RUNNING] == 2
 
 
 def test_an_async_task_function_runs(rivet_tasks):

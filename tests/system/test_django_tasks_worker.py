@@ -40,6 +40,8 @@ def test_a_task_survives_a_worker_killed_mid_run(tasks_on, tmp_path):
     first = cluster.start_worker(concurrency=2, RIVET_TASK_LOG=str(log))
     result = tasks.slow_logged.enqueue("report", 2.5)
     cluster.wait_for(lambda: "start report" in log.read_text(), timeout=60, what="the task to start")
+    result.refresh()
+    assert result.status == TaskResultStatus.RUNNING and result.attempts == 1 and result.started_at
     first.kill()  # SIGKILL of its whole process group, mid-task
 
     cluster.start_worker(concurrency=2, RIVET_TASK_LOG=str(log))

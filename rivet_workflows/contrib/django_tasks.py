@@ -6,7 +6,7 @@
     TASKS = {"default": {"BACKEND": "rivet_workflows.contrib.django_tasks.WorkflowBackend",
                          "QUEUES": ["default", "emails"], "OPTIONS": {"MAX_RETRIES": 3}}}
 
-and the registry lists the task workflow once: ``setup(use={..., "django_task": django_task})``.
+and the registry lists the task workflow once: ``setup(use={**actors, "django_task": django_task})``.
 
 Each ``task.enqueue(*args, **kwargs)`` creates a one-step workflow actor of that type (its actor id is the
 ``TaskResult.id``): a durable sleep until ``run_after`` when it is set, then the task function in a step
@@ -391,7 +391,7 @@ class WorkflowBackend(BaseTaskBackend):
                 checks.Error(
                     f"TASKS[{self.alias!r}] uses WorkflowBackend but the registry has no task workflow "
                     f"named {self.actor!r}",
-                    hint=f"add it: setup(use={{..., {self.actor!r}: django_task}}) "
+                    hint=f"add {self.actor!r}: django_task to the registry's setup(use={{...}}) "
                     "(from rivet_workflows.contrib.django_tasks import django_task)",
                     id="rivet_workflows.E101",
                 )

@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-LINT_PATHS := rivet_workflows tests project manage.py $(wildcard bench)
+LINT_PATHS := rivet_workflows tests project manage.py noxfile.py $(wildcard bench)
 
 DIST ?= dist
 

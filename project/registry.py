@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rivet_workflows import setup
+from rivet_workflows.contrib.django_tasks import django_task
 
 from .examples import (
     approval_gate,
@@ -68,4 +69,5 @@ ACTORS = {
     "crash_demo_actor": crash_demo.crash_demo_actor,
 }
 
-registry = setup(use=ACTORS)
+#: the examples and the workflow that runs Django tasks (settings.TASKS, README "Django tasks")
+registry = setup(use={**ACTORS, "django_task": django_task})

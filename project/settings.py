@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import django
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -190,6 +191,18 @@ RIVET_WORKFLOWS = {
     "SWEEP_INTERVAL": float(os.environ.get("RIVET_SWEEP_INTERVAL", "1.0")),
     # actors one worker process runs at once (a thread pool above 1; README, Performance)
     "WORKER_CONCURRENCY": int(os.environ.get("RIVET_WORKER_CONCURRENCY", "1")),
+}
+
+# Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2): each enqueued
+# task is a durable workflow of the registry's "django_task" type (README "Django tasks"). The backport
+# checks its backends and logs tasks only as an installed app.
+if django.VERSION < (6, 0):
+    INSTALLED_APPS += ["django_tasks"]
+TASKS = {
+    "default": {
+        "BACKEND": "rivet_workflows.contrib.django_tasks.WorkflowBackend",
+        "QUEUES": ["default", "emails"],
+    }
 }
 
 LOGGING = {

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja.parser import Parser
 
 from ..conf import rivet_settings
+from ..engine import serde
 from .errors import BodyTooLargeError, MalformedBodyError
 
 
@@ -24,10 +25,23 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def nesting(data: Any) -> int:
+    """How many levels of lists and objects ``data`` (parsed JSON) nests, counted without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend(
+                (child, depth + 1) for child in (value.values() if isinstance(value, dict) else value)
+            )
+    return deepest
+
+
 class BoundedJSONParser(Parser):
     """Parses request bodies as strict JSON; raises ``BodyTooLargeError`` (413) over MAX_BODY_BYTES and
     ``MalformedBodyError`` (400) for invalid JSON (also NaN/Infinity and numbers out of the double range such
-    as ``1e400``), JSON nested too deeply for the parser, or a body that is neither an object nor ``null``.
+    as ``1e400``), JSON nested more than ``serde.MAX_DEPTH`` levels (the same limit on every Python version), or a body that is neither an object nor ``null``.
 
     A ``null`` body is None: "no body" where the body is optional (replay), a 422 where it is required."""
 
@@ -45,6 +59,8 @@ class BoundedJSONParser(Parser):
             raise MalformedBodyError(f"the request body is not valid JSON: {exc}") from exc
         except RecursionError as exc:
             raise MalformedBodyError("the request body is nested too deeply") from exc
+        if nesting(data) > serde.MAX_DEPTH + 1:  # the body object around a value of MAX_DEPTH levels
+            raise MalformedBodyError(f"the request body is nested more than {serde.MAX_DEPTH} levels deep")
         if data is None:
             return None
         if not isinstance(data, dict):

@@ -188,7 +188,8 @@ class ActorDefinition:
     ``fn(c, *args)``, sync or async), ``queries`` (dict name -> ``fn(c, *args)``, read-only), hooks
     ``on_create(c[, input])``, ``on_wake(c)``, ``on_sleep(c)``, ``on_destroy(c)``, ``run`` (a
     ``WorkflowHandler`` or None), ``options`` (dict), ``name`` (set by ``setup``; None before), and the flow
-    controls ``concurrency`` (``Concurrency``), ``rate_limit`` (``RateLimit``), ``priority`` (int) and
+    controls ``concurrency`` (``Concurrency``), ``rate_limit`` (``RateLimit``), ``priority`` (int, or
+    ``priority(c) -> int`` evaluated once per new actor) and
     ``timeout`` (seconds from creation, float; DESIGN.md 12).
     """
 
@@ -209,7 +210,7 @@ class ActorDefinition:
     name: str | None = None
     concurrency: Concurrency | None = None
     rate_limit: RateLimit | None = None
-    priority: int = 0
+    priority: int | Callable[[Any], int] = 0
     timeout: float | None = None
 
     @property
@@ -299,7 +300,7 @@ def actor(
     queries: Mapping[str, Callable[..., Any]] | None = None,
     concurrency: int | Concurrency | None = None,
     rate_limit: RateLimit | None = None,
-    priority: int = 0,
+    priority: int | Callable[[Any], int] = 0,
     timeout: float | timedelta | None = None,
 ) -> ActorDefinition:
     """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
@@ -310,7 +311,8 @@ def actor(
     Flow controls (DESIGN.md section 12), enforced by the store when an actor is claimed:
     ``concurrency`` (an int N or ``Concurrency(limit, key)``: at most N actors of the type, or per key
     value, hold a lease at once), ``rate_limit`` (``RateLimit(count, per)``: at most ``count`` run starts
-    per ``per`` seconds), ``priority`` (int, default 0: among due actors higher is claimed first) and
+    per ``per`` seconds), ``priority`` (int, default 0: among due actors higher is claimed first; or
+    ``priority(c) -> int``, evaluated once when an actor is created, like ``Concurrency.key``) and
     ``timeout`` (seconds or timedelta from the actor's creation: the workflow then fails with
     ``WorkflowTimeoutError``, also while it sleeps or waits). ``ValueError``/``TypeError`` for bad values.
     Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
@@ -344,8 +346,8 @@ def actor(
         concurrency = Concurrency(concurrency)
     if rate_limit is not None and not isinstance(rate_limit, RateLimit):
         raise TypeError("rate_limit must be RateLimit(count, per)")
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, got {priority!r}")
+    if not callable(priority) and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise TypeError(f"priority must be an int or a callable priority(c) -> int, got {priority!r}")
     return ActorDefinition(
         state=state,
         create_state=create_state,

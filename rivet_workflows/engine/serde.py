@@ -49,6 +49,12 @@ from . import errors, failures
 #: key marking a tagged value
 TAG = "__rw__"
 
+#: the deepest nesting of containers (lists, dicts, tuples, sets) a stored value may have. A fixed limit,
+#: not the interpreter's recursion limit: how deep a value may be must not depend on the Python version
+#: (3.12 inlined comprehensions and raised the C stack limit, so recursion alone let far deeper values
+#: through), and no workflow value needs more.
+MAX_DEPTH = 256
+
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -115,6 +121,13 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
                 type_name=_type_name(value),
                 path=path,
             )
+        if len(seen) >= MAX_DEPTH:  # seen holds the containers on the path from the root to here
+            raise errors.SerializationError(
+                f"{where}: cannot serialize a value nested more than {MAX_DEPTH} levels deep (at {path[:200]})",
+                where=where,
+                type_name=_type_name(value),
+                path=path[:200],
+            )
         seen.add(marker)
         try:
             if cls in failures.TAGS:
@@ -180,7 +193,8 @@ def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -
     ``where`` names the value in error messages (``"step 'charge' output"``). ``max_bytes`` (int or None)
     caps the size of the UTF-8 JSON text. Returns a structure of dict/list/str/int/float/bool/None that
     ``json.dumps`` accepts with ``allow_nan=False``. Raises ``SerializationError`` (metadata ``where``,
-    ``type_name``, ``path``) for an unsupported type or a cycle, and ``PayloadTooLargeError`` (metadata
+    ``type_name``, ``path``) for an unsupported type, a cycle or containers nested more than ``MAX_DEPTH``
+    levels deep, and ``PayloadTooLargeError`` (metadata
     ``where``, ``size``, ``limit``) over ``max_bytes`` (DESIGN.md section 3).
     """
     try:

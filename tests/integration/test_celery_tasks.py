@@ -10,27 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from project.celery import app
 from rivet_workflows import django_runtime, models, tasks
 from rivet_workflows.engine import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def celery_runtime(settings):
-    """The settings-bound runtime on the test registry, with Celery tasks executed eagerly."""
-    settings.RIVET_WORKFLOWS = {
-        "REGISTRY": "tests.integration.workflows.registry",
-        "LIVE_WAIT_THRESHOLD": 0.0,
-        "POLL_INTERVAL": 0.01,
-    }
-    app.conf.task_always_eager = True
-    try:
-        yield django_runtime.get_runtime()
-    finally:
-        app.conf.task_always_eager = False
-        django_runtime.reset_runtime()
 
 
 def actor_row(actor_id):

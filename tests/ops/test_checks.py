@@ -55,6 +55,7 @@ def _readme_setup(settings) -> None:
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     settings.CELERY_BROKER_URL = "filesystem://"
+    settings.TASKS = {}  # no Django task backend (this project's needs its workflow in the registry)
 
 
 @pytest.mark.django_db

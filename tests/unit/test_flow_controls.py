@@ -100,6 +100,28 @@ def test_priority_orders_the_claims_of_due_actors():
     assert order == [5, 0]
 
 
+def test_a_callable_priority_is_evaluated_per_actor_at_creation():
+    order = []
+
+    async def run(ctx):
+        await ctx.step("s", lambda step: order.append(ctx.input))
+
+    wf = rw.workflow(
+        run=run, create_state=lambda input: {"urgency": input}, priority=lambda c: c.state["urgency"]
+    )
+    runtime = make_runtime(rw.setup(use={"job": wf}))
+    for urgency in (1, 9, -3, 4):
+        runtime.client().job.create(f"job-{urgency}", input=urgency)
+    assert sorted(r.priority for r in runtime.store.list_actors("job")) == [-3, 1, 4, 9]
+    executor.drain(runtime, timeout=5, limit=1)
+    assert order == [9, 4, 1, -3]
+    with pytest.raises(TypeError, match="priority"):
+        rw.workflow(run=run, priority="high")
+    bad = rw.workflow(run=run, priority=lambda c: "high")
+    with pytest.raises(TypeError, match="must return an int"):
+        make_runtime(rw.setup(use={"bad": bad})).client().bad.create("x")
+
+
 def test_a_workflow_timeout_fires_while_it_sleeps_runs_rollbacks_and_reports_on_error():
     clock = ManualClock()
     events, undone = [], []

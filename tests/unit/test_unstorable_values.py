@@ -50,6 +50,21 @@ def test_deep_nesting_is_a_serialization_error_not_a_recursion_error():
         serde.from_json(encoded)
 
 
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_values_nest_at_most_max_depth_levels_on_every_python_version():
+    # the limit is the serializer's, not the interpreter's recursion limit (Python 3.12+ recurses deeper)
+    assert serde.to_json(nested(serde.MAX_DEPTH)) == nested(serde.MAX_DEPTH)
+    for depth in (serde.MAX_DEPTH + 1, 900):
+        with pytest.raises(errors.SerializationError, match=f"more than {serde.MAX_DEPTH} levels"):
+            serde.to_json({"a": nested(depth)})
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -153,7 +153,9 @@ def handle(command: Any, sub: str, options: dict) -> None:
             out.write(
                 _count(len(listed), "run is listed", "runs are listed")
                 + " above that this deploy does not break (not recoverable as they are, or still suspended "
-                "by their code error); they do not change the exit code"
+                "by their code error): "
+                + ("it does" if len(listed) == 1 else "they do")
+                + " not change the exit code"
             )
         awaiting = [r for r in results if r.awaiting_code_version]
         if awaiting:  # left during a rolling deploy by a worker of another version (DESIGN.md section 12)

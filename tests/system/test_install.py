@@ -1,9 +1,9 @@
-"""The README's install section works verbatim in a new project (case C64).
+"""The manual's install page (docs/tutorial/install.md) works verbatim in a new project (case C64).
 
 Builds the wheel with ``make dist``, installs it (with the ``live`` extra) in a fresh virtualenv, runs
-``django-admin startproject mysite``, copies the README's ``# mysite/...`` blocks into it, adds a registry
+``django-admin startproject mysite``, copies the page's ``# mysite/...`` blocks into it, adds a registry
 with a two-step workflow, migrates on SQLite, starts ``celery -A mysite worker -B -l info`` on the embedded
-filesystem broker and ``manage.py runserver``, creates an actor over HTTP without a token (the README's
+filesystem broker and ``manage.py runserver``, creates an actor over HTTP without a token (the install page's
 development setting) and checks that the worker completed the workflow, that the idle sweep kept the worker
 log quiet, and that ``daphne mysite.asgi:application`` accepts the actor's WebSocket.
 
@@ -38,7 +38,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+INSTALL = ROOT / "docs" / "tutorial" / "install.md"
 
 REGISTRY = """
 from rivet_workflows import setup, workflow
@@ -65,12 +65,11 @@ registry = setup(use={"greeter": greeter})
 
 
 def install_section() -> str:
-    text = README.read_text()
-    return text.split("## Install in your project", 1)[1].split("\n## ", 1)[0]
+    return INSTALL.read_text()
 
 
 def readme_files() -> dict[str, tuple[str, bool]]:
-    """The README install section's python blocks headed ``# mysite/<file>``: path -> (code, append?)."""
+    """The install page's python blocks headed ``# mysite/<file>``: path -> (code, append?)."""
     files: dict[str, tuple[str, bool]] = {}
     for block in re.findall(r"```python\n(.*?)```", install_section(), flags=re.S):
         header, _, body = block.partition("\n")
@@ -135,13 +134,13 @@ def websocket_handshake(port: int, path: str) -> str:
         return sock.recv(4096).decode("latin-1").split("\r\n", 1)[0]
 
 
-def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
+def test_the_manual_install_page_works_verbatim_in_a_new_project(tmp_path):
     # the wheel and the sdist, as `make dist` builds them
     dist = tmp_path / "dist"
     run(["make", "dist", f"DIST={dist}"], ROOT)
     wheels = sorted(dist.glob("rivet_workflows-*-py3-none-any.whl"))
     assert len(wheels) == 1 and len(list(dist.glob("rivet_workflows-*.tar.gz"))) == 1
-    assert f"dist/{wheels[0].name}" in install_section(), "the README names another wheel file"
+    assert f"dist/{wheels[0].name}" in install_section(), "the install page names another wheel file"
 
     # a fresh virtualenv with the wheel and the extra for live events
     venv = tmp_path / "venv"
@@ -151,7 +150,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
         [str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check", f"{wheels[0]}[live]"], tmp_path
     )
 
-    # a new project, wired with the README's blocks
+    # a new project, wired with the install page's blocks
     site = tmp_path / "site"
     site.mkdir()
     run([str(bin_dir / "django-admin"), "startproject", "mysite", str(site)], tmp_path)
@@ -199,7 +198,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     try:
         wait_for_port(port, server)
         base = f"http://127.0.0.1:{port}/api/rivet"
-        # the README's curl, no token: its development setting (DEBUG is on in a new project)
+        # the install page's curl, no token: its development setting (DEBUG is on in a new project)
         status, created = http(
             "POST", f"{base}/actors", {"name": "greeter", "key": ["k-1"], "input": {"name": "rivet"}}
         )

@@ -1,4 +1,5 @@
-"""The Celery app of the example project; the manual's install page (docs/tutorial/install.md) shows this file as ``mysite/celery.py``.
+"""The Celery app of the example project; the manual's install page (docs/tutorial/install.md) shows this
+file as ``mysite/celery.py``.
 
 Run a worker with the sweep embedded: ``celery -A project worker -B -l info`` (``-B`` runs Celery beat
 inside the worker; beat sends ``rivet_workflows.sweep`` every SWEEP_INTERVAL seconds, which wakes due

@@ -1,8 +1,8 @@
 """Who may do what to which actor: the authorization rule shared by the HTTP API and the WebSocket (DESIGN.md 6).
 
-Closed by default (case C52). A caller is first identified (a *principal*): the API token, the inspector
-token, a logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the README
-says so), or whatever a project's ``API_AUTH`` returns. Then:
+Closed by default (manual: Control access). A caller is first identified (a *principal*): the API token, the
+inspector token, a logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the
+manual says so), or whatever a project's ``API_AUTH`` returns. Then:
 
 * the **role rule** (``role_allows``): the API token may do every operation; the inspector token may
   ``read`` and ``list``; a Django user needs the permission ``rivet_workflows.use_actor_api`` for every

@@ -31,14 +31,16 @@ ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for olde
 
 #: how often (seconds) a waiting send also checks whether the workflow ended without answering
 _ENDED_CHECK_SECONDS = 0.25
-#: the longest pause (seconds) between two checks of a waiting send's message (case C55)
+#: the longest pause (seconds) between two checks of a waiting send's message (manual: HTTP API, waiting
+#: sends)
 MAX_SEND_POLL_SECONDS = 0.5
 
 
 class _Backoff:
-    """The pauses of a waiting send (case C55): the first is ``first`` seconds (``poll_interval``), each next
-    one twice as long up to ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past
-    ``deadline`` (a ``time.monotonic()`` value), so the last check happens at the deadline itself.
+    """The pauses of a waiting send (manual: HTTP API, waiting sends): the first is ``first`` seconds
+    (``poll_interval``), each next one twice as long up to ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that
+    is longer), and none runs past ``deadline`` (a ``time.monotonic()`` value), so the last check happens at
+    the deadline itself.
 
     A reply that comes at once is seen within a few ``poll_interval``s; a send that waits long costs about
     two store reads per ``MAX_SEND_POLL_SECONDS`` instead of two per ``poll_interval`` (4/s, was ~54/s).

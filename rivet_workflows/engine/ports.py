@@ -307,10 +307,10 @@ class Store(Protocol):
         actor was destroyed); True then, False when the window passed with the message still open.
 
         A waiting send (``ActorHandle.send(wait=True)``, HTTP ``wait``) pauses here between two checks of
-        the message (case C55), so a store that can be told of a completion wakes the sender at once.
-        Default (``BaseStore``): sleep out the window, then look once (polling: the caller's backoff sets
-        the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY sent in the
-        commit that completes the message.
+        the message (manual: HTTP API, waiting sends), so a store that can be told of a completion wakes the
+        sender at once. Default (``BaseStore``): sleep out the window, then look once (polling: the caller's
+        backoff sets the windows). MemoryStore wakes on its change notification, PostgresStore on a NOTIFY
+        sent in the commit that completes the message.
         """
         ...
 

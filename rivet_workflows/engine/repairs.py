@@ -80,7 +80,7 @@ def plan_replay_resets(entries: list[ports.EntryRecord], deletes: list[str]) -> 
     """Upserts that reopen every kept join or race holding a deleted entry (a replay from a step inside a
     branch): the join marks that branch running again, the race forgets its outcome; both go back to
     running with no ``completed_at``. A finished join or race replays its recorded outcome without running
-    its branches (case C49), so without this the replayed branch would never run again.
+    its branches (manual: HTTP API), so without this the replayed branch would never run again.
     """
     by_key = {e.key: e for e in entries}
     gone = set(deletes)

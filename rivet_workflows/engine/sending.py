@@ -1,4 +1,5 @@
-"""A waiting send's outcome (``SendResult``) and when it gives up (spec "Queues", case C55).
+"""A waiting send's outcome (``SendResult``) and when it gives up (spec "Queues"; manual: HTTP API, waiting
+sends).
 
 ``engine.client`` re-exports ``SendResult``; ``gave_up`` is the check its waiting sends make."""
 

@@ -88,7 +88,8 @@ def _leave_for_version(
     """Release ``actor``, whose replay diverged on entries another code version wrote (``report``), without
     changing its workflow: no pending write of the run is committed, the workflow stays as it is, due again
     after a backoff (``OTHER_VERSION_RETRY_*``; a send wakes it at once as usual) and marked as awaiting that
-    version. Logged once per actor and version by this process (DESIGN.md section 12, case C65)."""
+    version. Logged once per actor and version by this process (DESIGN.md section 12; manual: Deploy new
+    code)."""
     signal = report.other_version
     assert signal is not None
     ours = runtime.settings.code_version

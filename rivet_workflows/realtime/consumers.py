@@ -52,7 +52,7 @@ def refusal(scope: dict, actor_id: str) -> int | None:
         return CLOSE_UNAUTHORIZED
     if not access.role_allows(caller, access.READ):
         return CLOSE_FORBIDDEN
-    if inputs.text_problem(actor_id) is not None:  # no database can store it: unknown (C48)
+    if inputs.text_problem(actor_id) is not None:  # no database can store it: unknown (manual: HTTP API)
         return CLOSE_NOT_FOUND
     name = models.Actor.objects.filter(pk=actor_id, destroyed=False).values_list("name", flat=True).first()
     if name is None:

@@ -26,9 +26,6 @@ myst_enable_extensions = ["colon_fence"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# signatures name types of the engine that the reference does not document one by one
-nitpicky = False
-suppress_warnings = ["myst.xref_missing"] if os.environ.get("RIVET_DOCS_LAX") else []
 
 html_theme = "alabaster"
 html_title = "rivet_workflows manual"

@@ -24,7 +24,7 @@ _CELERY_TASK_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.tra
 
 
 class QuietSweepFilter(logging.Filter):
-    """Demote Celery's per-run lines about the sweep to DEBUG (case C64).
+    """Demote Celery's per-run lines about the sweep to DEBUG (manual: Run workers).
 
     The sweep runs every SWEEP_INTERVAL seconds (1 s), so with ``-l info`` Celery's own lines about it
     (beat sending it, the worker receiving it and its success) filled the log at two or three lines a

@@ -41,7 +41,8 @@ def reject_bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
     """Wrap an admin view so a request carrying text no database can store (``inputs.find_bad_input``: a
     NUL character or a lone surrogate in the object id, a list filter, the search, a form field such as
     the replay button's ``entry_id``, or the session cookie) gets a 400 JSON ``{group, code: "invalid_input",
-    message, metadata: {where}}`` before any query runs, instead of PostgreSQL's ``DataError`` (case C48)."""
+    message, metadata: {where}}`` before any query runs, instead of PostgreSQL's ``DataError`` (manual: HTTP
+    API, errors)."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

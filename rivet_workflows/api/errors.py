@@ -110,10 +110,10 @@ def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable
 
 def reject_bad_input(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap the endpoint view ``view`` so a request carrying text no database can store
-    (``inputs.find_bad_input``: a NUL character or a lone surrogate) is answered before any query runs (case
-    C48): in a path segment or query parameter a 422 ``validation_error`` whose ``metadata.errors`` has one
-    ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's ``pattern`` promises), in the
-    session cookie a 400 ``invalid_input`` (``metadata.where``)."""
+    (``inputs.find_bad_input``: a NUL character or a lone surrogate) is answered before any query runs
+    (manual: HTTP API, errors): in a path segment or query parameter a 422 ``validation_error`` whose
+    ``metadata.errors`` has one ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's
+    ``pattern`` promises), in the session cookie a 400 ``invalid_input`` (``metadata.where``)."""
 
     def refuse(request: HttpRequest, kwargs: dict) -> HttpResponse | None:
         bad = inputs.find_bad_input(request, kwargs)

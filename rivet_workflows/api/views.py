@@ -22,10 +22,10 @@ router = Router(tags=["actors"])
 
 
 def _errors(*statuses: int) -> dict[int, type[s.ErrorOut]]:
-    """``response=`` entries of the error statuses an operation really answers (case C59). Every operation
-    can answer 400 (a session cookie no database can store; malformed JSON where there is a body), 401 and
-    403 (auth; CSRF for a session's POST; an ``API_AUTH`` that refuses) and 422 (a parameter or body outside
-    its schema); a POST also 413 (a body over MAX_BODY_BYTES, a value over MAX_PAYLOAD_BYTES)."""
+    """``response=`` entries of the error statuses an operation really answers (manual: HTTP API, errors).
+    Every operation can answer 400 (a session cookie no database can store; malformed JSON where there is a
+    body), 401 and 403 (auth; CSRF for a session's POST; an ``API_AUTH`` that refuses) and 422 (a parameter or
+    body outside its schema); a POST also 413 (a body over MAX_BODY_BYTES, a value over MAX_PAYLOAD_BYTES)."""
     return {status: s.ErrorOut for status in sorted({400, 401, 403, 422, *statuses})}
 
 

@@ -443,7 +443,7 @@ class RollbackStop(WorkflowSignal):
 class OtherCodeVersionSignal(WorkflowSignal):
     """A replay diverged on history entries written by another code version (a rolling deploy: old-code and
     new-code workers share the queue). The run stops and writes nothing; the executor releases the actor,
-    unchanged and due, for a process of that version (DESIGN.md section 12, case C65).
+    unchanged and due, for a process of that version (DESIGN.md section 12; manual: Deploy new code).
 
     Attributes: ``code_version`` (the version that wrote the entry where the replay diverged) and
     ``divergence`` (the ``HistoryDivergedError`` a process of the run's own

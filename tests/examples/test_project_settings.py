@@ -78,9 +78,12 @@ def test_the_example_celery_app_is_the_readme_one():
 
 
 def test_every_readme_settings_snippet_adds_a_key_instead_of_replacing_rivet_workflows():
-    """Only the install section's settings create ``RIVET_WORKFLOWS`` (with its ``REGISTRY``); every other
-    snippet sets one key (``RIVET_WORKFLOWS["TRACE_URL"] = ...``), so a reader pasting it keeps the rest."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    """Only the install page's settings create ``RIVET_WORKFLOWS`` (with its ``REGISTRY``); every other
+    snippet of README.md and the manual (docs/) sets one key (``RIVET_WORKFLOWS["TRACE_URL"] = ...``), so a
+    reader pasting it keeps the rest."""
+    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "spec" not in p.parts)]
+    text = "\n".join(page.read_text() for page in pages)
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     creating = [block for block in blocks if re.search(r"^RIVET_WORKFLOWS\s*=", block, flags=re.M)]
     assert len(creating) == 1, creating
     assert '"REGISTRY"' in creating[0] and creating[0].startswith("# mysite/settings.py")

@@ -195,7 +195,7 @@ RIVET_WORKFLOWS = {
 }
 
 # Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2): each enqueued
-# task is a durable workflow of the registry's "django_task" type (README "Django tasks"). The backport
+# task is a durable workflow of the registry's "django_task" type (docs/howto/django-tasks.md). The backport
 # checks its backends and logs tasks only as an installed app.
 if django.VERSION < (6, 0):
     INSTALLED_APPS += ["django_tasks"]

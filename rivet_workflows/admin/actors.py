@@ -178,7 +178,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return rows
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Seeing actors in the admin is the ``inspect`` operation (README "Authorization"): staff with
+        """Seeing actors in the admin is the ``inspect`` operation (docs/howto/authorization.md): staff with
         ``view_actor``."""
         return access.role_allows(operator(request), access.INSPECT)
 

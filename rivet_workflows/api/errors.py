@@ -187,7 +187,7 @@ def _place(loc: list[Any]) -> list[Any]:
 
 def validation_problems(raw: list[Any]) -> list[dict[str, Any]]:
     """The ``metadata.errors`` of a 422 ``validation_error``: ``{type, loc, msg}`` per problem, in the
-    README's words: ``loc`` is the place in the request (no pydantic union or validator tags), an unknown
+    manual's words: ``loc`` is the place in the request (no pydantic union or validator tags), an unknown
     body field is ``{type: "unknown_field", msg: "unknown field 'dryRun'; ..."}``, and the several errors
     pydantic reports for one value of a union type are one."""
     problems: list[dict[str, Any]] = []
@@ -270,7 +270,7 @@ def install(api: NinjaAPI) -> None:
         request: HttpRequest, exc: BaseException, status: int, group: str, code: str
     ) -> HttpResponse:
         # the database's text names hosts, ports, SQL and the driver: the log has it, the body only says what
-        # kind of failure it was and the request id that finds it in the log (README "Over HTTP")
+        # kind of failure it was and the request id that finds it in the log (docs/reference/http-api.md)
         request_id = request_id_of(request)
         logger.error(
             "%s %s failed with %s (request id %s): %s: %s",

@@ -257,7 +257,7 @@ def workflow_history(runtime: RuntimeRole, actor_id: str) -> dict:
     }
 
 
-# --- reading a history as the user wrote the code (README "Inspecting workflows") -------------------------
+# --- reading a history as the user wrote the code (docs/howto/admin.md) -------------------------
 
 #: a queue wait still waiting, one that received messages, one whose timeout passed with none
 WAITING = "waiting"

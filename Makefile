@@ -10,7 +10,7 @@ LINT_PATHS := rivet_workflows tests project manage.py noxfile.py $(wildcard benc
 
 DIST ?= dist
 
-.PHONY: setup migrate demo test golden lint format bench bench-smoke soak soak-short worker dist clean
+.PHONY: setup migrate demo test docs golden lint format bench bench-smoke soak soak-short worker dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ demo: migrate
 ## make test: the whole suite (SQLite by default; DATABASE_URL=postgres://... REDIS_URL=redis://... for services)
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## make docs: the manual (docs/, Sphinx + MyST) in docs/_build/html; any warning is an error
+docs: setup
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 ## make golden: re-record tests/golden's histories from the current engine (only for an intended behaviour change)
 golden: setup
@@ -79,4 +83,4 @@ dist: setup
 	$(PY) -m build --outdir $(DIST) .
 
 clean:
-	rm -rf var/broker var/test.sqlite3* .pytest_cache .ruff_cache build
+	rm -rf var/broker var/test.sqlite3* .pytest_cache .ruff_cache build docs/_build

@@ -372,7 +372,7 @@ def table(bench: str, rows: list[Row], entry: dict[str, Any] | None = None) -> s
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """A Markdown table of every benchmark in ``results`` (for the README's Performance section)."""
+    """A Markdown table of every benchmark in ``results`` (for the manual's docs/explanation/benchmarks.md)."""
     out = [
         "| bench | metric | ours | DBOS | limit | ratio | target | met |",
         "|---|---|---|---|---|---|---|---|",

@@ -28,7 +28,7 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # rivet's consumer checks the whole Origin (scheme, host, port) itself, as Django's CSRF check
-        # does: README "Live events"
+        # does: docs/reference/live-events.md
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -1,4 +1,5 @@
-"""The Celery app of the example project; the README's install section shows this file as ``mysite/celery.py``.
+"""The Celery app of the example project; the manual's install page (docs/tutorial/install.md) shows this
+file as ``mysite/celery.py``.
 
 Run a worker with the sweep embedded: ``celery -A project worker -B -l info`` (``-B`` runs Celery beat
 inside the worker; beat sends ``rivet_workflows.sweep`` every SWEEP_INTERVAL seconds, which wakes due
@@ -8,7 +9,7 @@ actors and recovers expired leases, so the broker never holds long ETAs). Run ex
 
 from __future__ import annotations
 
-# --- the README's mysite/celery.py (with "mysite" for "project"): keep the two the same -------------------
+# --- the manual's mysite/celery.py (with "mysite" for "project"): keep the two the same -------------------
 import os
 
 from celery import Celery

@@ -69,5 +69,5 @@ ACTORS = {
     "crash_demo_actor": crash_demo.crash_demo_actor,
 }
 
-#: the examples and the workflow that runs Django tasks (settings.TASKS, README "Django tasks")
+#: the examples and the workflow that runs Django tasks (settings.TASKS, docs/howto/django-tasks.md)
 registry = setup(use={**ACTORS, "django_task": django_task})

@@ -4,7 +4,7 @@ Embedded by default (no server needed): SQLite in ``var/db.sqlite3``, a Celery b
 ``filesystem://`` transport under ``var/broker`` and the in-memory channel layer.
 ``DATABASE_URL`` (e.g. ``postgres://postgres@127.0.0.1:5432/rivet``, psycopg 3) switches the database,
 ``REDIS_URL`` switches the Celery broker and the channel layer to Redis. ``DJANGO_DEBUG=0`` (production)
-needs ``DJANGO_SECRET_KEY``; the README's Production section lists every variable.
+needs ``DJANGO_SECRET_KEY``; the manual's docs/howto/production.md lists every variable.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ VAR_DIR = Path(os.environ.get("RIVET_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-#: the key development falls back to; published in this file, so never accepted outside DEBUG (case C53)
+#: the key development falls back to; published in this file, so never accepted outside DEBUG (manual: Go to
+#: production)
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY or SECRET_KEY == DEV_SECRET_KEY:
@@ -29,7 +30,7 @@ if not SECRET_KEY or SECRET_KEY == DEV_SECRET_KEY:
         raise ImproperlyConfigured(
             "DJANGO_SECRET_KEY is not set (or is the published development key) and DJANGO_DEBUG is not 1: "
             "set DJANGO_SECRET_KEY to a long random secret, e.g. the output of "
-            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'` (README, Production)"
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'` (docs/howto/production.md)"
         )
     SECRET_KEY = DEV_SECRET_KEY
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
@@ -135,7 +136,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     # kombu's Redis transport, except that a channel whose connection was already collected raises a
     # connection error instead of AttributeError: without it Celery 5.7 workers can exit ("Unrecoverable
-    # error") when Redis restarts while they hold unacknowledged tasks (field case C60).
+    # error") when Redis restarts while they hold unacknowledged tasks (manual: Celery settings).
     CELERY_BROKER_TRANSPORT = "rivet_workflows.redis_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
@@ -184,17 +185,17 @@ RIVET_WORKFLOWS = {
     "API_TOKEN": os.environ.get("RIVET_API_TOKEN") or None,
     # Dev mode (DEBUG): the actor/action/queue API is open to anonymous requests, like the inspector.
     # Outside dev mode it needs "Authorization: Bearer $RIVET_API_TOKEN" or a logged-in user holding the
-    # rivet_workflows.use_actor_api permission (README, Authorization).
+    # rivet_workflows.use_actor_api permission (manual: Control access).
     "API_AUTH": "rivet_workflows.api.auth.dev_mode_api_auth",
     "DEV_MODE": DEBUG,
     "LEASE_SECONDS": float(os.environ.get("RIVET_LEASE_SECONDS", "30")),
     "SWEEP_INTERVAL": float(os.environ.get("RIVET_SWEEP_INTERVAL", "1.0")),
-    # actors one worker process runs at once (a thread pool above 1; README, Performance)
+    # actors one worker process runs at once (a thread pool above 1; manual: Settings)
     "WORKER_CONCURRENCY": int(os.environ.get("RIVET_WORKER_CONCURRENCY", "1")),
 }
 
 # Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2): each enqueued
-# task is a durable workflow of the registry's "django_task" type (README "Django tasks"). The backport
+# task is a durable workflow of the registry's "django_task" type (docs/howto/django-tasks.md). The backport
 # checks its backends and logs tasks only as an installed app.
 if django.VERSION < (6, 0):
     INSTALLED_APPS += ["django_tasks"]

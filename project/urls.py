@@ -12,6 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The HTTP API (DESIGN.md section 6); OpenAPI docs at /api/rivet/docs
     path("api/rivet/", rivet_api.urls),
-    # Prometheus metrics (README "Monitoring")
+    # Prometheus metrics (manual: docs/howto/monitoring.md)
     path("metrics", rivet_workflows.metrics.view),
 ]

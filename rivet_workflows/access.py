@@ -1,8 +1,8 @@
 """Who may do what to which actor: the one authorization rule of the HTTP API, the admin and the WebSocket
-(DESIGN.md 6; the README's "Authorization" table is this module written out).
+(DESIGN.md 6; the manual's authorization table is this module written out).
 
 Closed by default. A caller is first identified (a *principal*): the API token, the inspector token, a
-logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the README says so),
+logged-in Django user, ``"dev-mode"`` (only while ``DEV_MODE`` is on and only where the manual says so),
 or whatever a project's ``API_AUTH`` returns. Then, for an operation on an actor:
 
 * the **role rule** (``allowed_operations``): the API token (and any principal a project's ``API_AUTH``
@@ -51,7 +51,7 @@ INSPECT = "inspect"
 REPLAY = "replay"
 #: pause, resume and cancel
 OPERATE = "operate"
-#: every operation, in the order of the README's table
+#: every operation, in the order of the manual's table (docs/howto/authorization.md)
 OPERATIONS = (LIST, READ, CREATE, CALL, QUERY, SEND, INSPECT, REPLAY, OPERATE)
 #: the operations of the actor API
 ACTOR_API = frozenset({LIST, READ, CREATE, CALL, QUERY, SEND})
@@ -145,7 +145,7 @@ def is_inspector_user(user: Any) -> bool:
 
 def allowed_operations(principal: Any) -> frozenset[str]:
     """The operations the role rule (module docstring) lets ``principal`` do to actors it may see; empty
-    for no principal. The README's "Authorization" table is this function written out."""
+    for no principal. The manual's authorization table is this function written out."""
     if not principal:
         return frozenset()
     if principal == DEV_MODE:

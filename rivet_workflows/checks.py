@@ -33,7 +33,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [
             checks.Error(
                 f"RIVET_WORKFLOWS is invalid: {exc}",
-                hint="Fix the RIVET_WORKFLOWS dict in settings (see the README, section Settings).",
+                hint="Fix the RIVET_WORKFLOWS dict in settings (see the manual, docs/reference/settings.md).",
                 id="rivet_workflows.E001",
             )
         ]
@@ -111,7 +111,7 @@ def _check_auth(conf: Any) -> list[checks.CheckMessage]:
             found.append(
                 checks.Error(
                     f"RIVET_WORKFLOWS[{key!r}] = {path!r} {problem}",
-                    hint="Give the dotted path of a function (README, section Authorization).",
+                    hint="Give the dotted path of a function (the manual, docs/howto/authorization.md).",
                     id="rivet_workflows.E003",
                 )
             )
@@ -176,7 +176,7 @@ def in_memory_layer_misses_workers(dispatcher: str | None = None) -> bool:
 def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``manage.py check --deploy``: W004 when the default channel layer is in-memory while workers run in
     processes of their own (``in_memory_layer_misses_workers``): their history pushes and broadcasts never
-    reach WebSocket clients. A deploy check, not one every command runs: it is what the README's
+    reach WebSocket clients. A deploy check, not one every command runs: it is what the manual's
     one-machine setup (SQLite, the filesystem broker, ``InMemoryChannelLayer``) always has, and there the
     admin trace says it polls instead. An invalid RIVET_WORKFLOWS is E001's: nothing here then."""
     from .conf import RivetSettings
@@ -217,7 +217,7 @@ def check_code_version(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
             "CODE_VERSION is not set: during a rolling deploy an old-code worker fails the runs that "
             "new-code workers took past a change (HistoryDivergedError) instead of leaving them to them.",
             hint="Set RIVET_CODE_VERSION (a release tag or git sha) in every process's environment, or "
-            'RIVET_WORKFLOWS["CODE_VERSION"]; see the README, section Deploys.',
+            'RIVET_WORKFLOWS["CODE_VERSION"]; see the manual, docs/howto/deploys.md.',
             id="rivet_workflows.W007",
         )
     ]

@@ -77,7 +77,7 @@ class RivetSettings:
         backs off to engine.client.MAX_SEND_POLL_SECONDS).
     MAX_WAITING_SENDS: how many sends with ``wait`` one process runs at once; one more is refused before it
         touches the database (``TooManyWaitingSendsError``, HTTP 429 with ``Retry-After``). A waiting send
-        holds no database connection while it waits (README "Calling actors").
+        holds no database connection while it waits (docs/howto/calling.md).
     STEP_ABANDON_SECONDS: after a step's ``timeout`` its body is cancelled (async: the task; sync:
         ``step.cancelled`` set); its retry waits until the body returned, at most this long, then the
         attempt is logged as abandoned and the retry may run beside it.
@@ -93,12 +93,12 @@ class RivetSettings:
         ``auth(request)`` returning the caller (a principal) or None for a 401 (None:
         ``rivet_workflows.api.auth.default_api_auth``: ``Authorization: Bearer <API_TOKEN>`` or a logged-in
         Django user). What a principal may then do is ``rivet_workflows.access.allowed_operations`` (the
-        README's "Authorization" table): a Django user needs the ``rivet_workflows.use_actor_api``
+        manual's authorization table): a Django user needs the ``rivet_workflows.use_actor_api``
         permission.
     API_TOKEN: bearer token of the actor/action/queue endpoints (None = no token access).
     AUTHORIZE: dotted path of the project hook ``authorize(request, actor_name, operation, actor_id) ->
         bool`` asked about every operation on an actor the role rule allowed: HTTP API, admin and
-        WebSocket (README "Authorization"); falsy refuses it (403 / close code 4403). Operations:
+        WebSocket (docs/howto/authorization.md); falsy refuses it (403 / close code 4403). Operations:
         ``access.OPERATIONS``. None: no hook.
     CODE_VERSION: the name of the code this process runs (a release tag, a git sha), default the
         environment variable ``RIVET_CODE_VERSION``, else None (unversioned). Every write of a run records
@@ -107,8 +107,8 @@ class RivetSettings:
         (DESIGN.md section 12). None (or "") keeps every divergence a failure.
     WORKFLOW_FAILURE_TYPES: dotted paths of the exception classes that fail a workflow when workflow code
         raises them outside a step body (rollback handlers run, the run is over); any other exception there is
-        a code error and suspends the run until it is retried (DESIGN.md section 16, README "Failures and
-        what happens"). Default ``("rivet_workflows.WorkflowFailure",)``; what the engine raises on purpose
+        a code error and suspends the run until it is retried (DESIGN.md section 16, docs/explanation/failures.md).
+        Default ``("rivet_workflows.WorkflowFailure",)``; what the engine raises on purpose
         (a step's failure, timeouts, JoinError, RaceError, a divergence) always fails.
         ``("builtins.Exception",)`` restores the spec's rule: every exception fails.
     METRICS: count steps, finished workflows, wake lateness and lease takeovers for Prometheus

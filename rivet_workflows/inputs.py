@@ -1,4 +1,5 @@
-"""Request text no database can store, found before it reaches a query (DESIGN.md 6, case C48).
+"""Request text no database can store, found before it reaches a query (DESIGN.md 6; manual: HTTP API,
+errors).
 
 PostgreSQL refuses a NUL character in any text parameter (psycopg raises ``DataError``), and no database
 takes a lone surrogate (it is not Unicode text); both used to end as a 500. The HTTP API and the admin

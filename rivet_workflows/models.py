@@ -97,7 +97,7 @@ class Actor(models.Model):
         ]
         permissions = [
             ("replay_workflow", "Can replay and recover workflows"),
-            # the actor API (create, read, list, call actions, send): rivet_workflows.access, case C52
+            # the actor API (create, read, list, call actions, send): rivet_workflows.access
             ("use_actor_api", "Can use the actor API (create, read, call actions, send messages)"),
         ]
 

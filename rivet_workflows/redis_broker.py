@@ -1,6 +1,6 @@
 """kombu's Redis transport whose channels raise a connection error, not ``AttributeError``, once detached.
 
-Field case C60: prefork workers exited with ``CRITICAL Unrecoverable error:
+Why (the manual's Celery settings): prefork workers exited with ``CRITICAL Unrecoverable error:
 AttributeError("'NoneType' object has no attribute 'hostname'")`` after a Redis restart (celery 5.7.0,
 kombu 5.7.0, redis-py 8.1.0). When the worker loses the broker, Celery's consumer calls
 ``connection.collect()`` and, since Celery 5.7.0 (celery/celery#10242), ``connection.close()`` after it,

@@ -24,7 +24,7 @@ _CELERY_TASK_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.tra
 
 
 class QuietSweepFilter(logging.Filter):
-    """Demote Celery's per-run lines about the sweep to DEBUG (case C64).
+    """Demote Celery's per-run lines about the sweep to DEBUG (manual: Run workers).
 
     The sweep runs every SWEEP_INTERVAL seconds (1 s), so with ``-l info`` Celery's own lines about it
     (beat sending it, the worker receiving it and its success) filled the log at two or three lines a
@@ -399,7 +399,7 @@ def sweep() -> int:
     means two overlapping sweeps never queue the same actor twice. An actor whose executor died (or
     stalled) is taken over once its lease expires, every sweep, at most SWEEP_BATCH at a time whatever
     the broker's backlog: such a takeover runs on a runner thread of the sweeping worker
-    (``LocalRuns.run_now``), not behind the queued new work, when one is idle (README "Celery settings":
+    (``LocalRuns.run_now``), not behind the queued new work, when one is idle (docs/howto/production.md:
     a takeover within LEASE_SECONDS + a few sweep intervals). New work is held back by the backlog: the
     sweep claims at most SWEEP_BATCH minus the run messages already waiting in the broker
     (``queued_runs``) minus its takeovers. Returns the number of actors claimed (both kinds). Logs one

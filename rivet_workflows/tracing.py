@@ -146,7 +146,7 @@ def observer() -> TracingObserver:
 def request_context(headers: Mapping[str, str]) -> Iterator[None]:
     """While the block runs, the trace context of an incoming HTTP request (its W3C ``traceparent`` and
     ``tracestate`` headers, read by ``opentelemetry.propagate``) is current, so the ``rivet.create`` and
-    ``rivet.send`` spans started in it are children of the caller's span (README "OpenTelemetry traces").
+    ``rivet.send`` spans started in it are children of the caller's span (docs/howto/monitoring.md).
     ``headers``: the request's headers (Django's ``request.headers``, case-insensitive). Nothing changes
     when a span is current already (a project that instruments Django made the request's span current) or
     the request carries no trace context."""

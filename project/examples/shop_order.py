@@ -1,4 +1,4 @@
-"""Not in the spec: an atomic step writing the example shop's ``Order`` model (README "Exactly-once
+"""Not in the spec: an atomic step writing the example shop's ``Order`` model (manual: "Exactly-once
 database writes"). The demo SIGKILLs the worker while this workflow is in its slow ``ship`` step, after
 the order was placed; the next worker resumes it and the order is not placed again: one row at the end.
 (The kill *between* an atomic body and its commit is tests/system/test_atomic_crash.py.)

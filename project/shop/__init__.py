@@ -1,1 +1,2 @@
-"""A small shop app of the example project: the models an atomic step writes (README "Exactly-once database writes")."""
+"""A small shop app of the example project: the models an atomic step writes (manual: "Exactly-once database
+writes")."""

@@ -41,7 +41,8 @@ def reject_bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
     """Wrap an admin view so a request carrying text no database can store (``inputs.find_bad_input``: a
     NUL character or a lone surrogate in the object id, a list filter, the search, a form field such as
     the replay button's ``entry_id``, or the session cookie) gets a 400 JSON ``{group, code: "invalid_input",
-    message, metadata: {where}}`` before any query runs, instead of PostgreSQL's ``DataError`` (case C48)."""
+    message, metadata: {where}}`` before any query runs, instead of PostgreSQL's ``DataError`` (manual: HTTP
+    API, errors)."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -177,7 +178,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return rows
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Seeing actors in the admin is the ``inspect`` operation (README "Authorization"): staff with
+        """Seeing actors in the admin is the ``inspect`` operation (docs/howto/authorization.md): staff with
         ``view_actor``."""
         return access.role_allows(operator(request), access.INSPECT)
 

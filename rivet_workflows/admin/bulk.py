@@ -122,7 +122,7 @@ class BulkActionsMixin:
 
     def _report(self, request: HttpRequest, verb: str, report: engine_bulk.BulkReport) -> None:
         """One message with the counts, then one per outcome naming each actor: what was changed, what
-        had nothing to do and why, what was refused and why (README "In the Django admin")."""
+        had nothing to do and why, what was refused and why (docs/howto/admin.md)."""
         changed = report.of(engine_bulk.CHANGED)
         unchanged = report.of(engine_bulk.UNCHANGED)
         refused = report.of(engine_bulk.REFUSED)

@@ -256,7 +256,7 @@ class DashboardAdmin(admin.ModelAdmin):
         return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """The dashboard is an inspector page: operation ``inspect`` (README "Authorization")."""
+        """The dashboard is an inspector page: operation ``inspect`` (docs/howto/authorization.md)."""
         return access.role_allows(request.user if request.user.is_authenticated else None, access.INSPECT)
 
     def has_module_permission(self, request: HttpRequest) -> bool:

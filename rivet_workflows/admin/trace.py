@@ -213,7 +213,7 @@ class Row:
     rollback: str = ""
     #: why "Replay from this step" is refused (``repairs.reason``; its tooltip), "" when it is allowed
     replay_reason: str = ""
-    #: a step's attempts, oldest first (``inspector.attempt_log``; case C57)
+    #: a step's attempts, oldest first (``inspector.attempt_log``; manual: HTTP API, Attempts)
     attempt_rows: list[AttemptRow] = field(default_factory=list)
 
     @property

@@ -41,7 +41,7 @@ class RivetAPI(NinjaAPI):
                 pattern.callback = errors.json_method_not_allowed(self, callback)
                 if iscoroutinefunction(pattern.callback):
                     # Django refuses an async view under ATOMIC_REQUESTS, and a waiting send must not hold a
-                    # transaction (and so a connection) open while it waits (README "Calling actors")
+                    # transaction (and so a connection) open while it waits (docs/howto/calling.md)
                     pattern.callback._non_atomic_requests = set(connections)
         # last: it matches everything the patterns above did not
         return [*patterns, errors.not_found_pattern(self)]

@@ -1,5 +1,5 @@
 """Authentication of the HTTP API (DESIGN.md section 6): who the caller is. What a caller may then do is
-``rivet_workflows.access`` (the README's "Authorization" table): every endpoint's auth is bound to the
+``rivet_workflows.access`` (the manual's authorization table): every endpoint's auth is bound to the
 endpoint's operation and applies the role rule before the request body is read or an actor looked up;
 the endpoint asks ``access.check_actor`` (the ``AUTHORIZE`` hook) once it knows the actor."""
 

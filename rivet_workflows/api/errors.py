@@ -110,10 +110,10 @@ def json_method_not_allowed(api: NinjaAPI, view: Callable[..., Any]) -> Callable
 
 def reject_bad_input(api: NinjaAPI, view: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap the endpoint view ``view`` so a request carrying text no database can store
-    (``inputs.find_bad_input``: a NUL character or a lone surrogate) is answered before any query runs (case
-    C48): in a path segment or query parameter a 422 ``validation_error`` whose ``metadata.errors`` has one
-    ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's ``pattern`` promises), in the
-    session cookie a 400 ``invalid_input`` (``metadata.where``)."""
+    (``inputs.find_bad_input``: a NUL character or a lone surrogate) is answered before any query runs
+    (manual: HTTP API, errors): in a path segment or query parameter a 422 ``validation_error`` whose
+    ``metadata.errors`` has one ``{type: "invalid_text", loc: [place, name], msg}`` (what the schema's
+    ``pattern`` promises), in the session cookie a 400 ``invalid_input`` (``metadata.where``)."""
 
     def refuse(request: HttpRequest, kwargs: dict) -> HttpResponse | None:
         bad = inputs.find_bad_input(request, kwargs)
@@ -187,7 +187,7 @@ def _place(loc: list[Any]) -> list[Any]:
 
 def validation_problems(raw: list[Any]) -> list[dict[str, Any]]:
     """The ``metadata.errors`` of a 422 ``validation_error``: ``{type, loc, msg}`` per problem, in the
-    README's words: ``loc`` is the place in the request (no pydantic union or validator tags), an unknown
+    manual's words: ``loc`` is the place in the request (no pydantic union or validator tags), an unknown
     body field is ``{type: "unknown_field", msg: "unknown field 'dryRun'; ..."}``, and the several errors
     pydantic reports for one value of a union type are one."""
     problems: list[dict[str, Any]] = []
@@ -270,7 +270,7 @@ def install(api: NinjaAPI) -> None:
         request: HttpRequest, exc: BaseException, status: int, group: str, code: str
     ) -> HttpResponse:
         # the database's text names hosts, ports, SQL and the driver: the log has it, the body only says what
-        # kind of failure it was and the request id that finds it in the log (README "Over HTTP")
+        # kind of failure it was and the request id that finds it in the log (docs/reference/http-api.md)
         request_id = request_id_of(request)
         logger.error(
             "%s %s failed with %s (request id %s): %s: %s",

@@ -55,7 +55,7 @@ _ONE_PART: TypeAdapter[Any] = TypeAdapter(KeyPart)
 
 
 def _key_part_problem(part: Any) -> str | None:
-    """What is wrong with one key part, in the README's words, or None when it is a valid part."""
+    """What is wrong with one key part, in the manual's words, or None when it is a valid part."""
     try:
         _ONE_PART.validate_python(part)
     except ValidationError:
@@ -72,7 +72,7 @@ def _key_part_problem(part: Any) -> str | None:
 
 
 def _key_in_words(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """Validate a key with ``handler``; refuse a bad one with one error in the README's words ("key part 2
+    """Validate a key with ``handler``; refuse a bad one with one error in the manual's words ("key part 2
     must be an integer or a string") instead of one error per member of the type's union."""
     try:
         return handler(value)
@@ -98,7 +98,7 @@ Key = Annotated[KeyPart | list[KeyPart], WrapValidator(_key_in_words)]
 
 class StrictSchema(Schema):
     """The base of every request body schema: a field the schema does not declare is refused (422
-    ``validation_error`` naming it, README "Over HTTP"), so a misspelt field or one of a newer API is never
+    ``validation_error`` naming it, docs/reference/http-api.md), so a misspelt field or one of a newer API is never
     silently dropped (a dropped ``dryRun`` would replay for real)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -22,10 +22,10 @@ router = Router(tags=["actors"])
 
 
 def _errors(*statuses: int) -> dict[int, type[s.ErrorOut]]:
-    """``response=`` entries of the error statuses an operation really answers (case C59). Every operation
-    can answer 400 (a session cookie no database can store; malformed JSON where there is a body), 401 and
-    403 (auth; CSRF for a session's POST; an ``API_AUTH`` that refuses) and 422 (a parameter or body outside
-    its schema); a POST also 413 (a body over MAX_BODY_BYTES, a value over MAX_PAYLOAD_BYTES)."""
+    """``response=`` entries of the error statuses an operation really answers (manual: HTTP API, errors).
+    Every operation can answer 400 (a session cookie no database can store; malformed JSON where there is a
+    body), 401 and 403 (auth; CSRF for a session's POST; an ``API_AUTH`` that refuses) and 422 (a parameter or
+    body outside its schema); a POST also 413 (a body over MAX_BODY_BYTES, a value over MAX_PAYLOAD_BYTES)."""
     return {status: s.ErrorOut for status in sorted({400, 401, 403, 422, *statuses})}
 
 
@@ -37,7 +37,7 @@ Name = Annotated[str, Path(max_length=s.MAX_NAME_CHARS, pattern=inputs.TEXT_PATT
 def _auth(operation: str, *, inspector: bool = False) -> dict[str, Any]:
     """The ``auth`` of an endpoint doing ``operation`` (``access.OPERATIONS``; the role rule runs before the
     body is read) and the operation named in its OpenAPI entry as ``x-rivet-operation`` (the column of the
-    README's "Authorization" table that governs it)."""
+    manual's authorization table that governs it)."""
     return {
         "auth": ApiAuth(operation, inspector=inspector),
         "openapi_extra": {"x-rivet-operation": operation},
@@ -310,7 +310,7 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
 
     An async view: a waiting send holds no database connection while it waits, and on an ASGI server it is
     awaited on the event loop (Django's per-request thread idles meanwhile). Beyond ``MAX_WAITING_SENDS`` waiting sends in this process: 429 ``too_many_waiting_sends`` with
-    ``Retry-After``, decided before the database is asked anything (README "Calling actors")."""
+    ``Retry-After``, decided before the database is asked anything (docs/howto/calling.md)."""
     if not payload.wait:
         return await sync_to_async(_send_now)(request, actor_id, queue, payload)
     with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):

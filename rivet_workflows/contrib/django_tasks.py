@@ -1,4 +1,4 @@
-"""A durable backend for Django's Tasks framework (README "Django tasks").
+"""A durable backend for Django's Tasks framework (docs/howto/django-tasks.md).
 
 ``django.tasks`` on Django 6 and the ``django_tasks`` backport on Django 5.2 (``pip install
 "rivet-workflows[tasks]"``) read the same ``TASKS`` setting; the same class serves both::
@@ -268,7 +268,7 @@ def _configured(task: Any, spec: dict) -> Any:
 
 
 class WorkflowBackend(BaseTaskBackend):
-    """``TASKS[alias]["BACKEND"]``: runs Django tasks as durable workflows (README "Django tasks").
+    """``TASKS[alias]["BACKEND"]``: runs Django tasks as durable workflows (docs/howto/django-tasks.md).
 
     ``OPTIONS``: ``ACTOR`` (the registry name of the task workflow, default ``"django_task"``),
     ``MAX_RETRIES`` (retries of a failing task, default 3), ``RETRY_BACKOFF_BASE`` and

@@ -1,7 +1,7 @@
 """One operator action over many actors, each actor's outcome reported and none failing the batch.
 
 The admin's bulk actions and ``manage.py rivet pause|resume|cancel`` act on several actors through here
-(README "In the Django admin", "Commands"): each actor gets the same engine call its own button makes
+(docs/howto/admin.md, "Commands"): each actor gets the same engine call its own button makes
 (``repairs.recover``, ``cancel.cancel``, ``repairs.pause``, ``repairs.resume``, ``retrying.retry``), and its outcome is one of
 ``changed``, ``unchanged`` (nothing to do, with why) or ``refused`` (the refusal's reason and code). One
 actor's error, even an unexpected one, is reported for that actor and the others proceed.

@@ -281,7 +281,7 @@ class ActorHandle:
         While it waits it holds no database connection: on a store that notifies senders (PostgreSQL:
         LISTEN/NOTIFY on one connection per process; MemoryStore) it looks when the completion or the
         end is announced and once at the deadline; elsewhere it looks after ``settings.poll_interval`` s,
-        backing off to every ``MAX_SEND_POLL_SECONDS`` s (README "Calling actors").
+        backing off to every ``MAX_SEND_POLL_SECONDS`` s (docs/howto/calling.md).
 
         Raises ``TooManyWaitingSendsError`` before anything is stored when ``settings.max_waiting_sends``
         sends of this process wait already, ``QueueNotFoundError``, ``ActorNotFoundError``,
@@ -337,8 +337,8 @@ class ActorHandle:
         self, entry_id: str | None = None, reason: str | None = None, dry_run: bool = False
     ) -> repairs.RepairResult | repairs.ReplayPlan:
         """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
-        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9; README
-        "Replay and recover semantics").
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9;
+        docs/explanation/replay-and-recover.md).
 
         With ``dry_run=True`` nothing is written: it returns the ``ReplayPlan`` (``entry_id``, ``reset``,
         ``deleted``, ``rerun``: the steps that run again, in order, each with a new idempotency key) of the

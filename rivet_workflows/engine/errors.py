@@ -69,8 +69,8 @@ class WorkflowFailure(RivetWorkflowsError):
     ``on_error`` gets a ``workflow`` event), as opposed to a code error, which suspends the run.
 
     ``WorkflowFailure(message, details=None)``: ``details`` is any JSON-ready value kept with the stored error
-    (``error["metadata"]["details"]``). The default of the setting ``WORKFLOW_FAILURE_TYPES`` (README
-    "Failures and what happens", DESIGN.md section 16); pickles like every error here."""
+    (``error["metadata"]["details"]``). The default of the setting ``WORKFLOW_FAILURE_TYPES``
+    (docs/explanation/failures.md, DESIGN.md section 16); pickles like every error here."""
 
     code = "workflow_failure"
     details: Any
@@ -385,7 +385,7 @@ class TooManyWaitingSendsError(RivetWorkflowsError):
 
     Raised by ``handle.send(..., wait=True)`` (and ``asend``) beyond ``MAX_WAITING_SENDS`` concurrent
     waiting sends of the process, before anything is stored (``metadata``: ``limit``); over HTTP a 429
-    ``{group: "server", code: "too_many_waiting_sends"}`` with ``Retry-After`` (README "Calling actors")."""
+    ``{group: "server", code: "too_many_waiting_sends"}`` with ``Retry-After`` (docs/howto/calling.md)."""
 
     code = "too_many_waiting_sends"
     group = "server"
@@ -443,7 +443,7 @@ class RollbackStop(WorkflowSignal):
 class OtherCodeVersionSignal(WorkflowSignal):
     """A replay diverged on history entries written by another code version (a rolling deploy: old-code and
     new-code workers share the queue). The run stops and writes nothing; the executor releases the actor,
-    unchanged and due, for a process of that version (DESIGN.md section 12, case C65).
+    unchanged and due, for a process of that version (DESIGN.md section 12; manual: Deploy new code).
 
     Attributes: ``code_version`` (the version that wrote the entry where the replay diverged) and
     ``divergence`` (the ``HistoryDivergedError`` a process of the run's own

@@ -18,8 +18,9 @@ class Heartbeat(threading.Thread):
     loop (an async step body calling ``time.sleep``) still keeps its lease. A failed renew means the lease
     is lost: the run is marked evicted, the step bodies it guards are cancelled (a sync body finds
     ``step.cancelled`` set at once, from this thread) and its workflow task is cancelled (an async body's
-    task with it), so a body does not go on beside the new holder's attempt (case C62). A store error is logged and retried
-    at the next beat (the database may come back while the step runs)."""
+    task with it), so a body does not go on beside the new holder's attempt (manual: Failures and what
+    happens). A store error is logged and retried at the next beat (the database may come back while the step
+    runs)."""
 
     def __init__(self, session: SessionRole, loop: asyncio.AbstractEventLoop, main: asyncio.Future) -> None:
         super().__init__(name=f"rivet-heartbeat-{session.actor_id}", daemon=True)

@@ -138,9 +138,9 @@ _LAST_OUTCOME = {
 
 
 def attempt_log(entry: ports.EntryRecord) -> list[dict]:
-    """The attempts of a step entry, oldest first (the last ``retry.MAX_LOGGED_ATTEMPTS``; case C57):
-    ``[{"attempt": n, "started_at": datetime | None, "finished_at": datetime | None, "outcome": str,
-    "error": {"name", "message"} | None}]``. Outcomes: ``running``, ``completed``, ``failed``,
+    """The attempts of a step entry, oldest first (the last ``retry.MAX_LOGGED_ATTEMPTS``; manual: HTTP API,
+    Attempts): ``[{"attempt": n, "started_at": datetime | None, "finished_at": datetime | None, "outcome":
+    str, "error": {"name", "message"} | None}]``. Outcomes: ``running``, ``completed``, ``failed``,
     ``timed out`` and ``worker lost`` (started, never finished: its executor died). A step recorded before
     attempts were logged shows its last attempt, from the entry's own fields. ``[]`` for other kinds."""
     if entry.kind != "step":
@@ -257,7 +257,7 @@ def workflow_history(runtime: RuntimeRole, actor_id: str) -> dict:
     }
 
 
-# --- reading a history as the user wrote the code (README "Inspecting workflows") -------------------------
+# --- reading a history as the user wrote the code (docs/howto/admin.md) -------------------------
 
 #: a queue wait still waiting, one that received messages, one whose timeout passed with none
 WAITING = "waiting"

@@ -219,7 +219,7 @@ class Store(Protocol):
         their flow limits: see ``claim``), highest ``priority`` first, then earliest ``wake_at``:
         ``[(actor_id, token), ...]``. Concurrent callers never claim the same actor. ``expired_only``: only
         those whose lease expired (a takeover of a dead or stalled executor's actor; the sweep claims
-        these whatever the broker's backlog, README "Celery settings")."""
+        these whatever the broker's backlog, docs/howto/production.md)."""
 
     @abstractmethod
     def flow_retry_at(self, actor_id: str) -> datetime | None:
@@ -328,7 +328,7 @@ class Store(Protocol):
 
     def watch_sends(self, actor_id: str) -> watches.SendWatch:
         """A watch for a waiting send to ``actor_id`` (``ActorHandle.send(wait=True)``, HTTP ``wait``), taken
-        before the message is stored and closed when the send stops waiting (README "Calling actors").
+        before the message is stored and closed when the send stops waiting (docs/howto/calling.md).
 
         A store that can tell senders hands out a ``NotifiedWatch`` (``notifies`` True): it is woken when a
         commit completes the expected message and when the workflow finishes or the actor is destroyed

@@ -220,7 +220,7 @@ def _repair(
 ) -> RepairResult:
     """Decide, then claim the lease, commit ``plan(record, entries) -> (deletes, upserts, archived)`` (it
     raises the refusal) with its audit row (``action`` by ``who`` for ``reason``) and wake. Every refusal is
-    decided before the claim, so it writes nothing (README "Replay and recover semantics"); if the actor
+    decided before the claim, so it writes nothing (docs/explanation/replay-and-recover.md); if the actor
     changed between the read and the claim, the plan is made again, and a refusal then gives the lease back.
     A repair that deletes entries bumps ``replay_generation`` (new idempotency keys for the steps rerun)."""
     store = runtime.store
@@ -275,7 +275,7 @@ def _repair(
 
 @dataclass(frozen=True)
 class ReplayPlan:
-    """What a replay would do, computed without writing anything (README "Replay and recover semantics").
+    """What a replay would do, computed without writing anything (docs/explanation/replay-and-recover.md).
 
     ``entry_id``: the step it replays from (None: the whole workflow); ``reset``: the history entry ids it
     would reopen (a join or race holding a replayed branch); ``deleted``: the entry ids it would delete, in

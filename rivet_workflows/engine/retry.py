@@ -89,7 +89,7 @@ def failure_dict(kind: str, step_name: str, attempts: int, error: dict) -> StepF
     return StepFailure(kind, step_name, attempts, dict(error))
 
 
-# --- the attempt log (case C57) -----------------------------------------------------------------------
+# --- the attempt log (manual: HTTP API, Attempts) -----------------------------------------------------------
 
 #: the key of a step entry's data that keeps its attempts: ``[{attempt, started_at, finished_at, outcome,
 #: error: {name, message} | None}]``, oldest first, the last ``MAX_LOGGED_ATTEMPTS`` of them

@@ -1,4 +1,4 @@
-"""Retry of suspended runs (DESIGN.md section 16, README "Failures and what happens").
+"""Retry of suspended runs (DESIGN.md section 16, docs/explanation/failures.md).
 
 A code error suspends a run (``suspension``); once the code is fixed the run goes on from where it stopped:
 completed steps replay their recorded outputs, the statement that raised runs again. ``retry`` is the one

@@ -1,5 +1,5 @@
 """A waiting send's outcome (``SendResult``), when it gives up, and how many may wait at once (spec
-"Queues"; README "Calling actors").
+"Queues"; docs/howto/calling.md).
 
 ``engine.client`` re-exports ``SendResult``; ``WaitingSend`` is the wait of its waiting sends, ``gave_up``
 their ended check, ``waiting_send_slot`` and ``database_turn`` their bounds."""
@@ -129,8 +129,8 @@ MAX_SEND_POLL_SECONDS = 0.5
 
 
 class _Backoff:
-    """The pauses of a waiting send on a store whose ``SendWatch`` cannot notify it (README "Calling
-    actors"): the first is ``first`` seconds (``poll_interval``), each next one twice as long up to
+    """The pauses of a waiting send on a store whose ``SendWatch`` cannot notify it (docs/howto/calling.md):
+    the first is ``first`` seconds (``poll_interval``), each next one twice as long up to
     ``MAX_SEND_POLL_SECONDS`` (or ``first`` when that is longer), and none runs past ``deadline`` (a
     ``time.monotonic()`` value), so the last look happens at the deadline itself.
 
@@ -170,7 +170,7 @@ def database_turn(store: ports.Store) -> Iterator[None]:
 
 
 class WaitingSend:
-    """The wait of one ``send(wait=True)`` on ``watch`` (README "Calling actors"), for the sync and the async
+    """The wait of one ``send(wait=True)`` on ``watch`` (docs/howto/calling.md), for the sync and the async
     client alike: ``begin`` sends, then ``pause`` and ``look`` alternate until one returns the
     ``SendResult``. ``begin`` and ``look`` are sync store work done in a ``database_turn``; a pause holds no
     connection.

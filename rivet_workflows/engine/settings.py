@@ -79,7 +79,7 @@ class Settings:
       every divergence fails the workflow.
     * ``workflow_failure_types``: the exception classes that fail the workflow when raised by workflow code
       outside a step body; any other exception there is a code error and suspends the run (DESIGN.md
-      section 16, README "Failures and what happens"). ``(Exception,)`` fails on every exception.
+      section 16, docs/explanation/failures.md). ``(Exception,)`` fails on every exception.
     """
 
     lease_seconds: float = 30.0

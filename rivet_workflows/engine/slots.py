@@ -1,6 +1,6 @@
 """Schedule slot arithmetic: when a cron, interval or one-off entry fires, and what a fire tells its action.
 
-Policy (documented in the README, "Failures and what happens"):
+Policy (documented in the manual, "Failures and what happens": docs/explanation/failures.md):
 
 * An entry fires its action as ``action(c, fire, *args)`` where ``fire`` is a ``ScheduledFireInfo``.
 * Interval entries (``c.cron.every``) fire every ``interval`` seconds of real time, anchored at the first

@@ -1,4 +1,4 @@
-"""Code errors suspend a run; failure types fail it (DESIGN.md section 16, README "Failures and what happens").
+"""Code errors suspend a run; failure types fail it (DESIGN.md section 16, docs/explanation/failures.md).
 
 An exception that leaves the run function (or a join or race branch) outside any step body is either a
 failure, which fails the workflow as the spec says (rollback handlers run), or a code error (a typo, an

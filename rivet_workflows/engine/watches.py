@@ -1,4 +1,4 @@
-"""What a waiting send waits on between two looks at its message: a ``SendWatch`` (README "Calling actors").
+"""What a waiting send waits on between two looks at its message: a ``SendWatch`` (docs/howto/calling.md).
 
 A store hands one out per waiting send (``Store.watch_sends``) before the message is stored, so nothing the
 workflow does after the send is missed. ``SendWatch`` itself is the polling watch of a store that cannot
@@ -55,7 +55,7 @@ class SendWatch:
 
 class NotifiedWatch(SendWatch):
     """A watch woken by ``notify`` from any thread: a completion of its message, the end of the workflow or
-    the actor's destruction (README "Calling actors"). ``on_close`` (if given) runs once on ``close``: the
+    the actor's destruction (docs/howto/calling.md). ``on_close`` (if given) runs once on ``close``: the
     store stops listening for it there."""
 
     notifies = True

@@ -90,7 +90,7 @@ def _leave_for_version(
     after a backoff (``OTHER_VERSION_RETRY_*``; a send wakes it at once as usual) and marked as awaiting that
     version. Logged as a WARNING once per run and version across every process: by the leave that marks it
     (the actor's ``awaiting_code_version``, read with the lease, is not that version yet); later leaves, by
-    this process or another, are DEBUG lines (README "Deploys")."""
+    this process or another, are DEBUG lines (docs/howto/deploys.md)."""
     signal = report.other_version
     assert signal is not None
     ours = runtime.settings.code_version

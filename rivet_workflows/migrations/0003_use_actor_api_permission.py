@@ -1,4 +1,4 @@
-# The permission of the actor API (case C52): rivet_workflows.use_actor_api
+# The permission of the actor API (manual: Control access): rivet_workflows.use_actor_api
 
 from django.db import migrations
 

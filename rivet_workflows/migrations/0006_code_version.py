@@ -1,4 +1,4 @@
-# Rolling deploys (case C65, DESIGN.md section 12): the code version of each write of a run.
+# Rolling deploys (manual: Deploy new code; DESIGN.md section 12): the code version of each write of a run.
 
 from django.db import migrations, models
 

@@ -71,8 +71,9 @@ class _Handshake(HttpRequest):
 
 
 def origin_refusal(scope: dict, caller: Any) -> str | None:
-    """Why the handshake's ``Origin`` is refused, or None. The rule of Django's CSRF check (README "Live
-    events"): the whole origin, scheme, host and port, must be the site's own (``ws``->``http``,
+    """Why the handshake's ``Origin`` is refused, or None. The rule of Django's CSRF check
+    (docs/reference/live-events.md):
+    the whole origin, scheme, host and port, must be the site's own (``ws``->``http``,
     ``wss``->``https``, the ``Host`` header, which ``ALLOWED_HOSTS`` must accept) or be listed in
     ``CSRF_TRUSTED_ORIGINS``. A connection without ``Origin`` (not a browser: browsers always send it) is
     refused only when the caller is the session user, the one credential a browser sends by itself."""
@@ -94,7 +95,7 @@ def _is_session(caller: Any, scope: dict) -> bool:
 def refusal(scope: dict, actor_id: str) -> tuple[int, str] | None:
     """The close code and reason refusing a subscription to ``actor_id``, or None to accept it.
 
-    A subscription is the operation ``read`` of ``rivet_workflows.access`` (the README's "Authorization"
+    A subscription is the operation ``read`` of ``rivet_workflows.access`` (the manual's authorization
     table): no caller -> 4401; an ``Origin`` that is not the site's -> 4403; a caller the role rule
     refuses -> 4403, before the actor is looked up; an unknown actor -> 4404; the project's
     ``AUTHORIZE`` hook refusing -> 4403."""

@@ -5,10 +5,10 @@ A mixin of ``DjangoStore``: the host class provides ``using`` (the alias), ``pol
 keeps one per thread and alias).
 
 A connection the database server (or PgBouncer, a load balancer, a failover) closed while it sat idle must
-not fail a healthy workflow (field case C47): every member of ``ports.Store`` is wrapped (``guarded``) so
-that, before it uses a connection it left idle for more than ``idle_check`` seconds (or one that saw an
-error), it checks the connection and closes a dead one; the call then opens a new one. The check is a
-look at a psycopg connection's socket (no round trip: a server that ends a session sends an error or end
+not fail a healthy workflow (manual: Failures and what happens): every member of ``ports.Store`` is wrapped
+(``guarded``) so that, before it uses a connection it left idle for more than ``idle_check`` seconds (or one
+that saw an error), it checks the connection and closes a dead one; the call then opens a new one. The check
+is a look at a psycopg connection's socket (no round trip: a server that ends a session sends an error or end
 of file first) and, when something waits there, the connection saw an error or it sat idle over
 ``PING_AFTER_SECONDS``, Django's ``is_usable()`` (one round trip). Nothing was sent on the dead connection, so the call (a commit too) runs as
 if nothing happened, under the same lease and token. A call the database refused because it had ended the

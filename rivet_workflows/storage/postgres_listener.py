@@ -1,5 +1,5 @@
 """One listening PostgreSQL connection per process and database alias, for the waiting sends of
-``PostgresStore`` (README "Calling actors": a waiting send holds no database connection while it waits).
+``PostgresStore`` (docs/howto/calling.md: a waiting send holds no database connection while it waits).
 
 A daemon thread owns the connection (autocommit, opened with the alias's settings but outside Django's
 connection handling) while at least one sender waits, and closes it when none does. A sender registers a ``NotifiedWatch`` under a channel (``sends_channel(actor_id)``)

@@ -1,6 +1,6 @@
 """The actor list's bulk actions report each actor: what was changed, what had nothing to do and why, and
-what was refused and why; one actor's refusal or error never fails the batch (README "In the Django
-admin"). A paused workflow can be cancelled in bulk."""
+what was refused and why; one actor's refusal or error never fails the batch (docs/howto/admin.md).
+A paused workflow can be cancelled in bulk."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The admin's replay buttons open a confirmation page with the plan; nothing changes until it is
-confirmed with a POST (DESIGN.md section 16; README "Inspecting workflows")."""
+confirmed with a POST (DESIGN.md section 16; docs/howto/admin.md)."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def test_trace_statuses_are_the_api_vocabulary_and_values_show_no_storage_tags(a
     assert handle.workflow_state() == "completed"
     html = page(admin_client_, handle)
     for key, status in (
-        ("settle", "received"),  # one row per queue wait (README "Inspecting workflows")
+        ("settle", "received"),  # one row per queue wait (docs/howto/admin.md)
         ("confirm", "received"),
         ("done", "completed"),
         ("cool-off", "completed"),

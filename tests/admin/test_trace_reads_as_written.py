@@ -1,4 +1,4 @@
-"""The admin trace reads as the user wrote the code (DESIGN.md section 16; README "Inspecting workflows"):
+"""The admin trace reads as the user wrote the code (DESIGN.md section 16; docs/howto/admin.md):
 one queue wait is one row (its deadline and count are details of that row), a wait whose timeout passed
 reads "timed out", and the actor list says what the run does now, not a finished wait."""
 

@@ -1,4 +1,5 @@
-"""The README's "Authorization" table is the rule: this test reads it from README.md and walks every cell
+"""The manual's authorization table is the rule: this test reads it from docs/howto/authorization.md and
+walks every cell
 against the real HTTP routes (enumerated from the OpenAPI schema, each naming its operation as
 ``x-rivet-operation``), the admin's pages, buttons and bulk actions, and the WebSocket, so the manual and
 the code cannot drift. Also: every route of the API refuses, and changes nothing, when the AUTHORIZE hook
@@ -28,7 +29,7 @@ API = "/api/rivet"
 ADMIN = "/admin/rivet_workflows/actor"
 API_TOKEN = "api-s3cret"
 INSPECTOR_TOKEN = "inspector-s3cret"
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "howto" / "authorization.md"
 HOOK = "tests.api.test_authorization_matrix.refuse_every_type"
 #: the site's own origin as the WebSocket handshake of the test client's pages sends it
 SITE = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
@@ -52,10 +53,11 @@ def _cells(line: str) -> list[str]:
 
 
 def authorization_table() -> tuple[list[str], dict[str, dict[str, str]]]:
-    """The README's one authorization table: (operations of its columns, caller row -> operation -> cell)."""
-    section = README.read_text(encoding="utf-8").split("\n### Authorization\n", 1)[1].split("\n### ", 1)[0]
+    """The manual's one authorization table (docs/howto/authorization.md): (operations of its columns, caller
+    row -> operation -> cell)."""
+    section = PAGE.read_text(encoding="utf-8")
     tables = re.findall(r"(?:^\|.*\|\n)+", section, flags=re.MULTILINE)
-    assert len(tables) == 1, "the Authorization section has exactly one table"
+    assert len(tables) == 1, "the authorization page has exactly one table"
     lines = tables[0].splitlines()
     operations = [cell.strip("`") for cell in _cells(lines[0])[1:]]
     rows = {}
@@ -153,7 +155,7 @@ def callers(row: str, django_user_model) -> list[Caller]:
             for c in (superuser(), inspector_token, api_token, Caller("dev mode", settings=dev))
         ],
     }
-    assert set(kinds) == set(TABLE), "a row of the README's table this test does not know, or one it lost"
+    assert set(kinds) == set(TABLE), "a row of the manual's table this test does not know, or one it lost"
     return kinds[row]()
 
 

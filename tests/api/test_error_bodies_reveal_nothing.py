@@ -1,5 +1,5 @@
 """No error body of the API, of any status, carries a host, a port, SQL or the database driver's text
-(README "Over HTTP"): a 5xx (and a ``store_rejected``) body says what kind of failure it was and gives a
+(docs/reference/http-api.md): a 5xx (and a ``store_rejected``) body says what kind of failure it was and gives a
 request id, the detail goes to the server log under that id. Every route is walked (from the OpenAPI
 schema) while every query of the database fails with such text."""
 

@@ -61,8 +61,8 @@ def test_a_refused_repair_leaves_no_audit_row_and_reasons_are_bounded(staff, riv
 
 
 def test_an_anonymous_call_in_dev_mode_is_who_dev_mode_as_the_readme_lists(rivet, client):
-    """``rivet`` is in dev mode: an anonymous pause is recorded with who "dev-mode", a value the README's
-    list of ``who`` values (section "The audit trail") names, as it names the others."""
+    """``rivet`` is in dev mode: an anonymous pause is recorded with who "dev-mode", a value the manual's
+    list of ``who`` values (docs/reference/audit.md) names, as it names the others."""
     from pathlib import Path
 
     handle = rivet.client.waiter.get_or_create("anon")
@@ -71,8 +71,9 @@ def test_an_anonymous_call_in_dev_mode_is_who_dev_mode_as_the_readme_lists(rivet
     assert post(client, f"{path}/pause", {"reason": "anon"}).status_code == 200
     (row,) = _audit(client, handle.actor_id)
     assert (row["action"], row["who"], row["reason"]) == ("pause", "dev-mode", "anon")
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### The audit trail: operator actions") :]
+    section = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "audit.md").read_text(
+        encoding="utf-8"
+    )
     who_list = " ".join(section[section.index("`who` (") : section.index("`reason` (")].split())
     for who in ('"dev-mode"', '"token"', '"python"', '"command"'):
         assert f"`{who}`" in who_list, who

@@ -1,5 +1,5 @@
 """HTTP replay with ``dryRun`` answers the plan and changes nothing; operator bodies refuse unknown fields
-(DESIGN.md section 16; README "Replay and recover semantics")."""
+(DESIGN.md section 16; docs/explanation/replay-and-recover.md)."""
 
 from __future__ import annotations
 

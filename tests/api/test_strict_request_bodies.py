@@ -1,4 +1,4 @@
-"""Request bodies are strict (README "Over HTTP"): a field an endpoint does not take is a 422 naming it, on
+"""Request bodies are strict (docs/reference/http-api.md): a field an endpoint does not take is a 422 naming it, on
 every route with a body (enumerated from the OpenAPI schema, so a new one is covered), and nothing
 happens; validation errors speak the API's words, not pydantic's internals."""
 

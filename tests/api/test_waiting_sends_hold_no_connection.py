@@ -1,4 +1,4 @@
-"""Waiting sends (README "Calling actors"): the completion, the timeout and the end of the workflow still end
+"""Waiting sends (docs/howto/calling.md): the completion, the timeout and the end of the workflow still end
 them; on PostgreSQL one LISTEN serves the whole wait and a waiting send holds no database connection; the
 waiting sends of a process are bounded by MAX_WAITING_SENDS (429 with Retry-After beyond it)."""
 

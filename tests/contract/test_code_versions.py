@@ -42,7 +42,7 @@ def _snapshot(h, aid):
 
 
 def _gate_codes(effects):
-    """The README's gate example: v2 adds ``validate-v3`` behind a version gate."""
+    """The gate example of docs/howto/versioning.md: v2 adds ``validate-v3`` behind a version gate."""
 
     def validate(name):
         def body(step):

@@ -168,7 +168,7 @@ def test_create_of_an_existing_key_reports_it_even_when_the_state_cannot_be_buil
 
 
 def test_ctx_input_is_none_for_an_actor_created_without_input(h):
-    """README "Writing actors and workflows": ``ctx.input`` is None without input (read it with a default)."""
+    """docs/howto/workflows.md: ``ctx.input`` is None without input (read it with a default)."""
     seen: list = []
 
     async def run(ctx):

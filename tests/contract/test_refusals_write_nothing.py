@@ -1,4 +1,4 @@
-"""A refused or no-op operator call writes nothing, on every store (README "Replay and recover semantics"):
+"""A refused or no-op operator call writes nothing, on every store (docs/explanation/replay-and-recover.md):
 recover, replay, cancel, pause and resume decide before they claim anything, so the actor row (every column:
 lease owner, expiry and token, ``updated_at``, pause), the history and the audit trail are exactly as they
 were. The contract suite runs on MemoryStore here and on DjangoStore/PostgresStore in

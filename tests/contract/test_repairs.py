@@ -34,7 +34,7 @@ def test_replay_from_a_step_that_would_diverge_is_refused_and_changes_nothing(h)
         [msg] = await ctx.queue.next_batch("wait-approval")
         return await ctx.step("finalize", lambda s: f"done:{msg.body}")
 
-    async def v2(ctx):  # the README recipe for a rename, but this run is already past it
+    async def v2(ctx):  # the manual's rename recipe (howto/versioning), but this run is past it
         await ctx.removed("validate-v2", "step")
         await ctx.step("validate-v3", lambda s: "valid")
         [msg] = await ctx.queue.next_batch("wait-approval")

@@ -1,5 +1,5 @@
-"""Replay shows its plan before it changes anything (DESIGN.md section 16; README "Replay and recover
-semantics"): ``handle.replay(entry_id, dry_run=True)`` returns a ``ReplayPlan`` and writes nothing, and the
+"""Replay shows its plan before it changes anything (DESIGN.md section 16; docs/explanation/replay-and-recover.md):
+``handle.replay(entry_id, dry_run=True)`` returns a ``ReplayPlan`` and writes nothing, and the
 replay that follows does exactly what the plan said."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """rivet_workflows.contrib.django_tasks.WorkflowBackend: Django's Tasks framework (django.tasks on Django
-6, the django-tasks backport on 5.2) with every task a durable one-step workflow (README "Django tasks").
+6, the django-tasks backport on 5.2) with every task a durable one-step workflow (docs/howto/django-tasks.md).
 
 Runs on SQLite and, with DATABASE_URL, on PostgreSQL; work runs with the in-process drain or eager Celery
 (tests/system/test_django_tasks_worker.py runs it on real worker processes).

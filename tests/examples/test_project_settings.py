@@ -1,5 +1,5 @@
 """The example project's production defaults (case C53): no start outside DEBUG without a secret key, and the
-README's Production section names every environment variable the settings read."""
+manual's production page (docs/howto/production.md) names every environment variable the settings read."""
 
 from __future__ import annotations
 
@@ -61,26 +61,29 @@ def test_production_uses_password_validators():
 def test_the_readme_production_section_lists_every_variable_the_settings_read():
     read = set(re.findall(r"os\.environ\.get\(\s*\"([A-Z_]+)\"", SETTINGS.read_text())) - TEST_ONLY
     assert {"DJANGO_SECRET_KEY", "DJANGO_DEBUG", "DATABASE_URL", "REDIS_URL"} <= read
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Production", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "howto" / "production.md").read_text()
     missing = sorted(name for name in read if f"`{name}`" not in section)
-    assert not missing, f"README Production section does not list {missing}"
+    assert not missing, f"the manual's production page does not list {missing}"
 
 
 def test_the_example_celery_app_is_the_readme_one():
-    """project/celery.py and the README's mysite/celery.py agree (they differed on autodiscover_tasks)."""
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```python\n# mysite/celery\.py\n(.*?)```", readme, flags=re.S)
-    assert block, "the README's install section has no mysite/celery.py block"
+    """project/celery.py and the manual's mysite/celery.py (docs/tutorial/install.md) agree (they differed on
+    autodiscover_tasks)."""
+    install = (ROOT / "docs" / "tutorial" / "install.md").read_text()
+    block = re.search(r"```python\n# mysite/celery\.py\n(.*?)```", install, flags=re.S)
+    assert block, "the manual's install page has no mysite/celery.py block"
     ours = (ROOT / "project" / "celery.py").read_text()
-    code = ours.split("# --- the README's mysite/celery.py", 1)[1].split("\n", 1)[1]
+    code = ours.split("# --- the manual's mysite/celery.py", 1)[1].split("\n", 1)[1]
     assert code.strip() == block.group(1).replace("mysite", "project").strip()
 
 
 def test_every_readme_settings_snippet_adds_a_key_instead_of_replacing_rivet_workflows():
-    """Only the install section's settings create ``RIVET_WORKFLOWS`` (with its ``REGISTRY``); every other
-    snippet sets one key (``RIVET_WORKFLOWS["TRACE_URL"] = ...``), so a reader pasting it keeps the rest."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    """Only the install page's settings create ``RIVET_WORKFLOWS`` (with its ``REGISTRY``); every other
+    snippet of README.md and the manual (docs/) sets one key (``RIVET_WORKFLOWS["TRACE_URL"] = ...``), so a
+    reader pasting it keeps the rest."""
+    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "spec" not in p.parts)]
+    text = "\n".join(page.read_text() for page in pages)
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     creating = [block for block in blocks if re.search(r"^RIVET_WORKFLOWS\s*=", block, flags=re.M)]
     assert len(creating) == 1, creating
     assert '"REGISTRY"' in creating[0] and creating[0].startswith("# mysite/settings.py")

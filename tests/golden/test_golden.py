@@ -160,7 +160,7 @@ def test_a_renamed_step_is_reported_as_a_divergence(request, store_kind):
 
 def test_an_in_flight_example_replayed_on_the_spec_code_that_renames_a_step_diverges():
     """The spec's versioned workflow renames validate-v1 without a gate: the instance recorded by the old
-    code (waiting in its loop) does not replay on it, only on the migrated code (README design notes)."""
+    code (waiting in its loop) does not replay on it, only on the migrated code (docs/explanation/design.md)."""
     case = generate.CASES["example-versioned_deploy"]
     exported = generate.load(generate.path_of(case, "example-versioned_deploy.at-deploy"))
     spec_code = {**ACTORS, "versioned_deploy_actor": versioning.versioned_workflow_actor}

@@ -1,6 +1,6 @@
-"""The README's atomic-step example ("Exactly-once database writes") survives a replay: the replayed step
-runs its body again with a new idempotency key and finds the order it placed (README "Replay and recover
-semantics": side effects idempotent by a business key). On SQLite, and on PostgreSQL with DATABASE_URL."""
+"""The manual's atomic-step example (docs/howto/atomic-steps.md) survives a replay: the replayed step
+runs its body again with a new idempotency key and finds the order it placed (manual:
+docs/explanation/replay-and-recover.md: side effects idempotent by a business key). On SQLite, and on PostgreSQL with DATABASE_URL."""
 
 from __future__ import annotations
 
@@ -15,16 +15,17 @@ from project.shop.models import Order
 from rivet_workflows.engine.definitions import setup
 from tests.api.support import rivet as rivet  # noqa: F401 - the fixture
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "howto" / "atomic-steps.md"
 
 
 def _readme_example() -> dict:
-    """The first python block of the README section "Exactly-once database writes", executed."""
-    section = README.read_text().split("### Exactly-once database writes", 1)[1]
+    """The first python block of the manual's page "Exactly-once database writes" (docs/howto/atomic-steps.md),
+    executed."""
+    section = PAGE.read_text()
     block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert block, "the README lost its atomic-step example"
+    assert block, "the atomic-steps page lost its example"
     namespace: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    exec(compile(block.group(1), str(PAGE), "exec"), namespace)
     return namespace
 
 

@@ -1,7 +1,7 @@
 """The sweep's backpressure (tasks.queued_runs): run messages already waiting in the broker are the hints
 of due actors the workers have not reached, so the sweep claims at most SWEEP_BATCH minus that backlog
 of new work instead of queueing a second task for each of them; an actor whose lease expired is taken over
-every sweep whatever the backlog (README "Celery settings"). Real broker queue (the filesystem broker, or
+every sweep whatever the backlog (docs/howto/production.md). Real broker queue (the filesystem broker, or
 Redis with REDIS_URL), no worker consuming it."""
 
 from __future__ import annotations

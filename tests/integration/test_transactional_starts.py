@@ -1,5 +1,5 @@
-"""Starting or signalling a workflow inside the caller's ``transaction.atomic()`` (README "Starting
-workflows inside a transaction"): ``get_or_create``, ``create`` and ``send`` write in that transaction, roll
+"""Starting or signalling a workflow inside the caller's ``transaction.atomic()`` (docs/howto/calling.md):
+``get_or_create``, ``create`` and ``send`` write in that transaction, roll
 back with it, and wake a worker only when it commits. On SQLite and, with DATABASE_URL, on PostgreSQL.
 
 Celery runs its tasks eagerly here: a wake-up sent is a run done at once, so "nothing ran yet" inside the

@@ -1,6 +1,6 @@
 """The W3C ``traceparent`` of the HTTP request that creates, sends or calls becomes the parent of the
-``rivet.create``/``rivet.send`` spans, with no Django instrumentation (DESIGN.md section 16; README
-"OpenTelemetry traces")."""
+``rivet.create``/``rivet.send`` spans, with no Django instrumentation (DESIGN.md section 16;
+docs/howto/monitoring.md)."""
 
 from __future__ import annotations
 

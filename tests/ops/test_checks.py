@@ -50,7 +50,7 @@ def test_sweep_interval_not_below_the_lease_warns(settings) -> None:
 
 
 def _readme_setup(settings) -> None:
-    """The README's settings block for one machine: the in-memory channel layer, Celery on the embedded
+    """The manual's settings block for one machine (docs/tutorial/install.md): the in-memory channel layer, Celery on the embedded
     filesystem broker (worker processes of their own)."""
     settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

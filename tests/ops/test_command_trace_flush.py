@@ -1,5 +1,5 @@
 """A management command never waits more than ``tracing.COMMAND_FLUSH_SECONDS`` on an unreachable
-collector (DESIGN.md section 16; README "OpenTelemetry traces"): with the README's OTLP set-up and no
+collector (DESIGN.md section 16; docs/howto/monitoring.md): with the README's OTLP set-up and no
 collector, ``rivet start`` used to spend about 9 s after its work retrying the export."""
 
 from __future__ import annotations

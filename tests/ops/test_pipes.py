@@ -1,5 +1,5 @@
 """Every ``manage.py rivet`` command piped into a reader that stops early (``rivet show ID | head``) ends
-quietly: no ``BrokenPipeError`` traceback (DESIGN.md section 16; README "Inspecting workflows")."""
+quietly: no ``BrokenPipeError`` traceback (DESIGN.md section 16; docs/howto/admin.md)."""
 
 from __future__ import annotations
 

@@ -652,7 +652,7 @@ def test_wait_for_messages_sees_a_pending_message_a_send_in_the_window_and_a_tim
 
 
 def test_a_send_watch_wakes_on_the_completion_and_on_the_end_and_times_out_otherwise(h):
-    """A waiting send's watch (README "Calling actors"), taken before the message is stored. A store told of
+    """A waiting send's watch (docs/howto/calling.md), taken before the message is stored. A store told of
     completions (memory, PostgreSQL LISTEN/NOTIFY through one connection per process) wakes it as soon as
     the commit that completes its message lands, or the one that finishes the workflow, or the actor's
     destruction; a completion of another message of the actor does not. The portable default polls: its
@@ -709,7 +709,7 @@ def test_a_send_watch_wakes_on_the_completion_and_on_the_end_and_times_out_other
 
 
 def test_release_connection_closes_the_threads_connection_outside_a_transaction_only(h):
-    """A waiting send gives its connection back before it waits (README "Calling actors"); inside a
+    """A waiting send gives its connection back before it waits (docs/howto/calling.md); inside a
     transaction nothing is closed (it would end the transaction); the next store call opens one again."""
     actor_id = h.new_actor()
     h.store.release_connection()

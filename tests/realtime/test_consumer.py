@@ -76,7 +76,7 @@ async def test_a_broadcast_from_an_action_reaches_the_websocket(rivet):
 async def subscribe(communicator) -> tuple[bool, int | None]:
     """Open ``communicator``: (True, None) for a subscription that stays open, (False, close code) for one
     the server accepted and then closed with a code and a reason. A refusal during the handshake fails:
-    a browser would see an HTTP 403 without any code (README "Live events")."""
+    a browser would see an HTTP 403 without any code (docs/reference/live-events.md)."""
     accepted, code = await communicator.connect()
     assert accepted, f"refused during the handshake (code {code}): the client gets an HTTP 403, no close code"
     if await communicator.receive_nothing(timeout=0.05):

@@ -1,4 +1,4 @@
-"""The actor WebSocket's refusals (README "Live events"): the whole Origin, scheme, host and port, must be
+"""The actor WebSocket's refusals (docs/reference/live-events.md): the whole Origin, scheme, host and port, must be
 the site's or one of CSRF_TRUSTED_ORIGINS, as Django's CSRF check requires; a refused connection is
 accepted and then closed with the documented code (4401 not logged in, 4403 not allowed, 4404 no such
 actor) and a reason, never a handshake rejection (an HTTP 403 a client cannot tell apart)."""

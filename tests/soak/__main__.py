@@ -6,7 +6,7 @@ shared servers), while the soak SIGKILLs workers (one during the opening burst o
 worker past its lease and resumes it, crashes and restarts PostgreSQL, restarts Redis, and terminates idle
 database sessions (``pg_terminate_backend``). Messages are sent to the actors throughout.
 
-Then it checks the invariants (README "Failures and what happens"):
+Then it checks the invariants (docs/explanation/failures.md):
 
 * every actor completed, its output the messages sent to it, in order: each consumed exactly once;
 * no committed step ran again: each body run is one attempt the engine recorded (a run of an attempt twice,
@@ -362,8 +362,8 @@ class Soak:
                 v.append(f"actor {actor_id} ended {actor.workflow_state}, expected completed")
             elif actor.output != sent:
                 v.append(f"actor {actor_id} received {actor.output}, sent {sent} (exactly once, in order)")
-        # The engine records each attempt of a step before its body runs (README "Failures and what
-        # happens"), so every body run is one recorded attempt: two runs of one attempt, or a run of an
+        # The engine records each attempt of a step before its body runs (docs/explanation/failures.md),
+        # so every body run is one recorded attempt: two runs of one attempt, or a run of an
         # attempt the entry never counted, ran a body outside the engine's record. A committed step that
         # ran again shows as a second completed attempt in the entry's attempt log.
         entries = {

@@ -1,5 +1,5 @@
 """A Django task enqueued on WorkflowBackend runs on a real Celery worker and survives a SIGKILL of that
-worker mid-task: another worker takes it over once the lease expires (README "Django tasks")."""
+worker mid-task: another worker takes it over once the lease expires (docs/howto/django-tasks.md)."""
 
 from __future__ import annotations
 

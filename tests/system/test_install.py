@@ -1,14 +1,14 @@
-"""The README's install section works verbatim in a new project (case C64), and every extra installs what
+"""The manual's install page (docs/tutorial/install.md) works verbatim in a new project (case C64), and every extra installs what
 it names (case C78).
 
 Builds the wheel with ``make dist`` and installs it in a fresh virtualenv: first with the ``redis`` extra
 alone, checking that kombu's Redis transport imports (what a Celery worker on Redis loads first), then with
 every runtime extra, checking that each one's modules import. Runs ``django-admin startproject mysite``,
-copies the README's ``# mysite/...`` blocks into it, adds a registry with a two-step workflow, migrates on
+copies the install page's ``# mysite/...`` blocks into it, adds a registry with a two-step workflow, migrates on
 SQLite, starts ``celery -A mysite worker -B -l info`` on the embedded filesystem broker and ``manage.py
-runserver``, creates an actor over HTTP without a token (the README's development setting) and checks that
+runserver``, creates an actor over HTTP without a token (the install page's development setting) and checks that
 the worker completed the workflow, that the idle sweep kept the worker log quiet, and that ``daphne
-mysite.asgi:application`` accepts the actor's WebSocket. Then the README's Redis settings (on a private
+mysite.asgi:application`` accepts the actor's WebSocket. Then the install page's Redis settings (on a private
 redis-server) and a worker on Redis that completes a workflow.
 
 Slow (about a minute and a half, most of it pip; pip's cache is reused) and independent of the suite's
@@ -43,7 +43,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+INSTALL = ROOT / "docs" / "tutorial" / "install.md"
 
 REGISTRY = """
 from rivet_workflows import setup, workflow
@@ -70,12 +70,11 @@ registry = setup(use={"greeter": greeter})
 
 
 def install_section() -> str:
-    text = README.read_text()
-    return text.split("## Install in your project", 1)[1].split("\n## ", 1)[0]
+    return INSTALL.read_text()
 
 
 def readme_files() -> dict[str, tuple[str, bool]]:
-    """The README install section's python blocks headed ``# mysite/<file>``: path -> (code, append?)."""
+    """The install page's python blocks headed ``# mysite/<file>``: path -> (code, append?)."""
     files: dict[str, tuple[str, bool]] = {}
     for block in re.findall(r"```python\n(.*?)```", install_section(), flags=re.S):
         header, _, body = block.partition("\n")
@@ -155,13 +154,13 @@ def imports(python: str, modules: list[str], cwd: Path) -> None:
     run([python, "-c", "; ".join(f"import {m}" for m in modules)], cwd)
 
 
-def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
+def test_the_manual_install_page_works_verbatim_in_a_new_project(tmp_path):
     # the wheel and the sdist, as `make dist` builds them
     dist = tmp_path / "dist"
     run(["make", "dist", f"DIST={dist}"], ROOT)
     wheels = sorted(dist.glob("rivet_workflows-*-py3-none-any.whl"))
     assert len(wheels) == 1 and len(list(dist.glob("rivet_workflows-*.tar.gz"))) == 1
-    assert f"dist/{wheels[0].name}" in install_section(), "the README names another wheel file"
+    assert f"dist/{wheels[0].name}" in install_section(), "the install page names another wheel file"
 
     # a fresh virtualenv: the wheel with the redis extra alone brings all that kombu's Redis transport
     # imports (nothing else installed could bring it by chance), then every runtime extra
@@ -174,7 +173,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     run([*pip, f"{wheels[0]}[{','.join(EXTRAS)}]"], tmp_path)
     imports(str(bin_dir / "python"), [m for modules in EXTRAS.values() for m in modules], tmp_path)
 
-    # a new project, wired with the README's blocks
+    # a new project, wired with the install page's blocks
     site = tmp_path / "site"
     site.mkdir()
     run([str(bin_dir / "django-admin"), "startproject", "mysite", str(site)], tmp_path)
@@ -222,7 +221,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     try:
         wait_for_port(port, server)
         base = f"http://127.0.0.1:{port}/api/rivet"
-        # the README's curl, no token: its development setting (DEBUG is on in a new project)
+        # the install page's curl, no token: its development setting (DEBUG is on in a new project)
         status, created = http(
             "POST", f"{base}/actors", {"name": "greeter", "key": ["k-1"], "input": {"name": "rivet"}}
         )
@@ -252,7 +251,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
     beats = re.findall(r"Sending due task rivet sweep|Task rivet_workflows\.sweep\[", log)
     assert beats == [], f"the idle sweep logged {len(beats)} INFO lines:\n{log[-2000:]}"
 
-    # the README's Redis broker settings (a private redis-server), a worker on Redis runs a workflow
+    # the install page's Redis broker settings (a private redis-server), a worker on Redis runs a workflow
     redis_port = free_port()
     redis_server = GroupProcess(
         "redis",
@@ -266,7 +265,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
         settings.read_text()
         + "\n\n"
         + redis_settings().replace("redis://127.0.0.1:6379/0", f"redis://127.0.0.1:{redis_port}/0")
-        + "\nCELERY_BROKER_TRANSPORT_OPTIONS = {}  # the README: drop the filesystem broker's options\n"
+        + "\nCELERY_BROKER_TRANSPORT_OPTIONS = {}  # the install page: drop the filesystem broker's options\n"
     )
     redis_worker = GroupProcess(
         "redis-worker",
@@ -299,7 +298,7 @@ def test_the_readme_install_section_works_verbatim_in_a_new_project(tmp_path):
 
 
 def redis_settings() -> str:
-    """The README install section's settings block for PostgreSQL and Redis, without its DATABASES (the new
+    """The install page's settings block for PostgreSQL and Redis, without its DATABASES (the new
     project stays on SQLite: the broker is what this checks)."""
     (block,) = [
         b for b in re.findall(r"```python\n(.*?)```", install_section(), flags=re.S) if "redis://" in b

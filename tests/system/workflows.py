@@ -265,7 +265,7 @@ atomic_order_actor = workflow(run=run_atomic_order, state={})
 # --- a rolling deploy: the code of ``deploy`` depends on the worker (RIVET_DEPLOY_CODE old | new) ---------
 
 #: which code of the ``deploy`` actor this process runs: "old" (before the deploy) or "new" (after it:
-#: ``validate-v3`` behind a version gate, the README's example); a worker sets it with RIVET_CODE_VERSION
+#: ``validate-v3`` behind a version gate, the example of docs/howto/versioning.md); a worker sets it with RIVET_CODE_VERSION
 DEPLOY_CODE = os.environ.get("RIVET_DEPLOY_CODE", "new")
 
 

@@ -1,4 +1,4 @@
-"""The workflow example of README.md ("Writing actors and workflows") runs as the README says."""
+"""The manual's first workflow (docs/tutorial/first-workflow.md, ``mysite/registry.py``) runs as the page says."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 from rivet_workflows.testing import ManualClock, drain, make_runtime
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorial" / "first-workflow.md"
 
 
 def _readme_registry():
-    text = README.read_text()
+    text = PAGE.read_text()
     block = re.search(r"```python\n# mysite/registry.py\n(.*?)```", text, re.S)
-    assert block, "README lost its registry example"
+    assert block, "the first-workflow page lost its registry example"
     namespace: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    exec(compile(block.group(1), str(PAGE), "exec"), namespace)
     return namespace["registry"]
 
 

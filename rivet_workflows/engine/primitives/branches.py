@@ -125,7 +125,7 @@ async def run_join(ctx: WorkflowContextRole, key: str, name: str, spec: Branches
         )
         entry.status = ports.ENTRY_RUNNING
     # A finished join (completed, or failed with every branch settled) is decided: its replay returns or
-    # raises what was recorded and writes nothing (case C49). Only a rollback replays its branches, to
+    # raises what was recorded and writes nothing (manual: HTTP API). Only a rollback replays its branches, to
     # collect their steps' rollback handlers, and even then the entry stays as recorded.
     finished = entry.status in _FINISHED
     if finished and not session.rolling_back:
@@ -251,7 +251,7 @@ async def run_race(ctx: WorkflowContextRole, key: str, name: str, spec: Branches
                 raise value
         return RaceResult(winner, entry.data.get("output"))
     # Every branch failed: decided, like a winner. The replay raises the recorded errors and writes nothing
-    # (case C49); a rollback replays the branches only to collect their steps' rollback handlers.
+    # (manual: HTTP API); a rollback replays the branches only to collect their steps' rollback handlers.
     decided = entry.status == ports.ENTRY_FAILED
     if decided and not session.rolling_back:
         raise _recorded_race_error(entry, name)

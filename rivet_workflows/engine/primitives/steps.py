@@ -121,7 +121,7 @@ async def _worker_lost(
         "message": f"the executor running step {name!r} was lost during attempt {entry.attempts}",
         "metadata": {"attempt": entry.attempts},
     }
-    # started, never finished: it has no finish time (case C57)
+    # started, never finished: it has no finish time (manual: HTTP API, Attempts)
     entry.data = retry.finish_attempt(
         entry.data, entry.attempts, retry.ATTEMPT_WORKER_LOST, None, entry.error, entry.last_attempt_at
     )

@@ -66,8 +66,8 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         """The command run as a process (``manage.py rivet ...``): at its end it waits at most
-        ``tracing.COMMAND_FLUSH_SECONDS`` for its spans to reach the collector (README "OpenTelemetry
-        traces"), never for an unreachable collector's retries."""
+        ``tracing.COMMAND_FLUSH_SECONDS`` for its spans to reach the collector (docs/howto/monitoring.md),
+        never for an unreachable collector's retries."""
         try:
             super().run_from_argv(argv)
         finally:

@@ -34,14 +34,15 @@ def retry(
     and the dispatcher runs it; the same commit writes the audit row ``retry`` (``bulk_retry`` with
     ``bulk``) by ``who`` (a user name, ``"token"``, ``"python"``, ``"command"``, ``"deploy"``) for
     ``reason`` (str or None). Returns True when it retried; False, writing nothing, when the run is not
-    suspended (or another retry took it first, or it is paused). ``ActorNotFoundError``; ``ValueError``
-    for a bad ``who``."""
+    suspended (or another retry took it first). The lease is an operator's (``Store.claim_for_operator``):
+    a paused actor or a full concurrency group does not refuse the retry; the flow rules apply when a
+    worker then claims the run. ``ActorNotFoundError``; ``ValueError`` for a bad ``who``."""
     row = audit.action_record(actor_id, audit.named(audit.RETRY, bulk), who, reason)
     store = runtime.store
     if store.get_actor(actor_id).workflow_state != ports.SUSPENDED:
         return False
-    token = store.claim(actor_id, runtime.owner, runtime.settings.lease_seconds)
-    if token is None:  # a suspended run holds no lease: another retry has it, or an operator paused it
+    token = store.claim_for_operator(actor_id, runtime.owner, runtime.settings.lease_seconds)
+    if token is None:  # a suspended run holds no lease: another retry has it
         return False
     result = None
     try:

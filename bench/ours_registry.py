@@ -16,7 +16,7 @@ from typing import Any
 try:
     from rivet_workflows import Loop, queue, setup, workflow
 except ImportError:  # until rivet_workflows/__init__.py re-exports the engine's public names
-    from rivet_workflows.engine.definitions import Loop, queue, setup, workflow
+    from rivet_workflows.engine.model.definitions import Loop, queue, setup, workflow
 
 STEPS = int(os.environ.get("BENCH_STEPS", "10"))
 ITERATIONS = int(os.environ.get("BENCH_ITERATIONS", "10000"))

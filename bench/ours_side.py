@@ -658,7 +658,7 @@ def p8_flow_claim(
     from django.db import connection
 
     from rivet_workflows import models, storage
-    from rivet_workflows.engine import ports
+    from rivet_workflows.engine.model import ports
 
     store = storage.store_for()
     t0 = time.perf_counter()

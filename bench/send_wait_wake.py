@@ -35,9 +35,9 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from rivet_workflows import storage
     from rivet_workflows.dispatch import LocalDispatcher
-    from rivet_workflows.engine import definitions as d
-    from rivet_workflows.engine import executor
-    from rivet_workflows.engine.runtime import Runtime, Settings
+    from rivet_workflows.engine.model import definitions as d
+    from rivet_workflows.engine.runtime import executor
+    from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     async def run(ctx):
         message = await ctx.queue.next("ask", "ask", completable=True)
@@ -45,7 +45,7 @@ def main() -> None:
         await message.complete("ok")
 
     if args.poll:
-        from rivet_workflows.engine import ports
+        from rivet_workflows.engine.model import ports
 
         for cls in (storage.DjangoStore, storage.PostgresStore):
             cls.watch_sends = ports.BaseStore.watch_sends

@@ -3,9 +3,9 @@
 # Importing this package never imports Django: the engine is pure Python (a test asserts that
 # `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
 
-from .engine.client import ActorHandle, Client, SendResult
-from .engine.context import WorkflowContext
-from .engine.definitions import (
+from .engine.client.client import ActorHandle, Client, SendResult
+from .engine.run.context import WorkflowContext
+from .engine.model.definitions import (
     ActorDefinition,
     Concurrency,
     Loop,
@@ -17,8 +17,8 @@ from .engine.definitions import (
     setup,
     workflow,
 )
-from .engine.dry_run import ReplayReport
-from .engine.errors import (
+from .engine.operate.dry_run import ReplayReport
+from .engine.model.errors import (
     ActionNotFoundError,
     ActorAlreadyExistsError,
     ActorNotFoundError,
@@ -50,13 +50,13 @@ from .engine.errors import (
     WorkflowInFlightError,
     WorkflowTimeoutError,
 )
-from .engine.executor import DrainSummary
-from .engine.failures import ErrorInfo, StepFailure, TryFailure
-from .engine.repairs import ReplayPlan
-from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
-from .engine.slots import ScheduledFireInfo
-from .engine.step_context import StepContext
-from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
+from .engine.runtime.executor import DrainSummary
+from .engine.model.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.operate.repairs import ReplayPlan
+from .engine.run.results import QueueMessage, RaceResult, StepResult, TryResult
+from .engine.actor.slots import ScheduledFireInfo
+from .engine.run.step_context import StepContext
+from .engine.run.types import WorkflowErrorEvent, WorkflowStepContextOf
 
 
 def client() -> Client:

@@ -35,7 +35,7 @@ from django.utils.datastructures import CaseInsensitiveMapping
 from django.utils.module_loading import import_string
 
 from .conf import rivet_settings
-from .engine import errors
+from .engine.model import errors
 
 #: the permission that lets a Django user use the actor API (create, read, list, call, query, send)
 USE_PERMISSION = "rivet_workflows.use_actor_api"

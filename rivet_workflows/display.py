@@ -9,7 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from .engine import serde
+from .engine.model import serde
 
 #: characters of a key shown in the admin list and command output before it is cut short with "…"
 KEY_CHARS = 60

@@ -45,7 +45,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
 
     from . import storage
     from .conf import rivet_settings
-    from .engine import runtime as runtime_mod
+    from .engine.runtime import runtime as runtime_mod
 
     conf = rivet_settings.get()
     if registry is None:
@@ -89,7 +89,7 @@ def build_observer(conf: Any) -> Any:
     """The engine observer of ``RIVET_WORKFLOWS``'s ``METRICS`` (None: when prometheus-client is installed)
     and ``TRACING`` (DESIGN.md section 14): ``engine.observe.combine`` of the ones switched on."""
     from . import tracing
-    from .engine import observe
+    from .engine.model import observe
     from .metrics import prometheus as metrics
 
     observers = []
@@ -113,6 +113,6 @@ def drain(timeout: float = 10.0) -> Any:
 
     Returns the executor's ``DrainSummary(actors_run, steps_executed, still_waiting)``.
     """
-    from .engine import executor
+    from .engine.runtime import executor
 
     return executor.drain(get_runtime(), timeout=timeout)

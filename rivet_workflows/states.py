@@ -16,7 +16,8 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from .engine import inspector, ports
+from .engine.operate import inspector
+from .engine.model import ports
 
 #: every state an actor can show, in the order the tools list them
 SHOWN_STATES = (

@@ -12,8 +12,8 @@ from typing import Any
 
 from celery import shared_task, signals
 
-from .engine import ports
-from .engine.slots import ScheduledFireInfo
+from .engine.model import ports
+from .engine.actor.slots import ScheduledFireInfo
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -140,7 +140,7 @@ def _run(runtime: Any, actor_id: str, token: int | None, ran: Any = None) -> Non
     """One worker run of ``actor_id`` (``token``: a lease already held, or None to claim it), then keep
     its wake-up when it is near (``LocalRuns``). ``ran`` (no arguments) is called as soon as the run
     returned (it released the lease, or did not get it)."""
-    from .engine import executor
+    from .engine.runtime import executor
 
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
     # a retry backoff) finish in memory instead of a round trip through the sweep; longer waits release
@@ -408,7 +408,8 @@ def sweep() -> int:
     """
     from .conf import rivet_settings
     from .django_runtime import get_runtime
-    from .engine import firing, retrying
+    from .engine.actor import firing
+    from .engine.operate import retrying
 
     runtime = get_runtime()
     try:  # runs a code error suspended under another code version: retried once by this (newer) code
@@ -493,7 +494,7 @@ def fire_schedule(data: dict) -> None:
     task loses that one fire (at most once per slot).
     """
     from .django_runtime import get_runtime
-    from .engine import firing
+    from .engine.actor import firing
 
     runtime = get_runtime()
     found = fire_from_dict(runtime, data)

@@ -32,7 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from .engine import observe
+from .engine.model import observe
 
 TRACER_NAME = "rivet_workflows"
 #: the W3C trace-context headers of an incoming request (``propagate``'s default propagators read them)

@@ -61,10 +61,10 @@ def django_store():
 def make_django_runtime(django_store):
     """Factory ``make_django_runtime(registry, **settings)`` -> Runtime on ``django_store`` + LocalDispatcher.
 
-    ``runtime.dispatcher.woken`` records wake-ups; run work with ``rivet_workflows.engine.executor.drain``.
+    ``runtime.dispatcher.woken`` records wake-ups; run work with ``rivet_workflows.engine.runtime.executor.drain``.
     """
     from rivet_workflows.dispatch import LocalDispatcher
-    from rivet_workflows.engine.runtime import Runtime, Settings
+    from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     def make(registry: Any, **settings: Any) -> Runtime:
         options = {"poll_interval": 0.01, **settings}

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from . import crash_demo, fake_service, shop_order, timeout
 

@@ -15,8 +15,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from .. import access, display, models, states
-from ..engine import bulk as engine_bulk
-from ..engine import inspector
+from ..engine.operate import bulk as engine_bulk
+from ..engine.operate import inspector
 from .trace import runtime as _runtime
 from .trace import state_badge
 

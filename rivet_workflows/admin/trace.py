@@ -11,8 +11,10 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from .. import display
-from ..engine import inspector, ports, retry
-from ..engine.history import parent_key
+from ..engine.operate import inspector
+from ..engine.model import ports
+from ..engine.run import retry
+from ..engine.run.history import parent_key
 
 
 def pretty(value: Any) -> str:

@@ -20,7 +20,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
 from .. import display, inputs
-from ..engine import errors
+from ..engine.model import errors
 
 logger = logging.getLogger("rivet_workflows")
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from ninja.parser import Parser
 
 from ..conf import rivet_settings
-from ..engine import serde
+from ..engine.model import serde
 from .errors import BodyTooLargeError, MalformedBodyError
 
 

@@ -19,7 +19,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .. import inputs, states
-from ..engine.keys import MAX_KEY_INT
+from ..engine.model.keys import MAX_KEY_INT
 
 #: the longest a waiting send may wait (seconds): ``SendIn.timeout``'s bound
 MAX_SEND_TIMEOUT = 300.0

@@ -29,9 +29,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import django_runtime
-from ..engine import ports
-from ..engine.definitions import ActorDefinition, Concurrency, RateLimit, workflow
-from ..engine.errors import ActorNotFoundError
+from ..engine.model import ports
+from ..engine.model.definitions import ActorDefinition, Concurrency, RateLimit, workflow
+from ..engine.model.errors import ActorNotFoundError
 
 try:  # Django 6: the Tasks framework is part of Django
     from django.tasks import base as tasks_base

@@ -10,7 +10,8 @@ from django.core.management.base import CommandError
 
 from .. import display
 from ..conf import rivet_settings
-from ..engine import errors, inspector, ports
+from ..engine.model import errors, ports
+from ..engine.operate import inspector
 from . import console
 
 HANDLED = frozenset({"list", "show", "start", "send"})

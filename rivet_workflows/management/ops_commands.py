@@ -209,7 +209,7 @@ def _act(command: Any, sub: str, options: dict) -> None:
     """``rivet pause|resume|cancel|retry``: one line with what was changed, then each actor left unchanged and
     each refused with why; CommandError (exit 1) when any was refused, after acting on every other one."""
     from .. import django_runtime, ops
-    from ..engine import bulk
+    from ..engine.operate import bulk
 
     out = command.stdout
     try:

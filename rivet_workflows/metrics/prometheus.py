@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from ..engine import observe
+from ..engine.model import observe
 
 try:
     import prometheus_client

@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import HttpRequest
 
-from ..engine import errors
+from ..engine.model import errors
 from . import broadcaster
 
 #: close codes: no or a wrong credential; a caller that may not read this actor; an unknown actor

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Case, DateTimeField, F, Value, When
 
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 from . import mapper
 from .connection import user_code
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import models
-from ..engine import errors, ports
+from ..engine.model import errors, ports
 from . import mapper
 
 

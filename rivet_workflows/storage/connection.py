@@ -35,7 +35,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
-from ..engine import errors, ports
+from ..engine.model import errors, ports
 from .locks import ActorLocks
 
 #: the store members that use a connection: every member of the port but the one that closes it

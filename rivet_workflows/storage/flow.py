@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import F, Q
 
 from .. import models
-from ..engine import errors, ports
+from ..engine.model import errors, ports
 from . import mapper
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..engine import errors
+from ..engine.model import errors
 
 
 class ActorLocks:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 
 #: actor columns in the order ``actor_record`` reads them (and raw SQL selects them)
 ACTOR_COLUMNS: tuple[str, ...] = (

@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine import errors, observe, ports, serde
+from ..engine.model import errors, observe, ports, serde
 from . import mapper
 from .actions import ActionStorage
 from .audit import AuditStorage

@@ -28,7 +28,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 from . import mapper
 from .orm import DjangoStore, Written
 from .postgres_flow import OVERFETCH as _OVERFETCH

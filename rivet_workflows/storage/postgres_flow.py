@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import ports
+from ..engine.model import ports
 
 
 def flow_params(flow: ports.Flow | None) -> list[Any]:

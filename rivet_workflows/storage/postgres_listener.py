@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..engine import errors, watches
+from ..engine.model import errors, watches
 
 logger = logging.getLogger("rivet_workflows")
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connections
 
 from .. import models
-from ..engine import errors, ports, serde, watches
+from ..engine.model import errors, ports, serde, watches
 from . import mapper
 from .postgres_listener import listener_for, sends_channel
 from .prepared import prepared_cursor

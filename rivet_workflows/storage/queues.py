@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 from . import mapper
 
 

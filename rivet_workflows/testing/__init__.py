@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from ..dispatch import LocalDispatcher as InlineDispatcher
-from ..engine import executor
-from ..engine.definitions import Registry
-from ..engine.runtime import Runtime, Settings
+from ..engine.runtime import executor
+from ..engine.model.definitions import Registry
+from ..engine.runtime.runtime import Runtime, Settings
 from .clock import ManualClock
 from .golden import ReplayReport, export_history, replay_history
 from .memory import MemoryStore

@@ -14,14 +14,16 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..engine import dry_run, errors, inspector, ports, retry, serde
-from ..engine.client import ActorHandle
-from ..engine.dry_run import ReplayReport
-from ..engine.runtime import Runtime
+from ..engine.operate import dry_run, inspector
+from ..engine.model import errors, ports, serde
+from ..engine.run import retry
+from ..engine.client.client import ActorHandle
+from ..engine.operate.dry_run import ReplayReport
+from ..engine.runtime.runtime import Runtime
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
-    from ..engine.definitions import Registry
+    from ..engine.model.definitions import Registry
 
 __all__ = ["REPLAY_OWNER", "ReplayReport", "export_history", "replay_history"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import errors, observe, ports, serde
+from ..engine.model import errors, observe, ports, serde
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_actions import MemoryActionMixin

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 from . import memory_rows as rows
 
 

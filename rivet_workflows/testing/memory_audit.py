@@ -9,7 +9,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from ..engine import errors, ports
+from ..engine.model import errors, ports
 
 
 def encode_action(action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:

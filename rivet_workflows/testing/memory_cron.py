@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..engine import errors, ports, serde
+from ..engine.model import errors, ports, serde
 
 
 class MemoryCronMixin:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine import ports
+from ..engine.model import ports
 from . import memory_rows as rows
 from .memory_audit import encode_action
 

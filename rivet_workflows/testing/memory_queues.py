@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..engine import errors, ports, serde, watches
+from ..engine.model import errors, ports, serde, watches
 from .memory_rows import lease_live
 
 

@@ -9,7 +9,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from ..engine import ports, serde
+from ..engine.model import ports, serde
 
 
 @dataclasses.dataclass

@@ -108,7 +108,7 @@ def test_buttons_are_disabled_and_refused_while_in_flight(admin_client_, rivet):
 
 
 def test_a_replay_that_would_diverge_is_refused_with_an_error_message(admin_client_, rivet, monkeypatch):
-    from rivet_workflows.engine import definitions as d
+    from rivet_workflows.engine.model import definitions as d
     from tests.api import registry as test_registry
 
     handle = rivet.failed_order()

@@ -45,7 +45,7 @@ def _work_forever() -> None:
     from django.db import connection
 
     from rivet_workflows.django_runtime import get_runtime
-    from rivet_workflows.engine import executor
+    from rivet_workflows.engine.runtime import executor
     from rivet_workflows.storage import DjangoStore
 
     if connection.vendor != "postgresql":

@@ -29,7 +29,7 @@ GATE_ENV = "RIVET_TEST_WORKER_GATE"
 
 def _drain_forever() -> None:
     from rivet_workflows.django_runtime import get_runtime
-    from rivet_workflows.engine import executor
+    from rivet_workflows.engine.runtime import executor
 
     gate = os.environ.get(GATE_ENV, "")
     while True:

@@ -29,7 +29,7 @@ IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 def worker(rivet, handle) -> str:
     """The separate worker: recover the failed workflow, run it; return its workflow state."""
-    from rivet_workflows.engine import repairs
+    from rivet_workflows.engine.operate import repairs
 
     repairs.recover(rivet.runtime, handle.actor_id)
     rivet.drain()

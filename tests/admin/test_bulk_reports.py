@@ -10,7 +10,7 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 
 from rivet_workflows import models
-from rivet_workflows.engine import repairs
+from rivet_workflows.engine.operate import repairs
 
 LIST = "/admin/rivet_workflows/actor/"
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from rivet_workflows import display
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 
 
 async def napper_run(ctx):

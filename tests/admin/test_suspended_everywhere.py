@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from rivet_workflows import WorkflowFailure, states
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 from tests.admin.test_admin import admin_client_  # noqa: F401 - fixture
 
 API = "/api/rivet"

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from django.urls import reverse
 
 from rivet_workflows.admin import trace
-from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine import ports, retry
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.run import retry
 
 from .test_trace_details import admin_client_  # noqa: F401 - fixture
 

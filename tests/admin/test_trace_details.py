@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 
 RELEASED: list = []
 
@@ -114,7 +114,8 @@ def test_a_rolled_back_run_disables_recover_and_later_replays_with_the_reason(ad
 
 
 def test_the_buttons_the_page_enables_are_the_repairs_the_engine_allows(admin_client_, declined, rivet):
-    from rivet_workflows.engine import errors, repairs
+    from rivet_workflows.engine.model import errors
+    from rivet_workflows.engine.operate import repairs
 
     html = page(admin_client_, declined)
     for key in ("hold", "charge-loop/~0/charge"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rivet_workflows.admin import trace
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 from rivet_workflows.testing import drain, make_runtime
 
 

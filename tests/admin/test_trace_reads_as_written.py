@@ -9,7 +9,7 @@ import re
 from django.urls import reverse
 
 from rivet_workflows import models
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 from tests.admin.test_admin import admin_client_ as admin_client_  # noqa: F401 - the fixture
 from tests.admin.test_admin import change_url
 

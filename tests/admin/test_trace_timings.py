@@ -8,7 +8,7 @@ import time
 
 from django.urls import reverse
 
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 
 from .test_trace_details import admin_client_  # noqa: F401 - fixture
 

@@ -11,7 +11,7 @@ import os
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from rivet_workflows.engine import definitions as d
+from rivet_workflows.engine.model import definitions as d
 
 FLAGS: dict = {"broken": False}
 #: env var naming a file whose existence also breaks ``charge`` (seen by forked server processes too)

@@ -60,7 +60,7 @@ class Rivet:
         return self.runtime.registry.client()
 
     def drain(self, timeout: float = 5.0) -> Any:
-        from rivet_workflows.engine import executor
+        from rivet_workflows.engine.runtime import executor
 
         return executor.drain(self.runtime, timeout=timeout)
 

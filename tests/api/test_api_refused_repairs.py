@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine.errors import CriticalError
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model.errors import CriticalError
 from tests.api import registry as test_registry
 from tests.api.support import api_user
 from tests.api.test_api import API, assert_error, post

@@ -98,7 +98,7 @@ def test_the_503_of_an_exhausted_server_is_generic_with_a_request_id(rivet, clie
 
 
 def test_an_internal_error_is_a_generic_500_with_the_detail_in_the_log(rivet, client, monkeypatch, caplog):
-    from rivet_workflows.engine import inspector
+    from rivet_workflows.engine.operate import inspector
 
     def broken(*args, **kwargs):
         raise RuntimeError(TOO_MANY)

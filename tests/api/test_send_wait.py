@@ -112,7 +112,7 @@ def test_the_answer_schema_has_the_detail_and_the_timeout_bound():
 @pytest.mark.parametrize("wait", [False, True])
 def test_sending_to_an_actor_without_a_workflow_is_409_no_workflow_and_stores_nothing(api, rivet, wait):  # noqa: F811
     """``counter`` has no run function: nothing would ever receive the message (it used to be a 202)."""
-    from rivet_workflows.engine import errors
+    from rivet_workflows.engine.model import errors
 
     handle = rivet.client.counter.get_or_create("no-wf")
     body = {"body": 1, "wait": True, "timeout": 1} if wait else {"body": 1}

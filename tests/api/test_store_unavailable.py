@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from django.db import InterfaceError, OperationalError
 
-from rivet_workflows.engine import errors, executor, ports
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.storage.orm import DjangoStore
 from tests.api.support import api_user
 from tests.api.test_api import API, assert_error, post

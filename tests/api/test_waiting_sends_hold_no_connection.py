@@ -75,7 +75,7 @@ def test_a_waiting_send_times_out_at_its_timeout(token_api, rivet):
 
 def test_a_python_send_beyond_max_waiting_sends_raises_before_storing_anything(rivet):
     from rivet_workflows import TooManyWaitingSendsError
-    from rivet_workflows.engine import sending
+    from rivet_workflows.engine.client import sending
 
     rivet.configure(MAX_WAITING_SENDS=1)
     first, second = rivet.client.waiter.get_or_create("one"), rivet.client.waiter.get_or_create("two")
@@ -127,7 +127,7 @@ def test_200_concurrent_waiting_sends_hold_a_bounded_number_of_connections_and_t
     from django.db import connection, connections
 
     from rivet_workflows import models
-    from rivet_workflows.engine import sending
+    from rivet_workflows.engine.client import sending
 
     rivet.configure(DEV_MODE=False, API_TOKEN=TOKEN, MAX_WAITING_SENDS=200)
     handle = rivet.client.waiter.get_or_create("busy")
@@ -215,7 +215,7 @@ def test_a_waiting_send_still_hears_the_completion_after_its_listening_connectio
     from django.db import connection
 
     from rivet_workflows import models
-    from rivet_workflows.engine import sending
+    from rivet_workflows.engine.client import sending
 
     handle = rivet.client.waiter.get_or_create("reconnect")
     box = {}

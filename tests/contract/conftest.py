@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from rivet_workflows.engine import executor, ports
-from rivet_workflows.engine.definitions import Registry, setup
-from rivet_workflows.engine.runtime import Runtime
+from rivet_workflows.engine.runtime import executor
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Registry, setup
+from rivet_workflows.engine.runtime.runtime import Runtime
 from rivet_workflows.testing import ManualClock, MemoryStore, make_runtime
 
 #: the contract suite checks the spec's rules (ENGINE-SEMANTICS.md), where any exception of workflow code

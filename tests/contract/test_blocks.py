@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, workflow
-from rivet_workflows.engine.errors import CriticalError, RollbackError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Loop, workflow
+from rivet_workflows.engine.model.errors import CriticalError, RollbackError
 
 
 def _raise(exc):

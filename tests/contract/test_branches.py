@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, workflow
-from rivet_workflows.engine.errors import CriticalError, JoinError, RollbackError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Loop, workflow
+from rivet_workflows.engine.model.errors import CriticalError, JoinError, RollbackError
 
 
 def test_join_branches_interleave(h):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from rivet_workflows.engine import errors, ports, worker
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.run import worker
+from rivet_workflows.engine.model.definitions import workflow
 
 
 def _fast_backoff(monkeypatch):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model.definitions import workflow
 
 
 def _in_threads(h: Any, fn: Any, count: int = 8) -> list[Any]:

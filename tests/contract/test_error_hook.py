@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import workflow
-from rivet_workflows.engine.errors import CriticalError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import workflow
+from rivet_workflows.engine.model.errors import CriticalError
 
 STEP_KEYS = {"workflow_id", "step_name", "attempt", "max_retries", "remaining_retries", "will_retry", "error"}
 ERROR_KEYS = {"name", "message", "stack", "metadata"}
@@ -240,7 +240,7 @@ def test_hook_may_enqueue_broadcast_and_change_state(h):
 
 
 def test_hook_of_the_actor_form_fires_too(h):
-    from rivet_workflows.engine.definitions import actor
+    from rivet_workflows.engine.model.definitions import actor
 
     events = []
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.definitions import actor, workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model.definitions import actor, workflow
 
 
 def test_state_output_and_metadata_persist(h):
@@ -191,7 +191,7 @@ def test_a_paused_workflow_can_be_cancelled_and_never_runs_again(h):
 
 
 def test_a_workflow_held_back_by_its_concurrency_limit_can_be_cancelled(h):
-    from rivet_workflows.engine.definitions import Concurrency
+    from rivet_workflows.engine.model.definitions import Concurrency
 
     async def run(ctx):
         await ctx.sleep("nap", 3600)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, workflow
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Loop, workflow
 
 
 def _iterations(history, loop="loop"):

@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from rivet_workflows import ReplayPlan
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.definitions import workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model.definitions import workflow
 from tests.contract.test_repairs import _booking
 
 

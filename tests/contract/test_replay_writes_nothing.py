@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, workflow
-from rivet_workflows.engine.errors import CriticalError, JoinError, RaceError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Loop, workflow
+from rivet_workflows.engine.model.errors import CriticalError, JoinError, RaceError
 
 TICKS = 3
 
@@ -130,7 +130,7 @@ def test_a_finished_failed_join_and_race_replay_their_recorded_errors(h):
 
 
 def test_a_replay_from_a_step_inside_a_finished_join_runs_that_branch_again(h):
-    from rivet_workflows.engine import repairs
+    from rivet_workflows.engine.operate import repairs
 
     calls = []
 

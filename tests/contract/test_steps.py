@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import workflow
-from rivet_workflows.engine.errors import CriticalError, RollbackError, StepExhaustedError, StepOnlyError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import workflow
+from rivet_workflows.engine.model.errors import CriticalError, RollbackError, StepExhaustedError, StepOnlyError
 
 
 def test_step_output_becomes_workflow_output(h):

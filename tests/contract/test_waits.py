@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import Loop, queue, workflow
-from rivet_workflows.engine.errors import MessageAlreadyCompletedError, QueueWaitTimeoutError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import Loop, queue, workflow
+from rivet_workflows.engine.model.errors import MessageAlreadyCompletedError, QueueWaitTimeoutError
 
 
 def test_wait_sleeps_until_a_message_arrives(h):
@@ -354,7 +354,7 @@ def test_a_negative_or_zero_sleep_is_a_deadline_already_passed(h, duration):
 def test_a_negative_sleep_replays_as_recorded(h):
     """Replaying the whole run again (history kept up to a later step) re-reads the recorded past deadline:
     the history of the sleep is identical, and the dry replay of ``rivet check`` passes."""
-    from rivet_workflows.engine import dry_run, repairs
+    from rivet_workflows.engine.operate import dry_run, repairs
 
     async def run(ctx):
         await ctx.sleep("wait-a-bit", -5)

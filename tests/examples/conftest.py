@@ -10,8 +10,8 @@ import pytest
 
 from project.examples import crash_demo, fake_service, scenarios, timeout
 from project.registry import ACTORS
-from rivet_workflows.engine import executor
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows.engine.runtime import executor
+from rivet_workflows.engine.model.definitions import setup
 from rivet_workflows.testing import make_runtime
 
 
@@ -72,7 +72,7 @@ def drive(
 def still_running_as_stated(run: Any) -> None:
     """The actors of ``run`` (a finished ``ScenarioRun``) still running are exactly those its scenario says
     why of (``Scenario.still_running``, which the demo's final state prints next to them)."""
-    from rivet_workflows.engine import ports
+    from rivet_workflows.engine.model import ports
 
     running = {
         label for label in run.handles if run.record(label).workflow_state not in ports.FINISHED_STATES

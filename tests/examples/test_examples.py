@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from project.examples import scenarios, setup_teardown
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from .conftest import drive, memory_runtime, still_running_as_stated
 

@@ -6,7 +6,7 @@ import pytest
 
 from project.examples import scenarios
 from project.registry import ACTORS
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows.engine.model.definitions import setup
 
 from .conftest import drive, still_running_as_stated
 

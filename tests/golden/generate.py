@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rivet_workflows.engine.client import ActorHandle
+from rivet_workflows.engine.client.client import ActorHandle
 
 from . import engine_cases, example_cases
 from .driver import Case, Driver

@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any
 
-from rivet_workflows.engine import serde
-from rivet_workflows.engine.history import parent_key
+from rivet_workflows.engine.model import serde
+from rivet_workflows.engine.run.history import parent_key
 
 #: the ids our stores hand out (uuid4 hex: actor ids, message ids)
 _HEX_ID = re.compile(r"\b[0-9a-f]{32}\b")

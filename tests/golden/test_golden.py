@@ -24,8 +24,8 @@ import pytest
 from project.examples import versioning
 from project.registry import ACTORS
 from rivet_workflows import CriticalError, ReplayReport, workflow
-from rivet_workflows.engine import errors
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows.engine.model import errors
+from rivet_workflows.engine.model.definitions import setup
 from rivet_workflows.testing import MemoryStore, export_history, replay_history
 from tests.conftest import is_postgres
 

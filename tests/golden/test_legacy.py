@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rivet_workflows import ReplayReport
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows.engine.model.definitions import setup
 from rivet_workflows.testing import replay_history
 
 from . import generate

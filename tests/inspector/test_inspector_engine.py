@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine import errors, inspector, ports, repairs
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.operate import inspector, repairs
 from rivet_workflows.testing import drain, make_runtime
 
 

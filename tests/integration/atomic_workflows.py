@@ -13,7 +13,7 @@ from django.db.models import F
 
 from project.shop.models import Order
 from rivet_workflows import models
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.model.definitions import queue, setup, workflow
 
 PLAN: dict[tuple[str, int], Any] = {}
 CALLS: list[tuple[str, int]] = []

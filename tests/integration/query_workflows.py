@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model.definitions import setup, workflow
 
 STARTED = threading.Event()
 RELEASE = threading.Event()

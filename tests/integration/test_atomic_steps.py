@@ -14,8 +14,9 @@ from django.db import connection, connections
 
 from project.shop.models import Order
 from rivet_workflows import models
-from rivet_workflows.engine import errors, ports, run
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.run import run
+from rivet_workflows.engine.model.definitions import setup, workflow
 from rivet_workflows.storage.connection import writes_only_through
 from rivet_workflows.testing import drain as memory_drain
 from rivet_workflows.testing import make_runtime
@@ -274,8 +275,8 @@ def _joined_registry():
 
 
 def test_atomic_steps_in_join_branches_each_commit_once(shop) -> None:
-    from rivet_workflows.engine import executor
-    from rivet_workflows.engine.runtime import Runtime
+    from rivet_workflows.engine.runtime import executor
+    from rivet_workflows.engine.runtime.runtime import Runtime
 
     base = shop.runtime
     runtime = Runtime(base.store, base.dispatcher, _joined_registry(), settings=base.settings)

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from rivet_workflows import django_runtime, models, tasks
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

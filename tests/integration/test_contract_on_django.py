@@ -37,7 +37,7 @@ class DjangoHarness(Harness):
 def _django_runtime(registry: Any, clock: Any = None):
     from rivet_workflows import storage
     from rivet_workflows.dispatch import LocalDispatcher
-    from rivet_workflows.engine.runtime import Runtime, Settings
+    from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     return Runtime(
         storage.store_for(poll_interval=0.01),

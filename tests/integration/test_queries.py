@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import errors
+from rivet_workflows.engine.model import errors
 from tests.api.support import api_user
 from tests.api.support import rivet as rivet  # noqa: F401 - the fixture
 from tests.integration import query_workflows as qw

@@ -12,7 +12,7 @@ import pytest
 from django.db import connections
 
 from project.shop.models import Order
-from rivet_workflows.engine.definitions import setup
+from rivet_workflows.engine.model.definitions import setup
 from tests.api.support import rivet as rivet  # noqa: F401 - the fixture
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "howto" / "atomic-steps.md"

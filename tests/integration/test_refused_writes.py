@@ -9,8 +9,9 @@ import logging
 import pytest
 from django.db.utils import DataError, OperationalError
 
-from rivet_workflows.engine import executor, ports
-from rivet_workflows.engine.definitions import actor, setup, workflow
+from rivet_workflows.engine.runtime import executor
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import actor, setup, workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,7 +84,8 @@ def test_a_database_data_error_fails_the_workflow_but_a_connection_error_does_no
 
 
 def test_an_actor_of_an_unregistered_type_is_left_alone(make_django_runtime, caplog):
-    from rivet_workflows.engine import errors, inspector, repairs
+    from rivet_workflows.engine.model import errors
+    from rivet_workflows.engine.operate import inspector, repairs
 
     def body(step):
         return 1

@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 
 from rivet_workflows import models
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

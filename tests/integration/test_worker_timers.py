@@ -14,7 +14,7 @@ import pytest
 from project.celery import app
 from rivet_workflows import django_runtime, tasks
 from rivet_workflows.dispatch import HINT_PRIORITY
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model.definitions import setup, workflow
 
 
 async def approval_run(ctx):

@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from rivet_workflows import django_runtime, metrics, models
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.runtime import Runtime
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.runtime.runtime import Runtime
 from rivet_workflows.testing import InlineDispatcher, MemoryStore, drain
 
 
@@ -89,7 +89,7 @@ def test_the_view_serves_counters_and_the_gauges_read_at_scrape_time(client, set
 
 
 def test_a_suspension_is_counted_and_the_gauge_shows_suspended_actors():
-    from rivet_workflows.engine.definitions import setup, workflow
+    from rivet_workflows.engine.model.definitions import setup, workflow
 
     async def run(ctx):
         await ctx.step("one", lambda s: 1)

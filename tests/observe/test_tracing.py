@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from rivet_workflows import tracing
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.runtime import Runtime
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.runtime.runtime import Runtime
 from rivet_workflows.testing import InlineDispatcher, MemoryStore, drain
 
 

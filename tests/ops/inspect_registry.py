@@ -4,8 +4,8 @@ workflow; ``booking`` is rolled back after a queue wait that times out."""
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
-from rivet_workflows.engine.errors import CriticalError
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model.errors import CriticalError
 
 ATTEMPTS: dict[str, int] = {}
 

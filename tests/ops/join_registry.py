@@ -3,7 +3,7 @@ step (``rivet check`` replays both branches up to that step)."""
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.model.definitions import queue, setup, workflow
 
 
 async def _branch(ctx, queue_name: str):

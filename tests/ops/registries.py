@@ -4,7 +4,7 @@ fails and is rolled back (``reserve`` compensated), and ``ticker``, a cron-only 
 
 from __future__ import annotations
 
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
 
 
 def _validate(step):

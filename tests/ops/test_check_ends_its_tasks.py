@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from rivet_workflows import django_runtime
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

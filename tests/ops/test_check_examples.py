@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from project.examples import scenarios
-from rivet_workflows.engine import dry_run, executor, ports
+from rivet_workflows.engine.operate import dry_run
+from rivet_workflows.engine.runtime import executor
+from rivet_workflows.engine.model import ports
 from tests.examples.conftest import fast_examples, memory_runtime, service  # noqa: F401 - fixtures
 
 NAMES = [n for n, s in scenarios.SCENARIOS.items() if s.deploy_point is None]
@@ -39,7 +41,7 @@ def test_in_flight_examples_replay_clean(name, service) -> None:  # noqa: F811
 
 
 def _loop_flow(step_name: str):
-    from rivet_workflows.engine.definitions import queue, workflow
+    from rivet_workflows.engine.model.definitions import queue, workflow
 
     async def iteration(loop_ctx):
         await loop_ctx.step(step_name, lambda step: 1)
@@ -52,7 +54,7 @@ def _loop_flow(step_name: str):
 
 
 def test_a_renamed_step_inside_a_loop_is_reported_with_its_location() -> None:
-    from rivet_workflows.engine.definitions import setup
+    from rivet_workflows.engine.model.definitions import setup
     from rivet_workflows.testing import make_runtime
 
     old = make_runtime(setup(use={"flow": _loop_flow("fetch")}))

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from rivet_workflows import django_runtime, models
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -216,7 +216,7 @@ def test_prune_deletes_only_old_finished_actors(deploy) -> None:
 
 
 def test_prune_drops_one_off_schedules_that_fired_long_ago(deploy) -> None:
-    from rivet_workflows.engine import firing
+    from rivet_workflows.engine.actor import firing
 
     runtime = deploy("v1")
     handle = django_runtime.client().flow.get_or_create("sched")
@@ -233,13 +233,13 @@ def test_prune_drops_one_off_schedules_that_fired_long_ago(deploy) -> None:
 
 
 def _context(runtime, handle):
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     return ActorContext(runtime, runtime.registry.get("flow"), handle.actor_id, handle.key)
 
 
 def test_every_command_refuses_a_rolled_back_run_and_names_the_step_to_replay_from(deploy) -> None:
-    from rivet_workflows.engine import repairs
+    from rivet_workflows.engine.operate import repairs
 
     runtime = deploy("v1")
     handle = django_runtime.client().saga.get_or_create("s1")

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from rivet_workflows import django_runtime, models
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 from rivet_workflows.testing import MemoryStore
 from tests.conftest import is_postgres
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from django.db import OperationalError, connection, connections, transaction
 
-from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.storage import DjangoStore, PostgresStore
 from tests.conftest import is_postgres
 

@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from rivet_workflows import models, storage
-from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.storage import DjangoStore, PostgresStore
 from rivet_workflows.storage.locks import ActorLocks
 from tests.conftest import is_postgres, requires_postgres

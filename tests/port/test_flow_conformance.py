@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.testing import MemoryStore
 from tests.conftest import is_postgres, run_in_threads
 

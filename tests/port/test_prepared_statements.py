@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from rivet_workflows import models
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 from rivet_workflows.storage import PostgresStore
 from tests.conftest import is_postgres
 

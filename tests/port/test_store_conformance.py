@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.storage import DjangoStore, PostgresStore
 from rivet_workflows.testing import MemoryStore
 from tests.conftest import run_in_threads

@@ -49,7 +49,7 @@ async def test_a_broadcast_from_a_step_reaches_the_websocket(rivet):
 
 
 async def test_a_broadcast_from_an_action_reaches_the_websocket(rivet):
-    from rivet_workflows.engine import definitions as d
+    from rivet_workflows.engine.model import definitions as d
 
     def ping(c, text):
         c.broadcast("pong", text, 2)

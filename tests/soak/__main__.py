@@ -350,7 +350,7 @@ class Soak:
 
     def check(self, finished: bool) -> None:
         from rivet_workflows import models
-        from rivet_workflows.engine import retry
+        from rivet_workflows.engine.run import retry
 
         v = self.stats.violations
         if not finished:

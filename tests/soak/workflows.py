@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.model.definitions import queue, setup, workflow
 from tests.system.workflows import effect
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from .conftest import history
 
@@ -42,7 +42,7 @@ def test_a_kill_in_a_step_body_reruns_only_that_step(cluster, rt) -> None:
 
 def test_an_attempt_killed_with_its_worker_is_listed_as_worker_lost(cluster, rt) -> None:
     """Case C57: the SIGKILLed attempt stays in the step's attempt log, started and never finished."""
-    from rivet_workflows.engine import inspector
+    from rivet_workflows.engine.operate import inspector
 
     cluster.arm("body-two")
     handle = rt.client().steps.create("lost")

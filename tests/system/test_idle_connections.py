@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 from tests.conftest import requires_postgres
 
 from .conftest import history

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from rivet_workflows.engine import executor, ports
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.runtime import executor
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import setup, workflow
 
 from ..conftest import run_in_threads
 
@@ -117,7 +118,7 @@ def test_a_store_outage_mid_run_stops_the_run_without_failing_the_workflow(
 ) -> None:
     """A database error inside a run (not a workflow error) must not mark the workflow failed: the run
     stops with StoreUnavailableError and the actor resumes after its lease expires."""
-    from rivet_workflows.engine.errors import StoreUnavailableError
+    from rivet_workflows.engine.model.errors import StoreUnavailableError
 
     calls = {"n": 0}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from . import span_file
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from .conftest import uses_redis
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 from .conftest import history
 

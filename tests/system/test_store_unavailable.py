@@ -69,7 +69,7 @@ def test_a_terminated_backend_is_a_503_for_creates_actions_and_reads(api, rivet)
 
 
 def test_store_calls_on_a_terminated_backend_raise_store_unavailable_and_recover(rivet):
-    from rivet_workflows.engine import errors
+    from rivet_workflows.engine.model import errors
 
     store = rivet.runtime.store
     actor_id = rivet.client.counter.get_or_create("k1").actor_id

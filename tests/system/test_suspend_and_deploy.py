@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import ports
+from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.system
 

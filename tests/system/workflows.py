@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from project.examples.cron import cron_actor
-from rivet_workflows.engine import errors
-from rivet_workflows.engine.definitions import Concurrency, RateLimit, queue, setup, workflow
+from rivet_workflows.engine.model import errors
+from rivet_workflows.engine.model.definitions import Concurrency, RateLimit, queue, setup, workflow
 
 FAULT_DIR = os.environ.get("RIVET_FAULT_DIR", "")
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from rivet_workflows.engine import errors
-from rivet_workflows.engine.definitions import actor, setup
-from rivet_workflows.engine.keys import MAX_KEY_INT, normalize_key
+from rivet_workflows.engine.model import errors
+from rivet_workflows.engine.model.definitions import actor, setup
+from rivet_workflows.engine.model.keys import MAX_KEY_INT, normalize_key
 from rivet_workflows.testing import make_runtime
 
 

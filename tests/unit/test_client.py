@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.actor_context import ActorContext
-from rivet_workflows.engine.client import ActorAlreadyExistsError, SendResult
-from rivet_workflows.engine.history import History
-from rivet_workflows.engine.session import RunSession
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.actor.actor_context import ActorContext
+from rivet_workflows.engine.client.client import ActorAlreadyExistsError, SendResult
+from rivet_workflows.engine.run.history import History
+from rivet_workflows.engine.run.session import RunSession
 from rivet_workflows.testing import ManualClock, make_runtime
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -231,7 +231,7 @@ def fake_pauses(runtime, monkeypatch, fake, on_pause=None):
     """A store that cannot notify senders (its ``watch_sends`` hands out the polling ``SendWatch``), on
     ``fake`` time: each pause is recorded as a sleep; ``on_pause()`` runs during it (e.g. the workflow
     completing the message)."""
-    from rivet_workflows.engine import watches
+    from rivet_workflows.engine.model import watches
 
     class FakePolling(watches.SendWatch):
         def wait(self, timeout):
@@ -262,7 +262,7 @@ def counting_store(runtime, monkeypatch):
 def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeypatch):
     """C55: the waiting send polled every poll_interval for the whole timeout (~54 reads/s); now the
     pauses double from poll_interval to MAX_SEND_POLL_SECONDS and the last one ends at the deadline."""
-    from rivet_workflows.engine import sending as client_module
+    from rivet_workflows.engine.client import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -282,7 +282,7 @@ def test_a_long_send_wait_backs_off_and_checks_once_more_at_the_deadline(monkeyp
 
 
 def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
-    from rivet_workflows.engine import sending as client_module
+    from rivet_workflows.engine.client import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -298,7 +298,7 @@ def test_the_async_send_wait_backs_off_the_same_way(monkeypatch):
 
 def test_a_send_wait_sees_a_quick_reply_after_a_short_pause(monkeypatch):
     """The backoff starts at poll_interval: a reply within a few polls is seen within those polls."""
-    from rivet_workflows.engine import sending as client_module
+    from rivet_workflows.engine.client import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02
@@ -483,7 +483,7 @@ def test_a_send_wait_that_finds_the_workflow_finished_reads_the_message_again(mo
     finished the workflow in between, the send reports the response, not "completed without completing"."""
     import dataclasses
 
-    from rivet_workflows.engine import sending as client_module
+    from rivet_workflows.engine.client import sending as client_module
 
     runtime, client, _ = build(w=d.workflow(run=run_forever))
     runtime.settings.poll_interval = 0.02

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model.definitions import setup, workflow
 from rivet_workflows.testing import drain, export_history, make_runtime, replay_history
 
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from rivet_workflows.engine import definitions as d
-from rivet_workflows.engine import errors
-from rivet_workflows.engine.runtime import Runtime, Settings
-from rivet_workflows.engine.settings import to_seconds
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model import errors
+from rivet_workflows.engine.runtime.runtime import Runtime, Settings
+from rivet_workflows.engine.model.settings import to_seconds
 
 
 async def run_fn(ctx):

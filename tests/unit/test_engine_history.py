@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.history import History, check_name, child_key, key_of, parent_key
-from rivet_workflows.engine.retry import backoff_delay
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.run.history import History, check_name, child_key, key_of, parent_key
+from rivet_workflows.engine.run.retry import backoff_delay
 
 
 def test_location_keys():
@@ -93,7 +93,7 @@ def test_backoff_delay():
 
 def test_importing_the_engine_loads_no_django():
     code = (
-        "import sys, rivet_workflows.engine, rivet_workflows.engine.executor, rivet_workflows.engine.context, "
+        "import sys, rivet_workflows.engine, rivet_workflows.engine.runtime.executor, rivet_workflows.engine.run.context, "
         "rivet_workflows.testing; print('django' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import pkgutil
 import pytest
 
 import rivet_workflows.engine
-from rivet_workflows.engine import errors
+from rivet_workflows.engine.model import errors
 
 ENGINE = pathlib.Path(rivet_workflows.engine.__file__).parent
 #: imports a function body may make: optional dependencies the engine works without (none today)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import setup, workflow
 from rivet_workflows.testing import drain, make_runtime
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import rivet_workflows
-from rivet_workflows.engine import errors
+from rivet_workflows.engine.model import errors
 
 DESIGN_NAMES = [
     "actor", "workflow", "queue", "event", "setup", "Registry", "Loop", "client", "drain",

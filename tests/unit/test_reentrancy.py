@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rivet_workflows.engine import ports
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
-from rivet_workflows.engine.errors import ReentrantCallError
+from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model.errors import ReentrantCallError
 from rivet_workflows.testing import drain, make_runtime
 
 

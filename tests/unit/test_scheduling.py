@@ -8,8 +8,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from project.examples.cron import cron_actor
-from rivet_workflows.engine import errors, firing, ports, slots
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.actor import firing, slots
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
 from rivet_workflows.testing import ManualClock, drain, make_runtime
 
 AMS = ZoneInfo("Europe/Amsterdam")
@@ -67,7 +68,7 @@ def test_cron_set_fires_through_dst_with_a_manual_clock() -> None:
     log: list = []
     runtime = _runtime(clock, ticker=_ticker(log))
     handle = runtime.client().ticker.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     c.cron.set(name="half-past", expression="30 * * * *", timezone="Europe/Amsterdam", action="tick")
@@ -85,7 +86,7 @@ def test_downtime_of_many_intervals_gives_one_catch_up_fire() -> None:
     log: list = []
     runtime = _runtime(clock, ticker=_ticker(log))
     handle = runtime.client().ticker.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     c.cron.every(name="t", interval=10, action="tick", args=("x",), max_history=3)
@@ -111,7 +112,7 @@ def test_registering_again_keeps_the_schedule_and_validation_errors() -> None:
     clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     runtime = _runtime(clock, ticker=_ticker([]))
     handle = runtime.client().ticker.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     first = c.cron.every(name="t", interval=timedelta(seconds=30), action="tick")
@@ -135,7 +136,7 @@ def test_schedule_after_fires_once_and_concurrent_sweeps_do_not_double() -> None
     log: list = []
     runtime = _runtime(clock, ticker=_ticker(log))
     handle = runtime.client().ticker.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     c.schedule.after(30, "tick", 1, 2)
@@ -179,7 +180,7 @@ def test_drain_sleeps_until_the_next_fire() -> None:
         )
     )
     handle = runtime.client().w.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("w"), handle.actor_id, handle.key)
     c.schedule.after(0.3, "go")
@@ -197,7 +198,7 @@ def test_schedule_after_a_negative_delay_fires_on_the_next_sweep_and_nan_is_refu
     log: list = []
     runtime = _runtime(clock, ticker=_ticker(log))
     handle = runtime.client().ticker.get_or_create("a")
-    from rivet_workflows.engine.actor_context import ActorContext
+    from rivet_workflows.engine.actor.actor_context import ActorContext
 
     c = ActorContext(runtime, runtime.registry.get("ticker"), handle.actor_id, handle.key)
     c.schedule.after(-5, "tick", 1)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import rivet_workflows
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
 from rivet_workflows.testing import drain, make_runtime
 
 FLAGS = {"broken": False}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rivet_workflows.engine.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
 from rivet_workflows.testing import drain, make_runtime
 
 

@@ -12,7 +12,7 @@ from enum import IntEnum, StrEnum
 
 import pytest
 
-from rivet_workflows.engine import errors, serde
+from rivet_workflows.engine.model import errors, serde
 
 
 class Color(StrEnum):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_workflows.engine import errors, ports
-from rivet_workflows.engine.definitions import actor, setup, workflow
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model.definitions import actor, setup, workflow
 from rivet_workflows.testing import drain, make_runtime
 
 LIMIT = 2000

@@ -9,8 +9,8 @@ import pickle
 
 import rivet_workflows
 from rivet_workflows import ErrorInfo, StepFailure, TryFailure
-from rivet_workflows.engine import serde
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.model import serde
+from rivet_workflows.engine.model.definitions import setup, workflow
 from rivet_workflows.testing import drain, make_runtime
 
 # --- the spec's "Handling terminal failures as data" example, ported literally ----------------------------

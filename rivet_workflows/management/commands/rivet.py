@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import tracing
-from ...engine import errors
+from ...engine.model import errors
 from .. import console, inspect_commands, ops_commands
 
 

@@ -1,0 +1,433 @@
+"""The client: get or create actors, call their actions, send to their queues (DESIGN.md section 2, "Client")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..actor import actions, bridge, queries
+from ..model import errors, ports, serde
+from ..operate import repairs, retrying
+from ..operate.cancel import cancel as cancel_workflow
+from ..actor.delivery import send_message
+from ..actor.flow import flow_of
+from ..model.keys import MAX_KEY_INT as MAX_KEY_INT
+from ..model.keys import display_part as display_part
+from ..model.keys import normalize_key as normalize_key
+from ..run.reentrancy import check_not_reentrant
+from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
+from .sending import SendResult as SendResult
+from .sending import WaitingSend, waiting_send_slot
+
+if TYPE_CHECKING:
+    from ..model.definitions import ActorDefinition
+    from ..model.roles import RuntimeRole
+
+logger = logging.getLogger("rivet_workflows")
+
+
+ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
+
+
+def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``a``-prefixed async twin of a sync client method (runs it with ``bridge.call``: inline in a run's loop, else ``sync_to_async``)."""
+
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await bridge.call(method, self, *args, **kwargs)
+
+    twin.__name__ = f"a{method.__name__}"
+    twin.__doc__ = f"Async twin of ``{method.__name__}``."
+    return twin
+
+
+class Client:
+    """Entry point to the actors of one runtime: ``client.payment_actor`` or ``client["payment_actor"]``
+    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``."""
+
+    def __init__(self, runtime: RuntimeRole) -> None:
+        self.runtime = runtime
+
+    def __getitem__(self, name: str) -> ActorTypeClient:
+        return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
+
+    def __getattr__(self, name: str) -> ActorTypeClient:
+        runtime = self.__dict__.get("runtime")
+        if name.startswith("_") or runtime is None or name not in runtime.registry:
+            raise AttributeError(
+                f"no actor type named {name!r} (registered: {self.runtime.registry.names()})"
+            )
+        return self[name]
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *self.runtime.registry.names()]
+
+
+class ActorTypeClient:
+    """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
+
+    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition) -> None:
+        self.runtime = runtime
+        self.definition = definition
+        self.name = definition.name or ""
+
+    def _handle(self, record: ports.ActorRecord) -> ActorHandle:
+        return ActorHandle(self.runtime, self.definition, record.actor_id, record.key)
+
+    def get_or_create(self, key: Any, input: Any = None) -> ActorHandle:
+        """The actor with ``key`` (str or list), creating it with ``input`` if needed.
+
+        Creation order (ENGINE-SEMANTICS.md section 10): state (``create_state``/``state``), ``on_create(c)``
+        or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is due (created
+        due in one store write, or made due by ``on_create``'s own write, so the hook always runs before the
+        workflow) and handed to the dispatcher (vars and ``on_wake`` run in the executor). Raises
+        ``SerializationError``/``PayloadTooLargeError`` for an unserializable or oversized input/state.
+        """
+        handle, _ = self._get_or_create(normalize_key(key), input, lookup_first=True)
+        return handle
+
+    def create(self, key: Any, input: Any = None) -> ActorHandle:
+        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``.
+
+        The initial state is built before the insert (one store write creates the actor, already due for
+        a workflow actor without ``on_create``), so ``create_state`` also runs when the key turns out to
+        exist; ``on_create`` runs only for the actor actually created.
+        """
+        handle, created = self._get_or_create(normalize_key(key), input, lookup_first=False)
+        if not created:
+            raise ActorAlreadyExistsError(
+                f"actor {self.name!r} with key {handle.key!r} already exists", name=self.name, key=handle.key
+            )
+        return handle
+
+    def get(self, key: Any) -> ActorHandle:
+        """The existing actor with ``key``; ``ActorNotFoundError`` if there is none."""
+        key = normalize_key(key)
+        record = self.runtime.store.find_actor(self.name, key)
+        if record is None:
+            raise errors.ActorNotFoundError(
+                f"no actor {self.name!r} with key {key!r}", name=self.name, key=key
+            )
+        return self._handle(record)
+
+    def get_for_id(self, actor_id: str) -> ActorHandle:
+        """The existing actor with id ``actor_id``; ``ActorNotFoundError`` if unknown or of another type."""
+        record = self.runtime.store.get_actor(actor_id)
+        if record.name != self.name:
+            raise errors.ActorNotFoundError(
+                f"actor {actor_id} is a {record.name!r}, not a {self.name!r}", actor_id=actor_id
+            )
+        return self._handle(record)
+
+    aget_or_create = _twin(get_or_create)
+    acreate = _twin(create)
+    aget = _twin(get)
+    aget_for_id = _twin(get_for_id)
+
+    def _get_or_create(self, key: list, input: Any, *, lookup_first: bool = True) -> tuple[ActorHandle, bool]:
+        """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once
+        (``store.create_actor``: one write when the key is new), True looks the key up first (``create_state``
+        then runs only when creating). A workflow actor is created due, or, with ``on_create``, made due
+        by the hook's own write; it is then handed to the dispatcher. If ``on_create`` raises, the new actor
+        is deleted again and the hook's exception propagates (nothing is left behind)."""
+        runtime, definition = self.runtime, self.definition
+        limit = runtime.settings.max_payload_bytes
+        serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
+        input = serde.roundtrip(input, where="actor input", max_bytes=limit)
+
+        def create_state() -> Any:
+            state = definition.initial_state(serde.roundtrip(input), key=key)
+            serde.to_json(state, where="initial actor state", max_bytes=limit)
+            return state
+
+        workflow = definition.run is not None
+        due = workflow and definition.on_create is None  # on_create runs before the actor is due
+        with runtime.observer.create(self.name, key) as observation:  # the rivet.create span
+            handle, created = self._insert(
+                key, input, create_state, due, lookup_first, observation.trace_context()
+            )
+            observation.set("rivet.actor.id", handle.actor_id)
+        return handle, created
+
+    def _insert(
+        self, key: list, input: Any, create_state: Callable, due: bool, lookup_first: bool, trace_context: Any
+    ) -> tuple[ActorHandle, bool]:
+        """The store write of ``_get_or_create`` (with the creation's trace context), then ``on_create``
+        and the hand-over to the dispatcher for a new workflow actor."""
+        runtime, definition = self.runtime, self.definition
+        workflow = definition.run is not None
+        store = runtime.store
+
+        def flow(state: Any) -> ports.Flow | None:
+            return flow_of(runtime, definition, key, state)
+
+        if lookup_first:
+            record, created = store.get_or_create_actor(
+                self.name,
+                key,
+                input,
+                create_state,
+                due=due,
+                trace_context=trace_context,
+                flow=flow if definition.has_flow else None,
+            )
+        else:
+            try:
+                state = create_state()
+            except Exception:  # for an existing key, create() reports that rather than the state's error
+                existing = store.find_actor(self.name, key)
+                if existing is None:
+                    raise
+                return self._handle(existing), False
+            record, created = store.create_actor(
+                self.name, key, input, state, due=due, trace_context=trace_context, flow=flow(state)
+            )
+        handle = self._handle(record)
+        if created:
+            if definition.on_create is not None:
+                actions.run_create_hook(runtime, definition, record.actor_id, key, input, make_due=workflow)
+            if workflow:
+                runtime.wake(record.actor_id)
+        return handle, created
+
+
+class ActorHandle:
+    """One actor: ``.actor_id`` (str), ``.key`` (list), ``.name``; ``call``/``acall`` actions (or
+    ``handle.action_name(*args)``), ``send``/``asend`` to its queues, ``destroy``, ``recover``, and
+    read-only ``state()``/``workflow_state()``/``record()``."""
+
+    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list) -> None:
+        self.runtime = runtime
+        self.definition = definition
+        self.actor_id = actor_id
+        self.key = list(key)
+        self.name = definition.name or ""
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self.name} {self.key!r} {self.actor_id}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other.actor_id == self.actor_id
+
+    def __hash__(self) -> int:
+        return hash(self.actor_id)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        definition = self.__dict__.get("definition")
+        if name.startswith("_") or definition is None or name not in definition.actions:
+            raise AttributeError(f"actor handle has no action or attribute {name!r}")
+
+        def action(*args: Any) -> Any:
+            return self.call(name, *args)
+
+        action.__name__ = name
+        return action
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def call(self, action: str, *args: Any) -> Any:
+        """Run action ``action`` with ``args`` and return its result (serialised with step bodies).
+
+        The action runs as ``fn(c, *args)`` (sync, or async run to completion) under the actor's row lock,
+        after any running step has committed; its state changes are saved when it returns. Arguments and
+        result go through the serializer (the caller gets a copy). Raises ``ActionNotFoundError``,
+        ``ActorNotFoundError``, ``WorkflowInFlightError`` (a step held the lock past
+        ``settings.action_timeout``), ``SerializationError``/``PayloadTooLargeError``, or what the action
+        raised (then no state change is saved).
+        """
+        fn = self.definition.get_action(action)
+        check_not_reentrant(self.actor_id, f"call action {action!r}")
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"action {action!r} arguments", max_bytes=limit)
+        return actions.run_action(
+            runtime, self.definition, self.actor_id, self.key, fn, args, label=f"action {action!r}"
+        )
+
+    async def acall(self, action: str, *args: Any) -> Any:
+        """Async twin of ``call``."""
+        return await bridge.call(self.call, action, *args)
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def query(self, name: str, *args: Any) -> Any:
+        """Run the query ``name`` with ``args`` and return its result, at once: it reads the actor's last
+        committed state and vars and never waits for a running step (DESIGN.md section 13).
+
+        The query runs as ``fn(c, *args)`` on a read-only context (``engine.queries.QueryContext``);
+        arguments and result go through the serializer. Raises ``QueryNotFoundError``,
+        ``ActorNotFoundError``, ``StepOnlyError`` (the query tried to write), ``SerializationError``/
+        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor.
+        """
+        fn = self.definition.get_query(name)
+        runtime = self.runtime
+        limit = runtime.settings.max_payload_bytes
+        args = serde.roundtrip(list(args), where=f"query {name!r} arguments", max_bytes=limit)
+        return queries.run_query(runtime, self.definition, self.actor_id, self.key, fn, args)
+
+    async def aquery(self, name: str, *args: Any) -> Any:
+        """Async twin of ``query``."""
+        return await bridge.call(self.query, name, *args)
+
+    # --- queues -------------------------------------------------------------------------------------
+
+    def send(
+        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+    ) -> SendResult | None:
+        """Send ``body`` to the actor's queue ``queue``; wakes the workflow if it waits on that queue.
+
+        With ``wait=False`` returns None. With ``wait=True`` the message is completable and this blocks
+        until the workflow calls ``message.complete(response)`` -> ``SendResult("completed", response)``, or
+        ``timeout`` seconds (float/timedelta; None means ``settings.action_timeout``) pass, or the workflow
+        ends or the actor is destroyed without completing it -> ``SendResult("timed_out", None, detail)``.
+        While it waits it holds no database connection: on a store that notifies senders (PostgreSQL:
+        LISTEN/NOTIFY on one connection per process; MemoryStore) it looks when the completion or the
+        end is announced and once at the deadline; elsewhere it looks after ``settings.poll_interval`` s,
+        backing off to every ``MAX_SEND_POLL_SECONDS`` s (docs/howto/calling.md).
+
+        Raises ``TooManyWaitingSendsError`` before anything is stored when ``settings.max_waiting_sends``
+        sends of this process wait already, ``QueueNotFoundError``, ``ActorNotFoundError``,
+        ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"), ``NoWorkflowError`` (no run
+        function) and ``WorkflowFinishedError`` (the workflow is completed or cancelled: nothing is stored;
+        a failed one accepts the message for a recover or replay).
+        """
+        if not wait:
+            send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=False)
+            return None
+        check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
+        with waiting_send_slot(self.runtime.settings.max_waiting_sends):
+            # watching starts before the message is stored, so nothing the workflow does to it is missed
+            with self.runtime.store.watch_sends(self.actor_id) as watch:
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = wait.begin(lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = wait.look(watch.wait(wait.pause()))
+                return result
+
+    def _send_completable(self, queue: str, body: Any) -> ports.MessageRecord:
+        return send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=True)
+
+    async def asend(
+        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+    ) -> SendResult | None:
+        """Async twin of ``send``: store calls through ``bridge.call`` (inline in a run's loop, else
+        ``sync_to_async``); the wait itself holds no thread (an ASGI view awaiting it frees its worker)."""
+        store = self.runtime.store
+        if not wait:
+            await bridge.call(send_message, self.runtime, self.definition, self.actor_id, queue, body, False)
+            return None
+        check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
+        with waiting_send_slot(self.runtime.settings.max_waiting_sends):
+            with await bridge.call(store.watch_sends, self.actor_id) as watch:
+                wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
+                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body))
+                while result is None:
+                    result = await bridge.call(wait.look, await watch.wait_async(wait.pause()))
+                return result
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Run ``on_destroy(c)`` (after any running step) and remove the actor, its history and messages.
+
+        A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone.
+        """
+        check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
+        actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
+
+    def replay(
+        self, entry_id: str | None = None, reason: str | None = None, dry_run: bool = False
+    ) -> repairs.RepairResult | repairs.ReplayPlan:
+        """Replay the workflow from the step ``entry_id`` (its history key, e.g. ``"charge"``), or from the
+        start when it is None: the Python twin of the HTTP replay (ENGINE-SEMANTICS.md section 9;
+        docs/explanation/replay-and-recover.md).
+
+        With ``dry_run=True`` nothing is written: it returns the ``ReplayPlan`` (``entry_id``, ``reset``,
+        ``deleted``, ``rerun``: the steps that run again, in order, each with a new idempotency key) of the
+        replay it would do, and raises what that replay would raise. Otherwise the entries from that step on
+        are deleted (archived in the audit row, written with ``who`` ``"python"`` and ``reason``), the
+        workflow output and error cleared, and the workflow runs again; returns the ``RepairResult``
+        (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing, ``WorkflowInFlightError``
+        while an executor holds the actor, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
+        ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see ``repairs.replay``).
+        """
+        check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
+        if dry_run:
+            return repairs.replay_plan(self.runtime, self.actor_id, entry_id)
+        return repairs.replay(self.runtime, self.actor_id, entry_id, reason=reason)
+
+    def recover(self, reason: str | None = None) -> bool:
+        """Restart a failed workflow (ENGINE-SEMANTICS.md section 3, "Recover"); the audit row records
+        ``who`` ``"python"`` and ``reason``.
+
+        Failed and exhausted steps go back to pending with 0 attempts, the workflow error is cleared, the
+        workflow becomes sleeping and is woken. Returns False (nothing done) when the workflow is not
+        failed; raises ``WorkflowInFlightError`` when an executor holds the actor, and, changing nothing,
+        ``HistoryDivergedError`` when the history with the failed steps reset does not replay on the current
+        code and ``WorkflowRolledBackError`` when the run was rolled back (replay it instead); see
+        ``repairs.recover``.
+        """
+        if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
+            return False
+        try:
+            repairs.recover(self.runtime, self.actor_id, reason=reason)
+        except errors.WorkflowNotFailedError:  # finished or restarted meanwhile
+            return False
+        return True
+
+    def cancel(self, reason: str | None = None) -> bool:
+        """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
+        The audit row records ``who`` ``"python"`` and ``reason``.
+
+        A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
+        already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
+        """
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
+
+    def pause(self, reason: str | None = None) -> bool:
+        """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
+        reads ``"paused"``. Sends are accepted and kept; a step running now finishes and no new step starts.
+        ``reason`` (str or None) is kept with the pause. True when this paused it, False when it was paused
+        already or its workflow has finished. ``ActorNotFoundError``."""
+        return repairs.pause(self.runtime, self.actor_id, reason)
+
+    def resume(self, reason: str | None = None) -> bool:
+        """Resume a paused actor: it runs again, and what came due while it was paused (a send, a sleep's
+        end, the workflow's timeout) takes effect once. ``reason`` goes into the audit row (who:
+        ``"python"``). True when it was paused, False (a no-op) otherwise."""
+        return repairs.resume(self.runtime, self.actor_id, reason)
+
+    def retry(self, reason: str | None = None) -> bool:
+        """Retry a run a code error suspended (DESIGN.md section 16), once the code is fixed: it goes on from
+        where it stopped (completed steps are not run again). ``reason`` goes into the audit row (who:
+        ``"python"``). True when it was suspended; False, writing nothing, otherwise."""
+        check_not_reentrant(self.actor_id, "retry the workflow from inside its own step")
+        return retrying.retry(self.runtime, self.actor_id, reason)
+
+    adestroy = _twin(destroy)
+    areplay = _twin(replay)
+    arecover = _twin(recover)
+    acancel = _twin(cancel)
+    apause = _twin(pause)
+    aresume = _twin(resume)
+    aretry = _twin(retry)
+
+    # --- reads --------------------------------------------------------------------------------------
+
+    def record(self) -> ports.ActorRecord:
+        """The actor's stored record (a copy); ``ActorNotFoundError`` if destroyed."""
+        return self.runtime.store.get_actor(self.actor_id)
+
+    def state(self) -> Any:
+        """The actor's current stored state (a copy), without running an action."""
+        return self.record().state
+
+    def workflow_state(self) -> str:
+        """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled,
+        suspended (a code error stopped the run: ``retry()`` after the fix) or paused (an operator paused
+        the actor: ``pause()``)."""
+        return self.record().workflow_state
+
+    arecord = _twin(record)
+    astate = _twin(state)
+    aworkflow_state = _twin(workflow_state)

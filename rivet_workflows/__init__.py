@@ -3,8 +3,8 @@
 # Importing this package never imports Django: the engine is pure Python (a test asserts that
 # `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
 
+from .engine.actor.slots import ScheduledFireInfo
 from .engine.client.client import ActorHandle, Client, SendResult
-from .engine.run.context import WorkflowContext
 from .engine.model.definitions import (
     ActorDefinition,
     Concurrency,
@@ -17,7 +17,6 @@ from .engine.model.definitions import (
     setup,
     workflow,
 )
-from .engine.operate.dry_run import ReplayReport
 from .engine.model.errors import (
     ActionNotFoundError,
     ActorAlreadyExistsError,
@@ -50,13 +49,14 @@ from .engine.model.errors import (
     WorkflowInFlightError,
     WorkflowTimeoutError,
 )
-from .engine.runtime.executor import DrainSummary
 from .engine.model.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.operate.dry_run import ReplayReport
 from .engine.operate.repairs import ReplayPlan
+from .engine.run.context import WorkflowContext
 from .engine.run.results import QueueMessage, RaceResult, StepResult, TryResult
-from .engine.actor.slots import ScheduledFireInfo
 from .engine.run.step_context import StepContext
 from .engine.run.types import WorkflowErrorEvent, WorkflowStepContextOf
+from .engine.runtime.executor import DrainSummary
 
 
 def client() -> Client:

@@ -1,12 +1,15 @@
 """Dispatchers of the Django runtime: Celery tasks for "actor X has work" hints, or a local recorder.
 
-Importing this module imports neither Django nor Celery (``rivet_workflows.testing`` uses
-``LocalDispatcher`` as its ``InlineDispatcher``); ``CeleryDispatcher`` imports them when it wakes.
+Importing this module imports neither Django nor Celery; ``CeleryDispatcher`` imports them when it wakes.
+``LocalDispatcher`` is the engine's (``engine.runtime.local_dispatch``), named here for the ``DISPATCHER``
+setting.
 """
 
 from __future__ import annotations
 
-import threading
+from .engine.runtime.local_dispatch import LocalDispatcher
+
+__all__ = ["CeleryDispatcher", "LocalDispatcher"]
 
 
 class CeleryDispatcher:
@@ -32,20 +35,3 @@ class CeleryDispatcher:
 #: Celery priority of wake hints. On Redis, lower numbers are served first and a message without a
 #: priority counts as 0: the sweep's hand-overs and countdown timers (no priority) go before hints.
 HINT_PRIORITY = 3
-
-
-class LocalDispatcher:
-    """``ports.Dispatcher`` that only records wake-ups, for processes that run work with ``drain()`` (and
-    ``rivet_workflows.testing.InlineDispatcher``, the same class).
-
-    ``woken`` lists the actor ids in the order they were woken (thread-safe).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.woken: list[str] = []
-
-    def wake(self, actor_id: str) -> None:
-        """Record ``actor_id``; a later ``drain()`` runs it."""
-        with self._lock:
-            self.woken.append(actor_id)

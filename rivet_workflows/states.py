@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from .engine.operate import inspector
 from .engine.model import ports
+from .engine.operate import inspector
 
 #: every state an actor can show, in the order the tools list them
 SHOWN_STATES = (

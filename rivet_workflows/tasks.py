@@ -12,8 +12,8 @@ from typing import Any
 
 from celery import shared_task, signals
 
-from .engine.model import ports
 from .engine.actor.slots import ScheduledFireInfo
+from .engine.model import ports
 
 logger = logging.getLogger("rivet_workflows")
 

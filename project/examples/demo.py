@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rivet_workflows.engine.operate import inspector
 from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.operate import inspector
 from rivet_workflows.testing import GroupProcess
 
 from . import before_deploy, fake_service, scenarios

@@ -23,8 +23,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from .. import access, display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
-from ..engine.operate import audit, cancel, inspector, repairs, retrying
 from ..engine.model import errors, ports, serde
+from ..engine.operate import audit, cancel, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime

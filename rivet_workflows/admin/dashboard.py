@@ -20,8 +20,8 @@ from django.utils.html import format_html, format_html_join
 
 from .. import access, display, models
 from .. import states as shown_states
-from ..engine.operate import inspector
 from ..engine.model import ports
+from ..engine.operate import inspector
 from .trace import STATE_COLORS as _STATE_COLORS
 from .trace import runtime as _runtime
 from .trace import state_badge

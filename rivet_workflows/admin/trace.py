@@ -11,8 +11,8 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from .. import display
-from ..engine.operate import inspector
 from ..engine.model import ports
+from ..engine.operate import inspector
 from ..engine.run import retry
 from ..engine.run.history import parent_key
 

@@ -10,11 +10,11 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models, states, tracing
 from ..conf import rivet_settings
-from ..engine.operate import audit, cancel, inspector, repairs, retrying
-from ..engine.model import errors, serde
 from ..engine.actor.delivery import send_message
-from ..engine.model.keys import normalize_key
 from ..engine.client.sending import database_turn, waiting_send_slot
+from ..engine.model import errors, serde
+from ..engine.model.keys import normalize_key
+from ..engine.operate import audit, cancel, inspector, repairs, retrying
 from . import schemas as s
 from .auth import ApiAuth, principal_of
 from .errors import raised

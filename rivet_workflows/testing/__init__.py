@@ -16,9 +16,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..dispatch import LocalDispatcher as InlineDispatcher
-from ..engine.runtime import executor
 from ..engine.model.definitions import Registry
+from ..engine.runtime import executor
+from ..engine.runtime.local_dispatch import LocalDispatcher as InlineDispatcher
 from ..engine.runtime.runtime import Runtime, Settings
 from .clock import ManualClock
 from .golden import ReplayReport, export_history, replay_history

@@ -14,11 +14,11 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..engine.operate import dry_run, inspector
-from ..engine.model import errors, ports, serde
-from ..engine.run import retry
 from ..engine.client.client import ActorHandle
+from ..engine.model import errors, ports, serde
+from ..engine.operate import dry_run, inspector
 from ..engine.operate.dry_run import ReplayReport
+from ..engine.run import retry
 from ..engine.runtime.runtime import Runtime
 from .memory import MemoryStore
 

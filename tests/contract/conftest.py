@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import Registry, setup
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.runtime.runtime import Runtime
 from rivet_workflows.testing import ManualClock, MemoryStore, make_runtime
 

@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from rivet_workflows.engine.operate import inspector
 from rivet_workflows.engine.model.definitions import workflow
+from rivet_workflows.engine.operate import inspector
 
 
 def _log(h, aid, key):

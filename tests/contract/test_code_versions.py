@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from rivet_workflows.engine.model import errors, ports
-from rivet_workflows.engine.run import worker
 from rivet_workflows.engine.model.definitions import workflow
+from rivet_workflows.engine.run import worker
 
 
 def _fast_backoff(monkeypatch):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rivet_workflows.engine.model import errors, ports
-from rivet_workflows.engine.operate import repairs
 from rivet_workflows.engine.model.definitions import queue, workflow
 from rivet_workflows.engine.model.errors import CriticalError
+from rivet_workflows.engine.operate import repairs
 
 
 def _snapshot(h, aid):

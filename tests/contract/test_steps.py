@@ -11,7 +11,12 @@ import pytest
 
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import workflow
-from rivet_workflows.engine.model.errors import CriticalError, RollbackError, StepExhaustedError, StepOnlyError
+from rivet_workflows.engine.model.errors import (
+    CriticalError,
+    RollbackError,
+    StepExhaustedError,
+    StepOnlyError,
+)
 
 
 def test_step_output_becomes_workflow_output(h):

@@ -4,9 +4,9 @@ failure types fail it as the spec says; a suspended run is retried by an operato
 from __future__ import annotations
 
 from rivet_workflows import WorkflowFailure
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import workflow
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.runtime.runtime import Settings
 
 #: the default failure types (``WORKFLOW_FAILURE_TYPES``): only WorkflowFailure fails, code errors suspend

@@ -10,8 +10,8 @@ import pytest
 
 from project.examples import crash_demo, fake_service, scenarios, timeout
 from project.registry import ACTORS
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model.definitions import setup
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 
 

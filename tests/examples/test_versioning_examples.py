@@ -8,10 +8,10 @@ import pytest
 
 from project.examples import versioning
 from project.registry import ACTORS
-from rivet_workflows.engine.run import context
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup
+from rivet_workflows.engine.run import context
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 
 

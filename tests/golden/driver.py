@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.actor import firing
-from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.client.client import ActorHandle
+from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.runtime.runtime import Runtime
 from rivet_workflows.testing import ManualClock, MemoryStore, golden, make_runtime
 

@@ -15,8 +15,8 @@ from django.db import connection, connections
 from project.shop.models import Order
 from rivet_workflows import models
 from rivet_workflows.engine.model import errors, ports
-from rivet_workflows.engine.run import run
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.run import run
 from rivet_workflows.storage.connection import writes_only_through
 from rivet_workflows.testing import drain as memory_drain
 from rivet_workflows.testing import make_runtime

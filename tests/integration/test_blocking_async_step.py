@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 
 LEASE = 0.3

@@ -9,9 +9,9 @@ import logging
 import pytest
 from django.db.utils import DataError, OperationalError
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import actor, setup, workflow
+from rivet_workflows.engine.runtime import executor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

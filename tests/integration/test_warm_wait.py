@@ -13,9 +13,9 @@ import pytest
 from django.db import connection, connections
 
 from rivet_workflows import models
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.runtime import executor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from project.examples import scenarios
+from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.operate import dry_run
 from rivet_workflows.engine.runtime import executor
-from rivet_workflows.engine.model import ports
 from tests.examples.conftest import fast_examples, memory_runtime, service  # noqa: F401 - fixtures
 
 NAMES = [n for n, s in scenarios.SCENARIOS.items() if s.deploy_point is None]

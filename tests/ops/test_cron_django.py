@@ -9,10 +9,10 @@ import pytest
 
 from project.examples.cron import cron_actor
 from rivet_workflows import models
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.actor import firing
 from rivet_workflows.engine.actor.actor_context import ActorContext
 from rivet_workflows.engine.model.definitions import actor, setup
+from rivet_workflows.engine.runtime import executor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 
 

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.runtime import executor
 
 from ..conftest import run_in_threads
 

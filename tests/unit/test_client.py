@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rivet_workflows.engine.model import definitions as d
-from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.actor.actor_context import ActorContext
 from rivet_workflows.engine.client.client import ActorAlreadyExistsError, SendResult
+from rivet_workflows.engine.model import definitions as d
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.run.history import History
 from rivet_workflows.engine.run.session import RunSession
 from rivet_workflows.testing import ManualClock, make_runtime

@@ -8,8 +8,8 @@ import pytest
 
 from rivet_workflows.engine.model import definitions as d
 from rivet_workflows.engine.model import errors
-from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 from rivet_workflows.engine.model.settings import to_seconds
+from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
 
 async def run_fn(ctx):

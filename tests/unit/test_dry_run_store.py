@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 
-from rivet_workflows.engine.operate import dry_run
 from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.operate import dry_run
 from rivet_workflows.testing import ManualClock, make_runtime
 
 READS = {

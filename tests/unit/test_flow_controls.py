@@ -9,8 +9,8 @@ import threading
 import pytest
 
 import rivet_workflows as rw
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import ManualClock, make_runtime
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 from tests.unit.test_warm_wait_engine import REGISTRY, ScriptedStore
 

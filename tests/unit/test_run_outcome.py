@@ -7,8 +7,8 @@ import asyncio
 from datetime import timedelta
 
 from rivet_workflows.engine.model import errors, ports
-from rivet_workflows.engine.run import run
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.run import run
 from rivet_workflows.testing import ManualClock, make_runtime
 
 

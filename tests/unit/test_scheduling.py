@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from project.examples.cron import cron_actor
-from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.actor import firing, slots
+from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
 from rivet_workflows.testing import ManualClock, drain, make_runtime
 

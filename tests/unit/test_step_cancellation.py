@@ -9,9 +9,9 @@ import logging
 import threading
 import time
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import setup, workflow
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import make_runtime
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from rivet_workflows.engine.runtime import executor
 from rivet_workflows.engine.model import ports
 from rivet_workflows.engine.model.definitions import actor, queue, setup, workflow
+from rivet_workflows.engine.runtime import executor
 from rivet_workflows.testing import MemoryStore, drain, make_runtime
 
 

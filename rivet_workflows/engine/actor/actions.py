@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..model import errors, serde
-from .actor_context import ActorContext, call_maybe_async, ensure_vars
 from ..model.definitions import arity
+from .actor_context import ActorContext, call_maybe_async, ensure_vars
 
 if TYPE_CHECKING:
     from ..model.definitions import ActorDefinition

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from . import bridge, schedules
 from ..model import serde
+from . import bridge, schedules
 from .delivery import send_message
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import actions
 from ..model import errors, ports, serde
+from . import actions
 from .slots import ScheduledFireInfo, plan_fire
 
 if TYPE_CHECKING:

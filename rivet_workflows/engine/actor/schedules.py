@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..model import ports, serde
-from . import slots
 from ..model.settings import to_offset, to_seconds
+from . import slots
 
 if TYPE_CHECKING:
     from ..model.roles import ActorContextRole

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..actor import actions, bridge, queries
-from ..model import errors, ports, serde
-from ..operate import repairs, retrying
-from ..operate.cancel import cancel as cancel_workflow
 from ..actor.delivery import send_message
 from ..actor.flow import flow_of
+from ..model import errors, ports, serde
 from ..model.keys import MAX_KEY_INT as MAX_KEY_INT
 from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
+from ..operate import repairs, retrying
+from ..operate.cancel import cancel as cancel_workflow
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult

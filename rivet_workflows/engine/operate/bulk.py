@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import audit, cancel, repairs, retrying
 from ..model import errors, ports
+from . import audit, cancel, repairs, retrying
 
 if TYPE_CHECKING:
     from ..model.roles import RuntimeRole

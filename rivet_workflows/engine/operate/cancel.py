@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import audit
 from ..model import errors, ports
+from . import audit
 
 if TYPE_CHECKING:
     from ..model.roles import RuntimeRole

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..model import errors, ports
 from ..actor.actor_context import ActorContext
+from ..model import errors, ports
 from .history import History
 from .reentrancy import RUNNING_STEP_OF
 from .step_lock import BodyCounter, StepLock
@@ -22,8 +22,8 @@ from .writes import WriteBuffer
 
 if TYPE_CHECKING:
     from ..model.definitions import ActorDefinition
-    from .retry import StepOptions
     from ..model.roles import RuntimeRole
+    from .retry import StepOptions
 
 logger = logging.getLogger("rivet_workflows")
 

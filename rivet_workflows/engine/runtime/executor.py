@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..actor import firing
 from ..model import ports
-from ..operate import retrying
 from ..model.errors import StoreUnavailableError
+from ..operate import retrying
 from ..run.worker import RunSummary, run_actor
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..actor import bridge
-from ..model import errors, observe, ports
 from ..client.client import Client
+from ..model import errors, observe, ports
 from ..model.settings import Settings
 
 if TYPE_CHECKING:

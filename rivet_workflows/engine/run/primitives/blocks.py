@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...model import errors, ports, serde
-from .. import retry
 from ...model.failures import TryFailure
+from .. import retry
 from ..results import TryResult
 from ..session import maybe_await
 

@@ -10,11 +10,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ...model import errors, observe, ports, serde
+from ...model.settings import to_seconds
 from .. import retry
 from ..reentrancy import RUNNING_STEP_OF
 from ..results import StepResult
 from ..session import RunSession, mark_reported
-from ...model.settings import to_seconds
 from ..step_context import StepContext, is_async, run_attempt
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ...model import errors, ports
+from ...model.settings import to_offset
 from ..history import check_name
 from ..results import QueueMessage
-from ...model.settings import to_offset
 
 if TYPE_CHECKING:
     from ..session import RunSession

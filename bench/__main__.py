@@ -43,6 +43,11 @@ FULL: dict[str, dict[str, Any]] = {
         "ours": {"messages": 20, "gap": 1.0},
         "dbos": {"messages": 20, "gap": 1.0},
     },
+    # P2G beside a CPU load the harness runs (LOAD_PROCESSES busy processes, one per core here)
+    "P2GL": {
+        "ours": {"messages": 40, "gap": 1.0},
+        "dbos": {"messages": 40, "gap": 1.0},
+    },
     "P7": {
         "ours": {
             "workflows": 2000,
@@ -75,13 +80,39 @@ SMOKE: dict[str, dict[str, Any]] = {
         "ours": {"messages": 2, "gap": 1.0, "idle_window": 0},
         "dbos": {"messages": 2, "gap": 1.0, "idle_window": 0},
     },
+    "P2GL": {
+        "ours": {"messages": 2, "gap": 1.0, "idle_window": 0},
+        "dbos": {"messages": 2, "gap": 1.0, "idle_window": 0},
+    },
     "P7": {
         "ours": {"workflows": 20, "processes": 2, "concurrency": 2, "single_process_workflows": 10},
         "dbos": {"workflows": 20, "processes": 2, "concurrency": 2},
     },
     "P8": {"ours": {"actors": 200, "batch": 50, "rounds": 1, "tenants": 20, "limit": 10, "singles": 50}},
 }
-ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7", "P8"]
+ORDER = ["P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8"]
+
+
+# P2GL's CPU load: this many processes spinning in a loop beside both sides (default: one per core).
+LOAD_PROCESSES = int(os.environ.get("BENCH_LOAD_PROCESSES", str(os.cpu_count() or 2)))
+# Benchmarks that run another one's workload under the harness's CPU load.
+UNDER_LOAD = {"P2GL": "P2G"}
+
+
+def cpu_load(processes: int) -> list[subprocess.Popen]:
+    """Start ``processes`` interpreters that spin until killed (the "other work" of a loaded machine)."""
+    return [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdout=subprocess.DEVNULL)
+        for _ in range(processes)
+    ]
+
+
+def stop(load: list[subprocess.Popen]) -> None:
+    """Kill and reap the load processes of ``cpu_load``."""
+    for child in load:
+        child.kill()
+    for child in load:
+        child.wait()
 
 
 def ours_env() -> dict[str, str]:
@@ -197,15 +228,23 @@ def main(argv: list[str] | None = None) -> int:
             and not (side == "ours" and args.skip_ours)
             and not (side == "dbos" and args.skip_dbos)
         ]
-        if args.smoke:
-            # Smoke figures mean nothing, so the two sides run at the same time to keep CI short.
-            with ThreadPoolExecutor(len(sides) or 1) as pool:
-                futures = {
-                    side: pool.submit(run_side, side, bench, sizes[bench][side], timeout) for side in sides
-                }
-            entry: dict[str, Any] = {side: futures[side].result() for side in sides}
-        else:
-            entry = {side: run_side(side, bench, sizes[bench][side], timeout) for side in sides}
+        workload = UNDER_LOAD.get(bench, bench)
+        load = cpu_load(LOAD_PROCESSES) if bench in UNDER_LOAD else []
+        try:
+            if args.smoke:
+                # Smoke figures mean nothing, so the two sides run at the same time to keep CI short.
+                with ThreadPoolExecutor(len(sides) or 1) as pool:
+                    futures = {
+                        side: pool.submit(run_side, side, workload, sizes[bench][side], timeout)
+                        for side in sides
+                    }
+                entry: dict[str, Any] = {side: futures[side].result() for side in sides}
+            else:
+                entry = {side: run_side(side, workload, sizes[bench][side], timeout) for side in sides}
+        finally:
+            stop(load)
+        if load:
+            entry["load_processes"] = len(load)
         results[bench] = entry
         rows = report.rows_for(bench, entry, results.get("limit"))
         entry["rows"] = rows

@@ -93,10 +93,10 @@ def p1_sequential(
     meter = pg.CommitMeter(DBNAME)
     meter.measure_idle(idle_window)
     meter.start()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(workflows):
         ten_steps(steps)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     commits = meter.stop()
     DBOS.destroy()
     return {
@@ -105,6 +105,7 @@ def p1_sequential(
         "seconds": elapsed,
         "workflows_per_s": workflows / elapsed,
         "steps_per_s": workflows * steps / elapsed,
+        "cpu_ms_per_step": 1000 * cpu / (workflows * steps),
         "commits": commits,
         "commits_per_step": commits / (workflows * steps),
         "commits_per_workflow": commits / workflows,

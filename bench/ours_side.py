@@ -266,12 +266,12 @@ def p1_sequential(
     meter = pg.CommitMeter(DBNAME)
     meter.measure_idle(idle_window)
     meter.start()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for i in range(workflows):
         client.bench_sequential.create(f"p1-{i}")
     t_created = time.perf_counter()
     summary = _drain_all(rw, 600)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     connection.close()
     commits = meter.stop()
     # The same measure with workflows of twice the steps: the difference is the cost of STEPS more steps,
@@ -305,6 +305,7 @@ def p1_sequential(
         "create_seconds": t_created - t0,
         "workflows_per_s": workflows / elapsed,
         "steps_per_s": workflows * steps / elapsed,
+        "cpu_ms_per_step": 1000 * cpu / (workflows * steps),
         "commits": commits,
         "commits_per_step": commits / (workflows * steps),
         "commits_per_workflow": commits / workflows,

@@ -225,9 +225,10 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     def waiting_on(self, obj: models.Actor) -> str:
         """What the run does now: "running now" while an executor holds it, "due now" once its wait or
         sleep is over (a worker picks it up), else the queues it waits on; and the code version it waits
-        for when a worker of another version left it (a rolling deploy). A finished wait is not shown."""
+        for when a worker of another version left it (a rolling deploy): such a run is not "due now" for
+        the workers of this version, however late its wake time. A finished wait is not shown."""
         now = self._activity(obj)
-        if now.doing in (inspector.RUNNING, inspector.DUE):
+        if now.doing == inspector.RUNNING or (now.doing == inspector.DUE and not obj.awaiting_code_version):
             return f"{now.doing} now"
         names = ["any queue" if n == "*" else n for n in now.waiting_for]
         if obj.awaiting_code_version:

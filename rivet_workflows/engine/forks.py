@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import audit, dry_run, errors, inspector, ports, serde
@@ -21,7 +22,7 @@ from .repair_plans import compensated, plan_fork
 if TYPE_CHECKING:
     from .roles import RuntimeRole
 
-__all__ = ["FORK_SUFFIX", "ForkResult", "default_key", "fork"]
+__all__ = ["FORK_SUFFIX", "ForkResult", "default_key", "fork", "refusal"]
 
 #: the prefix of the key part a fork appends to the source's key when no key is given
 FORK_SUFFIX = "fork-"
@@ -55,16 +56,52 @@ class ForkResult:
         }
 
 
-def _refused_rolled_back(source_id: str, kept: list[ports.EntryRecord]) -> None:
-    undone = compensated(kept)
+def refusal(
+    runtime: RuntimeRole,
+    record: ports.ActorRecord,
+    entries: list[ports.EntryRecord],
+    entry_id: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> errors.RivetWorkflowsError | None:
+    """Why a fork of ``record`` (history ``entries``) at ``entry_id`` would be refused, or None; ``fork``
+    raises it, the admin's buttons show its ``metadata["reason"]``. In order: ``ActorTypeNotRegisteredError``,
+    ``WorkflowNotEnabledError``, with ``now`` ``WorkflowInFlightError`` while an executor holds the lease,
+    ``EntryNotFoundError``/``InvalidReplayTargetError`` (the step), ``WorkflowRolledBackError`` when a copied
+    step was compensated (``metadata.replay_from``: the step to fork from instead). The divergence check
+    (a dry replay with the fork's input) is not part of it: it needs the input."""
+    actor_id = record.actor_id
+    if record.name not in runtime.registry:
+        return errors.ActorTypeNotRegisteredError(
+            f"actor {actor_id} has type {record.name!r}, which is not registered in this process",
+            actor_id=actor_id,
+            name=record.name,
+            reason=f"refused: actor type {record.name!r} is not registered in this process",
+        )
+    if runtime.registry.get(record.name).run is None:
+        return errors.WorkflowNotEnabledError(
+            f"actor {record.name!r} has no workflow", actor_id=actor_id, reason="refused: no workflow"
+        )
+    if now is not None and inspector.in_flight(record, now):
+        return errors.WorkflowInFlightError(
+            "the workflow is running; fork it once it waits or finishes",
+            actor_id=actor_id,
+            reason="the workflow is running",
+        )
+    try:
+        copied = plan_fork(entries, entry_id)
+    except (errors.EntryNotFoundError, errors.InvalidReplayTargetError) as exc:
+        exc.metadata.setdefault("reason", f"refused: {exc.message}")
+        return exc
+    undone = compensated(copied)
     if not undone:
-        return
+        return None
     first = undone[0]
-    raise errors.WorkflowRolledBackError(
+    return errors.WorkflowRolledBackError(
         f"the workflow was rolled back (the rollback handler of {first.key!r} ran), so a fork keeping "
         f"{first.key!r} would carry on from work already undone; nothing was written. Fork from "
         f"{first.key!r}, the earliest compensated step, or from an earlier step",
-        actor_id=source_id,
+        actor_id=actor_id,
         operation="fork",
         compensated=[e.key for e in undone],
         replay_from=first.key,
@@ -125,22 +162,12 @@ def fork(
     store = runtime.store
     audit.action_record(source_id, audit.FORK, who, reason)  # refuse a bad who before anything
     record = store.get_actor(source_id)
-    if record.name not in runtime.registry:
-        raise errors.ActorTypeNotRegisteredError(
-            f"actor {source_id} has type {record.name!r}, which is not registered in this process",
-            actor_id=source_id,
-            name=record.name,
-        )
-    definition = runtime.registry.get(record.name)
-    if definition.run is None:
-        raise errors.WorkflowNotEnabledError(f"actor {record.name!r} has no workflow", actor_id=source_id)
-    if inspector.in_flight(record, store.now()):
-        raise errors.WorkflowInFlightError(
-            "the workflow is running; fork it once it waits or finishes", actor_id=source_id
-        )
     entries = store.load_history(source_id)
+    refused = refusal(runtime, record, entries, entry_id, now=store.now())
+    if refused is not None:
+        raise refused
+    definition = runtime.registry.get(record.name)
     copied = plan_fork(entries, entry_id)
-    _refused_rolled_back(source_id, copied)
 
     limit = runtime.settings.max_payload_bytes
     new_key = default_key(record.key) if key is None else normalize_key(key)

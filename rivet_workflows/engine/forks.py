@@ -22,7 +22,7 @@ from .repair_plans import compensated, plan_fork
 if TYPE_CHECKING:
     from .roles import RuntimeRole
 
-__all__ = ["FORK_SUFFIX", "ForkResult", "default_key", "fork", "refusal"]
+__all__ = ["FORK_SUFFIX", "ForkResult", "default_key", "fork", "plan_fork", "refusal"]
 
 #: the prefix of the key part a fork appends to the source's key when no key is given
 FORK_SUFFIX = "fork-"

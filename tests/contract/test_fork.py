@@ -223,3 +223,39 @@ def test_the_fork_copy_keeps_the_recorded_entries_fields(h):
         a.pop("seq"), b.pop("seq")
         assert a == b
     assert copy["validate"].seq < copy["reserve"].seq
+
+
+def test_a_fork_whose_new_input_takes_another_branch_is_refused_as_diverged(h):
+    async def run(ctx):
+        if ctx.input["express"]:
+            await ctx.step("courier", lambda s: "courier")
+        else:
+            await ctx.step("post", lambda s: "post")
+        return await ctx.step("done", lambda s: "done")
+
+    h.setup(wf=workflow(run=run))
+    source = h.runtime.client().wf.get_or_create("s", input={"express": True})
+    h.drain()
+    count = len(h.runtime.store.list_actors())
+    with pytest.raises(errors.HistoryDivergedError) as caught:
+        source.fork(input={"express": False})
+    assert caught.value.http_status == 409 and caught.value.metadata["operation"] == "fork"
+    assert len(h.runtime.store.list_actors()) == count
+    assert h.runtime.store.operator_actions(source.actor_id) == []
+    forked = source.fork("courier", input={"express": False})  # nothing of the branch copied: allowed
+    h.drain()
+    assert "post" in h.history(forked.actor_id) and forked.record().output == "done"
+
+
+def test_afork_is_the_async_twin(h):
+    import asyncio
+
+    async def run(ctx):
+        return await ctx.step("a", lambda s: ctx.input)
+
+    h.setup(wf=workflow(run=run))
+    source = h.runtime.client().wf.get_or_create("s", input=1)
+    h.drain()
+    forked = asyncio.run(source.afork("a", input=2))
+    h.drain()
+    assert forked.record().output == 2 and source.record().output == 1

@@ -259,3 +259,26 @@ def test_afork_is_the_async_twin(h):
     forked = asyncio.run(source.afork("a", input=2))
     h.drain()
     assert forked.record().output == 2 and source.record().output == 1
+
+
+def test_a_fork_of_a_sleeping_run_keeps_the_recorded_deadline(h):
+    calls: list = []
+
+    async def run(ctx):
+        await ctx.step("before", lambda s: calls.append("before"))
+        await ctx.sleep("nap", 60)
+        return await ctx.step("after", lambda s: calls.append("after") or "woke")
+
+    h.setup(wf=workflow(run=run), manual_clock=True)
+    source = h.runtime.client().wf.get_or_create("s")
+    h.drain()
+    deadline = h.history(source.actor_id)["nap"].data["deadline"]
+    h.clock.advance(30)
+    forked = source.fork()
+    h.drain()
+    assert forked.workflow_state() == ports.SLEEPING and forked.record().wake_at == deadline
+    assert calls == ["before"]
+    h.clock.advance(31)
+    h.drain()
+    assert forked.record().output == "woke" and source.record().output == "woke"
+    assert calls == ["before", "after", "after"]

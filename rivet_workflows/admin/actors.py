@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from .. import access, display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine.model import errors, ports, serde
-from ..engine.operate import audit, cancel, inspector, repairs, retrying
+from ..engine.operate import audit, cancel, forks, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -59,6 +60,33 @@ def _json_error(status: int, group: str, code: str, message: str, **metadata: An
     """An error of the trace JSON as ``{group, code, message, metadata}`` (it is read by a script)."""
     body = {"group": group, "code": code, "message": message, "metadata": metadata}
     return JsonResponse(body, status=status)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as the JSON a form field shows (tagged JSON, ``serde.to_json``: it reads back exactly)."""
+    return json.dumps(serde.to_json(value, where="form value"), indent=2, ensure_ascii=False)
+
+
+def _fork_options(form: dict[str, str]) -> dict[str, Any]:
+    """The ``forks.fork`` keyword arguments of the fork form: ``input`` (JSON), ``state`` (JSON; empty:
+    the source's), ``key`` (JSON, or plain text for a one-part string key; empty: the default).
+    ``ValueError`` naming the field whose JSON does not parse or decode."""
+    options: dict[str, Any] = {"input": ports.UNSET, "state": ports.UNSET, "key": None}
+    for field in ("input", "state"):
+        text = form[field].strip()
+        if field == "state" and not text:
+            continue
+        try:
+            options[field] = serde.from_json(json.loads(text))
+        except Exception as exc:  # JSONDecodeError, or a malformed tagged value
+            raise ValueError(f"{field}: not valid JSON ({exc})") from None
+    key = form["key"].strip()
+    if key:
+        try:
+            options["key"] = json.loads(key)
+        except ValueError:
+            options["key"] = key
+    return options
 
 
 def _stored(value: Any) -> Any:
@@ -277,6 +305,11 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
                 name="rivet_workflows_actor_replay",
             ),
             path(
+                "<str:actor_id>/fork/",
+                view(require_http_methods(["GET", "POST"])(self.fork_view)),
+                name="rivet_workflows_actor_fork",
+            ),
+            path(
                 "<str:actor_id>/recover/",
                 view(require_POST(self.recover_view)),
                 name="rivet_workflows_actor_recover",
@@ -340,6 +373,12 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             return "" if can_replay else "not allowed to replay this actor"
 
         replay_reasons = {e.key: why_not(repairs.REPLAY, e.key) for e in entries if e.kind == "step"}
+        fork_refused = forks.refusal(runtime, record, entries, now=now) if enabled else None
+        fork_all_reason = (
+            repairs.reason(fork_refused)
+            if fork_refused is not None
+            else ("" if can_replay else "not allowed to fork this actor")
+        )
         actor_row = models.Actor.objects.filter(pk=record.actor_id).first()
         queue = list(models.QueueMessage.objects.filter(actor_id=record.actor_id).order_by("-id")[:50])
         crons = list(
@@ -387,6 +426,8 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             ],
             "now": now,
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[record.actor_id]),
+            "fork_url": reverse("admin:rivet_workflows_actor_fork", args=[record.actor_id]),
+            "fork_all_reason": fork_all_reason,
             "recover_url": reverse("admin:rivet_workflows_actor_recover", args=[record.actor_id]),
             # paused and unfinished (a finished run's pause is over: nothing to resume)
             "paused": record.workflow_state == ports.PAUSED,
@@ -520,6 +561,85 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[actor_id]),
         }
         return TemplateResponse(request, "rivet_workflows/admin/replay_confirm.html", context)
+
+    def fork_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
+        """GET: the confirmation page of a fork at ``entry_id`` (a step; the whole history when empty,
+        DESIGN.md section 19): the entries it copies, the new actor's input (JSON, the source's, editable),
+        state (JSON; empty: the source's), key (JSON or text; empty: the source's plus a ``fork-<hex>``
+        part) and a reason; nothing changes. POST (with CSRF): do the fork and go to the new actor's page;
+        JSON that does not parse shows the form again (400) with the error; a refusal goes back to the
+        trace page with it. Operation ``replay``."""
+        record = self._record(request, actor_id, access.REPLAY)
+        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
+        data = request.POST if request.method == "POST" else request.GET
+        entry_id = data.get("entry_id") or None
+        runtime = _runtime()
+        refused = forks.refusal(
+            runtime, record, runtime.store.load_history(actor_id), entry_id, now=runtime.store.now()
+        )
+        if refused is not None:
+            self._refused(request, "fork", refused)
+            return HttpResponseRedirect(back)
+        form = {
+            "input": data.get("input", _json_text(record.input))
+            if request.method == "POST"
+            else _json_text(record.input),
+            "state": data.get("state", ""),
+            "key": data.get("key", ""),
+            "reason": (data.get("reason") or "")[:2000],
+        }
+        problem = ""
+        if request.method == "POST":
+            try:
+                options = _fork_options(form)
+            except ValueError as exc:
+                problem = str(exc)
+            else:
+                try:
+                    result = forks.fork(
+                        runtime,
+                        actor_id,
+                        entry_id,
+                        who=request.user.get_username(),
+                        reason=form["reason"] or None,
+                        **options,
+                    )
+                except errors.ActorNotFoundError as exc:
+                    raise Http404(str(exc)) from exc
+                except errors.ActorAlreadyExistsError as exc:
+                    problem = exc.message
+                except errors.RivetWorkflowsError as exc:
+                    self._refused(request, "fork", exc)
+                    return HttpResponseRedirect(back)
+                else:
+                    where = f"before step {entry_id!r}" if entry_id else "with the whole history"
+                    self.message_user(
+                        request,
+                        f"Forked {record.name} {display.short_key(record.key)} {where}: "
+                        f"{len(result.copied)} history entries copied; the new actor runs now.",
+                        messages.SUCCESS,
+                    )
+                    return HttpResponseRedirect(
+                        reverse("admin:rivet_workflows_actor_change", args=[result.actor_id])
+                    )
+        entries = runtime.store.load_history(actor_id)
+        copied = [e.key for e in forks.plan_fork(entries, entry_id)]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Fork {record.name} {display.short_key(record.key)}?",
+            "record": record,
+            "entry_id": entry_id,
+            "copied": copied,
+            "rerun": [e.key for e in entries if e.kind == "step" and e.key not in set(copied)],
+            "form": form,
+            "problem": problem,
+            "back_url": back,
+            "fork_url": reverse("admin:rivet_workflows_actor_fork", args=[actor_id]),
+        }
+        return TemplateResponse(
+            request, "rivet_workflows/admin/fork_confirm.html", context, status=400 if problem else 200
+        )
 
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: recover a failed workflow; operation ``replay``."""

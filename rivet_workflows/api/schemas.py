@@ -319,6 +319,31 @@ class PauseOut(Schema):
     pauseReason: str | None = None
 
 
+class ForkIn(StrictSchema):
+    """``POST .../inspector/workflow/fork`` (DESIGN.md section 19). ``entryId``: the step the fork starts at
+    (the history before it is copied; omitted: all of it). ``input``/``state``: the new actor's (any JSON,
+    tagged values decoded; omitted: the source's; ``null`` is a value). ``key``: the new actor's key (a
+    string, an integer or a list of them; omitted: the source's key plus a ``fork-<hex>`` part).
+    ``reason``: why, kept in both actors' audit rows."""
+
+    entryId: str | None = Field(None, pattern=inputs.TEXT_PATTERN)
+    input: Any = None
+    state: Any = None
+    key: Key | None = None
+    reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+
+
+class ForkOut(Schema):
+    """The new actor: ``actor_id`` and ``key``; the source's ``source_id``, the ``entry_id`` forked at, and
+    ``copied``, the history entry ids the new actor starts with."""
+
+    actor_id: str
+    key: list[Any]
+    source_id: str
+    entry_id: str | None
+    copied: list[str]
+
+
 class RepairOut(Schema):
     actorId: str
     deleted: list[str]

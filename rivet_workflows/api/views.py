@@ -12,9 +12,9 @@ from .. import access, inputs, models, states, tracing
 from ..conf import rivet_settings
 from ..engine.actor.delivery import send_message
 from ..engine.client.sending import database_turn, waiting_send_slot
-from ..engine.model import errors, serde
+from ..engine.model import errors, ports, serde
 from ..engine.model.keys import normalize_key
-from ..engine.operate import audit, cancel, inspector, repairs, retrying
+from ..engine.operate import audit, cancel, forks, inspector, repairs, retrying
 from . import schemas as s
 from .auth import ApiAuth, principal_of
 from .errors import raised
@@ -380,6 +380,37 @@ def replay_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ReplayIn
         return repairs.replay_plan(runtime(), actor_id, entry_id).as_dict()
     who = access.operator_name(request.auth, request)
     return repairs.replay(runtime(), actor_id, entry_id, who=who, reason=reason).as_dict()
+
+
+@router.post(
+    "/actors/{actor_id}/inspector/workflow/fork",
+    response={200: s.ForkOut, **_errors(404, 409, 413)},
+    **_auth(access.REPLAY, inspector=True),
+    tags=["inspector"],
+    summary="Fork the workflow",
+)
+def fork_workflow(request: HttpRequest, actor_id: ActorId, payload: s.ForkIn | None = None) -> Any:
+    """Body ``{entryId?, input?, state?, key?, reason?}`` (optional; ``null`` is no body): create a new actor
+    of the same type whose history is this one's before the step ``entryId`` (all of it when omitted), with
+    ``input``/``state`` (this actor's when omitted) and ``key`` (default: this key plus a ``fork-<hex>``
+    part), and run it from there; this actor is not changed (DESIGN.md section 19). Answers ``{actor_id,
+    key, source_id, entry_id, copied}``. 404 ``entry_not_found`` for an ``entryId`` the history has not,
+    400 ``invalid_replay_target`` when it is not a step; 409 ``actor_already_exists`` when the key is
+    taken, ``workflow_in_flight`` while an executor holds the actor, ``rolled_back`` when a copied step was
+    compensated (``metadata.replay_from``), ``history_diverged`` when the copy does not replay with the new
+    input. A refused fork writes nothing. ``reason`` goes into both audit rows ``fork`` (who: the user name,
+    or ``"token"``). Operation ``replay``."""
+    _record(request, actor_id, access.REPLAY)
+    given = payload.model_fields_set if payload is not None else set()
+    options: dict[str, Any] = {
+        "input": _decode(payload.input, "input") if "input" in given else ports.UNSET,
+        "state": _decode(payload.state, "state") if "state" in given else ports.UNSET,
+        "key": normalize_key(payload.key) if payload is not None and payload.key is not None else None,
+        "reason": payload.reason if payload is not None else None,
+    }
+    entry_id = payload.entryId if payload is not None else None
+    who = access.operator_name(request.auth, request)
+    return forks.fork(runtime(), actor_id, entry_id, who=who, **options).as_dict()
 
 
 @router.post(

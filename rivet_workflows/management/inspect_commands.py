@@ -1,4 +1,4 @@
-"""The ``list``, ``show``, ``start`` and ``send`` subcommands of ``manage.py rivet`` (DESIGN.md section 14):
+"""The ``list``, ``show``, ``start``, ``send`` and ``fork`` subcommands of ``manage.py rivet`` (DESIGN.md section 14):
 look at actors and drive them from a terminal. Thin: parse, call the engine or ``ops``, print."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..engine.model import errors, ports
 from ..engine.operate import inspector
 from . import console
 
-HANDLED = frozenset({"list", "show", "start", "send"})
+HANDLED = frozenset({"list", "show", "start", "send", "fork"})
 
 #: characters of an error message shown in a table cell of ``rivet show``
 ERROR_CHARS = 70
@@ -48,6 +48,16 @@ def add_parsers(subs: Any) -> None:
     send.add_argument(
         "--timeout", type=float, metavar="S", help="seconds to wait with --wait (default ACTION_TIMEOUT)"
     )
+    fork = subs.add_parser(
+        "fork",
+        help="Fork ACTOR_ID: a new actor of its type with its history (before --entry) and its input "
+        "(or --input), run from there; ACTOR_ID is not changed.",
+    )
+    fork.add_argument("actor_id", metavar="ACTOR_ID")
+    fork.add_argument("--entry", metavar="ID", help="the step to fork at (copied: the history before it)")
+    fork.add_argument("--input", metavar="JSON", help="the new actor's input as JSON (default: the source's)")
+    fork.add_argument("--key", metavar="KEY", help="the new actor's key (default: the source's + fork-<hex>)")
+    fork.add_argument("--reason", help="why (kept in both actors' operator actions)")
 
 
 def handle(command: Any, sub: str, options: dict) -> None:
@@ -60,6 +70,8 @@ def handle(command: Any, sub: str, options: dict) -> None:
         _start(command, options)
     elif sub == "send":
         _send(command, options)
+    elif sub == "fork":
+        _fork(command, options)
 
 
 def _json_argument(text: str, what: str, hint: str = "") -> Any:
@@ -323,3 +335,25 @@ def _send(command: Any, options: dict) -> None:
     if result.status != "completed":
         raise CommandError(f"no response: {result.detail or 'timed out'}")
     command.stdout.write(json.dumps(inspector.plain(result.response)[0], ensure_ascii=False))
+
+
+def _fork(command: Any, options: dict) -> None:
+    from .. import django_runtime
+    from ..engine.operate import audit, forks
+
+    runtime = django_runtime.get_runtime()
+    given = options.get("input")
+    result = forks.fork(
+        runtime,
+        options["actor_id"],
+        options.get("entry") or None,
+        input=ports.UNSET if given is None else _json_argument(given, "--input"),
+        key=None if options.get("key") is None else _key_argument(options["key"]),
+        who=audit.COMMAND,
+        reason=options.get("reason"),
+    )
+    where = f"before {result.entry_id!r}" if result.entry_id else "the whole history"
+    command.stdout.write(
+        f"forked {options['actor_id']} ({where}, {len(result.copied)} entries copied): "
+        f"{display.key_json(result.key)} {result.actor_id}"
+    )

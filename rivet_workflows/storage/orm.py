@@ -178,6 +178,64 @@ class DjangoStore(
             return mapper.actor_from_model(row), False
         return mapper.actor_from_model(row), True
 
+    def fork_actor(
+        self,
+        source_id: str,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        entries: list[ports.EntryRecord],
+        *,
+        source_audit: ports.OperatorActionRecord,
+        fork_audit: ports.OperatorActionRecord,
+        flow: ports.Flow | None = None,
+    ) -> ports.ActorRecord:
+        """The fork in one transaction (``ports.Store.fork_actor``): the actor row due now (database
+        clock), its history as one ``bulk_create`` in list order (ids, the ``seq``, follow it), both audit
+        rows. ``ActorNotFoundError``, ``ActorAlreadyExistsError`` (the unique key), ``SerializationError``
+        (checked before anything is written)."""
+        state_json = serde.to_json(state, where="state")
+        input_json = serde.to_json(input, where="input")
+        text = mapper.key_text(key)
+        encoded = [mapper.entry_values(rec, rec.created_at) for rec in entries]
+        try:
+            with self._atomic():
+                if not self._actors().filter(pk=source_id, destroyed=False).exists():
+                    raise errors.ActorNotFoundError(f"no actor with id {source_id!r}", actor_id=source_id)
+                now = self.now()
+                row = self._actors().create(
+                    name=name,
+                    key=list(key),
+                    key_text=text,
+                    state=state_json,
+                    input=input_json,
+                    workflow_state=ports.PENDING,
+                    wake_at=now,
+                    created_at=now,
+                    updated_at=now,
+                    deadline_at=(
+                        None
+                        if flow is None or flow.timeout is None
+                        else now + timedelta(seconds=flow.timeout)
+                    ),
+                    **mapper.flow_columns(flow),
+                )
+                for values in encoded:
+                    values["created_at"] = values["created_at"] or now
+                models.HistoryEntry.objects.using(self.using).bulk_create(
+                    [models.HistoryEntry(actor_id=row.pk, **values) for values in encoded]
+                )
+                self._write_audit(source_id, source_audit, now)
+                self._write_audit(row.pk, fork_audit, now)
+        except IntegrityError:
+            if self._actors().filter(name=name, key_text=text, destroyed=False).exists():
+                raise errors.ActorAlreadyExistsError(
+                    f"actor {name!r} with key {key!r} already exists", name=name, key=list(key)
+                ) from None
+            raise
+        return mapper.actor_from_model(row)
+
     def get_actor(self, actor_id: str) -> ports.ActorRecord:
         """The actor's record; ActorNotFoundError if unknown or destroyed."""
         row = self._actors().filter(pk=actor_id, destroyed=False).first()

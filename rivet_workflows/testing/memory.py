@@ -179,6 +179,39 @@ class MemoryStore(
         self._changed.notify_all()
         return rows.actor_record(row), True
 
+    def fork_actor(
+        self,
+        source_id: str,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        entries: list[ports.EntryRecord],
+        *,
+        source_audit: ports.OperatorActionRecord,
+        fork_audit: ports.OperatorActionRecord,
+        flow: ports.Flow | None = None,
+    ) -> ports.ActorRecord:
+        """The fork in one critical section (see ``ports.Store.fork_actor``): everything is encoded before
+        the first write; ``ActorNotFoundError``, ``ActorAlreadyExistsError``, ``SerializationError``."""
+        key_text = rows.key_text(key)
+        copies = [rows.encode_entry(e.copy()) for e in entries]
+        audits = (encode_action(source_audit), encode_action(fork_audit))
+        serde.to_json(input, where="actor input")
+        serde.to_json(state, where="actor state")
+        with self._lock:
+            self._row(source_id)
+            if (name, key_text) in self._by_key:
+                raise errors.ActorAlreadyExistsError(
+                    f"actor {name!r} with key {key!r} already exists", name=name, key=list(key)
+                )
+            record, _ = self._insert(name, key, key_text, input, state, True, None, flow)
+            now = self.now()
+            self._write_history(record.actor_id, copies, [], now)
+            self._write_audit(source_id, audits[0], now)
+            self._write_audit(record.actor_id, audits[1], now)
+            return record
+
     def get_actor(self, actor_id: str) -> ports.ActorRecord:
         """The actor's current record (decoded copy); ``ActorNotFoundError`` if unknown or destroyed."""
         with self._lock:

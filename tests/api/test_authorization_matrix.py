@@ -311,6 +311,7 @@ def admin_probes(client: Client, operation: str, world: dict) -> list[tuple[str,
         return [
             ("replay button", admin_outcome(client.post(f"{ADMIN}/{order}/replay/", {"entry_id": ""}))),
             ("recover button", admin_outcome(client.post(f"{ADMIN}/{order}/recover/"))),
+            ("fork button", admin_outcome(client.post(f"{ADMIN}/{order}/fork/", {"input": "null"}))),
             ("bulk recover", bulk_outcome(client, "recover", world["bulk_order"])),
         ]
     if operation == access.OPERATE:
@@ -427,9 +428,10 @@ def test_the_inspector_routes_ask_the_hook(rivet, client):
     for path in ("workflow-history", "audit"):
         response = client.get(f"{base}/{path}", **auth)
         assert response.status_code == 403 and "entryMetadata" not in response.content.decode(), path
-    for path in ("workflow/pause", "workflow/resume", "workflow/recover", "workflow/replay"):
+    for path in ("workflow/pause", "workflow/resume", "workflow/recover", "workflow/replay", "workflow/fork"):
         assert client.post(f"{base}/{path}", "{}", content_type="application/json", **auth).status_code == 403
     assert handle.workflow_state() == "failed" and not models.OperatorAction.objects.exists()
+    assert models.Actor.objects.count() == 1  # no fork either
 
 
 def test_the_replay_permission_without_view_operates_nothing(rivet, client, django_user_model):
@@ -441,8 +443,9 @@ def test_the_replay_permission_without_view_operates_nothing(rivet, client, djan
     user.user_permissions.add(Permission.objects.get(codename="replay_workflow"))
     client.force_login(user)
     base = f"{API}/actors/{handle.actor_id}/inspector/workflow"
-    for path in ("pause", "resume", "recover", "replay"):
+    for path in ("pause", "resume", "recover", "replay", "fork"):
         assert client.post(f"{base}/{path}", "{}", content_type="application/json").status_code == 403, path
     assert client.post(f"{ADMIN}/{handle.actor_id}/pause/", {"reason": ""}).status_code == 403
     assert client.post(f"{ADMIN}/{handle.actor_id}/replay/", {"entry_id": ""}).status_code == 403
+    assert client.post(f"{ADMIN}/{handle.actor_id}/fork/", {"input": "null"}).status_code == 403
     assert handle.workflow_state() == "failed" and not models.OperatorAction.objects.exists()

@@ -99,6 +99,7 @@ _BODY_BASES = {
     "run_query": {"args": []},
     "send_to_queue": {"body": 1},
     "replay_workflow": {},
+    "fork_workflow": {},
     "recover_workflow": {},
     "pause_workflow": {},
     "resume_workflow": {},

@@ -216,3 +216,28 @@ def test_list_and_show_say_what_the_run_does_now_not_a_finished_wait(runtime) ->
     runtime.store.commit(actor_id, token, ports.Commit(release=True))
     due = next(line for line in rivet("list").splitlines() if actor_id in line)
     assert "(due now)" in due and "approve" not in due
+
+
+def test_fork_runs_a_copy_with_new_input_and_leaves_the_source(runtime) -> None:
+    actor_id = _started("o-fork")
+    django_runtime.drain(timeout=2)
+    runtime.store.send(actor_id, "approve", "ann", True)
+    django_runtime.drain(timeout=5)
+    source = runtime.store.get_actor(actor_id)
+    assert source.workflow_state == ports.COMPLETED
+
+    out = rivet("fork", actor_id, "--entry", "charge", "--input", '{"sku": "B-2"}', "--key", "o-fork-2")
+    assert out.startswith(f"forked {actor_id} (before 'charge', 3 entries copied): [\"o-fork-2\"] ")
+    new_id = out.split()[-1]
+    django_runtime.drain(timeout=5)
+    forked = runtime.store.get_actor(new_id)
+    assert forked.workflow_state == ports.COMPLETED and forked.output == {"input": {"sku": "B-2"}}
+    assert runtime.store.get_actor(actor_id).output == source.output
+    assert [a.who for a in runtime.store.operator_actions(new_id)] == ["command"]
+
+    with pytest.raises(CommandError, match="EntryNotFoundError"):
+        rivet("fork", actor_id, "--entry", "nope")
+    with pytest.raises(CommandError, match="--input is not valid JSON"):
+        rivet("fork", actor_id, "--input", "{")
+    with pytest.raises(CommandError, match="ActorAlreadyExistsError"):
+        rivet("fork", actor_id, "--key", "o-fork-2")

@@ -1018,6 +1018,69 @@ def test_a_destroyed_actor_takes_its_operator_actions_with_it(h):
     assert h.store.operator_actions(actor_id) == []
 
 
+# --- fork (DESIGN.md section 19) ------------------------------------------------------------------------
+
+
+def _fork(h, source_id, key="forked", entries=(), **kwargs):
+    return h.store.fork_actor(
+        source_id,
+        "order",
+        [key],
+        kwargs.pop("input", {"in": 2}),
+        kwargs.pop("state", {"count": 5}),
+        list(entries),
+        source_audit=_action(source_id, "fork", reason="to forked"),
+        fork_audit=_action("", "fork", reason="from source"),
+        **kwargs,
+    )
+
+
+def test_fork_actor_creates_a_due_actor_with_the_copied_history_and_both_audit_rows(h):
+    source_id = h.new_actor("source")
+    token = h.store.claim(source_id, "w", 30)
+    h.store.commit(source_id, token, ports.Commit(upserts=[entry("a"), entry("b")], release=True))
+    source_history = h.store.load_history(source_id)
+    copies = [e.copy() for e in source_history]
+    copies[1].status, copies[1].attempts = ports.ENTRY_PENDING, 0
+    copies[0].data = {"output": Decimal("1.5"), "at": datetime(2026, 1, 2, tzinfo=UTC)}
+    before = h.store.now()
+
+    record = _fork(h, source_id, entries=copies, flow=ports.Flow(priority=3, timeout=60))
+
+    assert record.actor_id != source_id and (record.name, record.key) == ("order", ["forked"])
+    assert (record.input, record.state) == ({"in": 2}, {"count": 5})
+    assert record.workflow_state == ports.PENDING and record.lease_owner is None
+    assert record.wake_at is not None and before <= record.wake_at <= h.store.now()  # due now
+    assert record.priority == 3 and record.deadline_at is not None
+    assert [a for a, _ in h.store.claim_due("w2", 10, 30)] == [record.actor_id]
+    forked = h.store.load_history(record.actor_id)
+    assert [e.key for e in forked] == ["a", "b"] and forked[0].seq < forked[1].seq
+    assert forked[0].data == copies[0].data and forked[0].created_at == source_history[0].created_at
+    assert (forked[1].status, forked[1].attempts) == (ports.ENTRY_PENDING, 0)
+    assert h.store.load_history(source_id) == source_history  # the source's history is its own
+    [on_source] = h.store.operator_actions(source_id)
+    [on_fork] = h.store.operator_actions(record.actor_id)
+    assert (on_source.action, on_source.reason) == ("fork", "to forked")
+    assert (on_fork.action, on_fork.reason, on_fork.actor_id) == ("fork", "from source", record.actor_id)
+    assert h.store.find_actor("order", ["forked"]).actor_id == record.actor_id
+
+
+def test_fork_actor_of_a_taken_key_or_a_missing_source_writes_nothing(h):
+    source_id = h.new_actor("source")
+    h.new_actor("taken")
+    with pytest.raises(errors.ActorAlreadyExistsError):
+        _fork(h, source_id, key="taken", entries=[entry("a")])
+    with pytest.raises(errors.ActorNotFoundError):
+        _fork(h, "no-such-actor", key="fresh")
+    with pytest.raises(errors.SerializationError):
+        _fork(h, source_id, key="fresh", entries=[entry("a", output=object())])
+    with pytest.raises(errors.SerializationError):
+        _fork(h, source_id, key="fresh", state=object())
+    assert h.store.operator_actions(source_id) == []
+    assert sorted(a.key[0] for a in h.store.list_actors()) == ["source", "taken"]
+    assert h.store.find_actor("order", ["fresh"]) is None
+
+
 # --- wakes of released actors -------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from ..model import errors, ports, serde
 from ..model.keys import MAX_KEY_INT as MAX_KEY_INT
 from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
-from ..operate import repairs, retrying
+from ..operate import forks, repairs, retrying
 from ..operate.cancel import cancel as cancel_workflow
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
@@ -404,6 +404,31 @@ class ActorHandle:
         check_not_reentrant(self.actor_id, "retry the workflow from inside its own step")
         return retrying.retry(self.runtime, self.actor_id, reason)
 
+    def fork(
+        self,
+        entry_id: str | None = None,
+        input: Any = ports.UNSET,
+        state: Any = ports.UNSET,
+        key: Any = None,
+        reason: str | None = None,
+    ) -> ActorHandle:
+        """A new actor of this type that starts from a copy of this one's history up to, not including, the
+        step ``entry_id`` (all of it when None) and runs from there (DESIGN.md section 19; the manual's
+        "Fork a run"): the copied steps replay their recorded results, the rest runs fresh.
+
+        ``input``/``state``: the new actor's (this actor's when left out); ``key``: its key (default: this
+        key plus a ``"fork-<hex>"`` part, new for each fork). This actor is not changed; both get the audit
+        row ``fork`` (who ``"python"``, ``reason``). Returns the new actor's handle. Raises, writing nothing,
+        ``WorkflowInFlightError`` while an executor holds this actor, ``EntryNotFoundError``,
+        ``InvalidReplayTargetError``, ``WorkflowRolledBackError``, ``HistoryDivergedError``,
+        ``ActorAlreadyExistsError`` (the key is taken), ``SerializationError`` (see ``forks.fork``).
+        """
+        check_not_reentrant(self.actor_id, "fork the workflow from inside its own step")
+        result = forks.fork(
+            self.runtime, self.actor_id, entry_id, input=input, state=state, key=key, reason=reason
+        )
+        return ActorHandle(self.runtime, self.definition, result.actor_id, result.key)
+
     adestroy = _twin(destroy)
     areplay = _twin(replay)
     arecover = _twin(recover)
@@ -411,6 +436,7 @@ class ActorHandle:
     apause = _twin(pause)
     aresume = _twin(resume)
     aretry = _twin(retry)
+    afork = _twin(fork)
 
     # --- reads --------------------------------------------------------------------------------------
 

@@ -178,6 +178,31 @@ class Store(Protocol):
         """Delete the actor with its history, messages and schedules; its key is free again and a running
         executor's next write is fenced off. ``ActorNotFoundError`` if there is no such actor."""
 
+    @abstractmethod
+    def fork_actor(
+        self,
+        source_id: str,
+        name: str,
+        key: list,
+        input: Any,
+        state: Any,
+        entries: list[EntryRecord],
+        *,
+        source_audit: OperatorActionRecord,
+        fork_audit: OperatorActionRecord,
+        flow: Flow | None = None,
+    ) -> ActorRecord:
+        """Create the fork of ``source_id`` (DESIGN.md section 19) in one atomic write: the actor ``(name,
+        key)`` with ``input`` and ``state``, pending and due now (store clock), with ``flow``'s controls
+        (as ``create_actor``); its history ``entries`` (copies of the source's, as ``engine.forks`` chose
+        them) inserted in list order, so their ``seq`` keeps that order, each keeping its key, location,
+        kind, data, status, attempts, error and times; the audit row ``source_audit`` on the source and
+        ``fork_audit`` (its ``actor_id`` ignored) on the new actor. The source is not otherwise touched.
+
+        Returns the new actor's record. Raises, writing nothing, ``ActorNotFoundError`` when the source is
+        gone, ``ActorAlreadyExistsError`` when ``(name, key)`` is taken (also by a concurrent creator),
+        ``SerializationError`` for a value that does not encode."""
+
     # --- leases ------------------------------------------------------------------------------------
     @abstractmethod
     def claim(self, actor_id: str, owner: str, lease_seconds: float) -> int | None:

@@ -1,6 +1,6 @@
 """The operator audit: what an operator action records and how it is read back (DESIGN.md section 12).
 
-Every operator action (replay, replay all, recover, cancel, pause, resume, retry, and each of them as one actor
+Every operator action (replay, replay all, recover, cancel, pause, resume, retry, fork, and each of them as one actor
 of a bulk action) writes one ``ports.OperatorActionRecord``: a repair or a cancel hands it to the store as
 ``Commit.audit``, in the transaction that makes the change, so an action is never done without its row
 (nor the row written for an action that was refused); an action with no fenced commit of its own calls
@@ -27,7 +27,9 @@ PAUSE = "pause"
 RESUME = "resume"
 #: a suspended run retried (DESIGN.md section 16)
 RETRY = "retry"
-ACTIONS = frozenset({REPLAY, REPLAY_ALL, RECOVER, CANCEL, PAUSE, RESUME, RETRY})
+#: a fork (DESIGN.md section 19): written on the source and on the new actor, each reason naming the other
+FORK = "fork"
+ACTIONS = frozenset({REPLAY, REPLAY_ALL, RECOVER, CANCEL, PAUSE, RESUME, RETRY, FORK})
 
 #: ``who`` of an action done through the Python API (``handle.replay``...) and by ``manage.py rivet``
 PYTHON = "python"

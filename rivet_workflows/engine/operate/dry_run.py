@@ -132,6 +132,9 @@ class ReadOnlyStore(ports.BaseStore):
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 
+    def fork_actor(self, source_id: str, *args: Any, **kwargs: Any) -> ports.ActorRecord:
+        return self._refuse("fork_actor")
+
     def flow_retry_at(self, actor_id: str) -> datetime | None:
         return self._store.flow_retry_at(actor_id)
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 from ..model import errors, ports
 from ..run.history import parent_key
 
-__all__ = ["compensated", "history_after_recover", "plan_recover", "plan_replay", "plan_replay_resets"]
+__all__ = [
+    "compensated",
+    "history_after_recover",
+    "plan_fork",
+    "plan_recover",
+    "plan_replay",
+    "plan_replay_resets",
+]
 
 
 def plan_replay(entries: list[ports.EntryRecord], entry_id: str | None) -> list[str]:
@@ -101,3 +108,31 @@ def compensated(entries: list[ports.EntryRecord]) -> list[ports.EntryRecord]:
     creation order: the work they did was undone, or partly undone, by the workflow's rollback."""
     hit = [e for e in entries if e.rollback_completed_at is not None or e.rollback_error is not None]
     return sorted(hit, key=lambda e: e.seq)
+
+
+def plan_fork(entries: list[ports.EntryRecord], entry_id: str | None) -> list[ports.EntryRecord]:
+    """The history a fork from ``entry_id`` starts with (DESIGN.md section 19): copies of the entries a
+    replay from that step would keep (``plan_replay``: everything before the step, or before its innermost
+    enclosing loop; every entry when ``entry_id`` is None), in creation order, with
+
+    * the joins and races holding a step left out reopened (``plan_replay_resets``), so the branch runs;
+    * failed and exhausted steps reset to pending with no attempts (``plan_recover``): they run afresh;
+    * a completable message received but not completed marked completed in the copy: its sender waits on
+      the source actor, and a completion by the fork would answer a message of another actor.
+
+    Raises ``EntryNotFoundError`` and ``InvalidReplayTargetError`` as ``plan_replay`` does. The copies keep
+    keys, kinds, data (a received message's body is in its entry: the fork does not need the message),
+    attempts, times and seq order; the caller refuses compensated entries (``compensated``).
+    """
+    gone = set(plan_replay(entries, entry_id)) if entry_id is not None else set()
+    reopened = {e.key: e for e in plan_replay_resets(entries, sorted(gone))}
+    kept = [reopened.get(e.key, e).copy() for e in sorted(entries, key=lambda e: e.seq) if e.key not in gone]
+    recovered = {e.key: e for e in plan_recover(kept)}
+    out: list[ports.EntryRecord] = []
+    for entry in kept:
+        entry = recovered.get(entry.key, entry)
+        data = entry.data
+        if entry.kind == "message" and data.get("completable") and not data.get("completed"):
+            entry.data = {**data, "completed": True}
+        out.append(entry)
+    return out

@@ -38,7 +38,7 @@ class _SubParser(argparse.ArgumentParser):
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: list, show, start, send, drain, check, gates, recover, pause, resume, cancel, retry, prune, export, demo."
+    help = "rivet_workflows operations: list, show, start, send, fork, drain, check, gates, recover, pause, resume, cancel, retry, prune, export, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
@@ -62,7 +62,7 @@ class Command(BaseCommand):
             pass_through="demo_args",
         )
         ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, cancel, retry, prune
-        inspect_commands.add_parsers(subs)  # list, show, start, send
+        inspect_commands.add_parsers(subs)  # list, show, start, send, fork
 
     def run_from_argv(self, argv: list[str]) -> None:
         """The command run as a process (``manage.py rivet ...``): at its end it waits at most

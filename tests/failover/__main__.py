@@ -1,0 +1,401 @@
+"""The failover test: ``python -m tests.failover [--actors N] [--json FILE] [--keep]`` (DESIGN.md section 21).
+
+It starts, in a temporary folder, a PostgreSQL primary and a synchronous streaming standby of its own (the
+standby made with ``pg_basebackup -R``; the primary has ``synchronous_standby_names`` naming it and
+``synchronous_commit=on``, so a commit is acknowledged only once the standby has flushed it), migrates the
+schema, and starts real Celery workers and a beat whose ``DATABASE_URL`` names both servers::
+
+    postgres://postgres@127.0.0.1,127.0.0.1/rivet_failover?port=P1,P2&target_session_attrs=read-write
+
+Workflows of six steps each are created through that same URL while the workers run them. Mid-load it
+SIGKILLs every process of the primary at once (the machine is gone: no acknowledgement leaves it any more),
+waits ``--promote-after`` seconds (the time a failover manager takes to decide) and promotes the standby
+(``pg_ctl promote``). libpq then finds the read-write server among the hosts, the workers and the beat
+reconnect, the leases of the runs cut short expire and the sweep hands them out again.
+
+The workers journal, outside the database and fsync'ed, each step body they start and each commit of a
+completed step that PostgreSQL acknowledged (``tests.failover.workflows``). The checks:
+
+* every acknowledged step is on the promoted standby, completed;
+* no step body started after its commit was acknowledged (a body whose commit was never acknowledged may
+  run again: steps run at least once);
+* every workflow completed; no worker or beat exited on its own;
+* the kill really happened mid-load: steps were acknowledged before the kill and after the promotion.
+
+Prints a summary (time to take over, steps acknowledged, lost, re-run) and exits 1 on a violation (keeping
+its folder with every server's and worker's log). ``tests/failover/test_failover.py`` runs it in the
+suite's PostgreSQL pass; ``make failover`` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tests.soak.services import PrivatePostgres, _pg_bin
+from tests.system.conftest import Cluster
+
+REGISTRY = "tests.failover.workflows.registry"
+DATABASE = "rivet_failover"
+STANDBY_NAME = "standby1"
+FINISHED = ("completed", "failed", "cancelled")
+
+
+def _options(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.failover", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--actors", type=int, default=60, help="workflows created (default 60)")
+    parser.add_argument("--spread", type=float, default=8.0, help="seconds the creations span (default 8)")
+    parser.add_argument("--work", type=float, default=0.1, help="seconds each step body sleeps (default 0.1)")
+    parser.add_argument("--workers", type=int, default=2, help="Celery workers (default 2)")
+    parser.add_argument("--concurrency", type=int, default=4, help="threads per worker (default 4)")
+    parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS (default 3)")
+    parser.add_argument("--sweep", type=float, default=0.3, help="SWEEP_INTERVAL seconds (default 0.3)")
+    parser.add_argument("--kill-after-acks", type=int, default=60,
+                        help="kill the primary once this many steps were acknowledged (default 60)")  # fmt: skip
+    parser.add_argument("--promote-after", type=float, default=1.0,
+                        help="seconds between the kill and the promotion (default 1)")  # fmt: skip
+    parser.add_argument("--drain", type=float, default=90.0, help="seconds allowed to finish (default 90)")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the folder (logs) even when it passes")
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Result:
+    """What the run measured (seconds are wall-clock durations)."""
+
+    actors: int = 0
+    steps_acknowledged: int = 0
+    acknowledged_before_kill: int = 0
+    acknowledged_after_promotion: int = 0
+    acknowledged_lost: int = 0
+    ran_again_after_ack: int = 0
+    #: step bodies that ran more than once (their first commit was never acknowledged: allowed)
+    bodies_rerun: int = 0
+    promote_seconds: float = 0.0
+    #: from the promotion to the first step acknowledged by the new primary
+    first_ack_after_promotion: float = 0.0
+    #: from the kill to the first step acknowledged by the new primary (promote_after included)
+    takeover_seconds: float = 0.0
+    #: from the kill to the last workflow completed
+    drain_seconds: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+
+class Failover:
+    """One run (``run()``): the two servers, the workers, the load, the kill and the promotion."""
+
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.o = options
+        self.tmp = Path(tempfile.mkdtemp(prefix="rivet-failover-"))
+        self.result = Result()
+        self.primary = PrivatePostgres(self.tmp / "primary", DATABASE)
+        self.standby: PrivatePostgres | None = None
+        self.cluster: Cluster | None = None
+        self.created: list[str] = []
+        self.killed_at = 0.0
+        self.promoted_at = 0.0
+
+    # --- the servers -------------------------------------------------------------------------------
+
+    def start_servers(self) -> None:
+        """The primary, then the standby from its base backup, streaming synchronously."""
+        self.primary.start("-c wal_level=replica -c max_wal_senders=5 -c synchronous_commit=on")
+        self.primary.create_database()
+        standby = PrivatePostgres(self.tmp / "standby", DATABASE, init=False)
+        # -R writes standby.signal and primary_conninfo (postgresql.auto.conf); -X stream copies the WAL too
+        standby.run(
+            _pg_bin("pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            "-D", str(standby.data), "-X", "stream", "-R", "--checkpoint=fast", "--no-sync",
+        )  # fmt: skip
+        # name the standby as synchronous_standby_names does (the last setting in the file wins)
+        with open(standby.data / "postgresql.auto.conf", "a") as conf:
+            conf.write(
+                f"primary_conninfo = 'host=127.0.0.1 port={self.primary.port} user=postgres "
+                f"application_name={STANDBY_NAME}'\n"
+            )
+        standby.start("-c hot_standby=on")
+        self.standby = standby
+        # synchronous from now on (set before the standby existed, every commit would wait for it)
+        with self.primary.connect() as conn:
+            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'")
+            conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with self.primary.connect() as conn:
+                row = conn.execute(
+                    "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s", [STANDBY_NAME]
+                ).fetchone()
+            if row and row[0] == "sync":
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the standby did not become synchronous within 30 s")
+
+    @property
+    def url(self) -> str:
+        assert self.standby is not None
+        return (
+            f"postgres://postgres@127.0.0.1,127.0.0.1/{DATABASE}?port={self.primary.port},{self.standby.port}"
+            "&target_session_attrs=read-write&connect_timeout=2"
+        )
+
+    def kill_primary(self) -> None:
+        """SIGKILL the primary's postmaster and every one of its processes at once (stopped first, so none
+        sends anything more: no acknowledgement, no WAL to the standby)."""
+        postmaster = int((self.primary.data / "postmaster.pid").read_text().split()[0])
+        victims = [postmaster, *_children(postmaster)]
+        for pid in victims:
+            _signal(pid, signal.SIGSTOP)
+        self.killed_at = time.time()
+        for pid in victims:
+            _signal(pid, signal.SIGKILL)
+
+    def promote(self) -> None:
+        assert self.standby is not None
+        began = time.time()
+        self.standby.run(_pg_bin("pg_ctl"), "-D", str(self.standby.data), "-w", "-t", "60", "promote")
+        self.promoted_at = time.time()
+        self.result.promote_seconds = round(self.promoted_at - began, 3)
+
+    # --- the application ---------------------------------------------------------------------------
+
+    def start_application(self) -> None:
+        cluster = Cluster(self.tmp, {"DATABASE_URL": self.url}, lease=self.o.lease, sweep=self.o.sweep)
+        cluster.env.update({"RIVET_REGISTRY": REGISTRY, "RIVET_LOG_LEVEL": "INFO"})
+        self.cluster = cluster
+        for key in ("REDIS_URL", "RIVET_FAULT_DIR", "RIVET_SQLITE_PATH", "RIVET_TEST_DB"):
+            os.environ.pop(key, None)
+        os.environ.update(
+            {
+                key: cluster.env[key]
+                for key in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "RIVET_VAR_DIR", "RIVET_REGISTRY",
+                            "RIVET_LEASE_SECONDS", "RIVET_SWEEP_INTERVAL")
+            }
+        )  # fmt: skip
+        os.environ["RIVET_LOG_LEVEL"] = "WARNING"
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        import project.celery  # noqa: F401 - the Celery app the dispatcher's hints go through
+
+        call_command("migrate", verbosity=0)
+        cluster.start_beat()
+        for _ in range(self.o.workers):
+            cluster.start_worker(self.o.concurrency)
+
+    def _retry(self, what: str, call):
+        """``call()``, again on a new connection after a failure (the server went away), for up to 60 s."""
+        from django.db import connection
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{what} kept failing") from exc
+                connection.close()
+                time.sleep(0.2)
+
+    def create(self, i: int) -> None:
+        from rivet_workflows import django_runtime
+
+        # get_or_create: a retried creation whose first commit did go through finds it
+        handle = self._retry(
+            "create",
+            lambda: django_runtime.client().chain.get_or_create(f"w{i}", input={"work": self.o.work}),
+        )
+        self.created.append(handle.actor_id)
+
+    def journal(self) -> list[list[str]]:
+        assert self.cluster is not None
+        path = self.cluster.fault_dir / "journal.log"
+        return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+    def acks(self) -> int:
+        return sum(1 for words in self.journal() if words[0] == "ack")
+
+    def unfinished(self) -> int:
+        from rivet_workflows import models
+
+        return self._retry("count", lambda: models.Actor.objects.exclude(workflow_state__in=FINISHED).count())
+
+    # --- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.start_servers()
+        self.start_application()
+        began = time.monotonic()
+        for i in range(self.o.actors):
+            time.sleep(max(0.0, began + i * self.o.spread / self.o.actors - time.monotonic()))
+            if not self.killed_at and self.acks() >= self.o.kill_after_acks:
+                self.kill_primary()
+                time.sleep(self.o.promote_after)
+                self.promote()
+            self.create(i)
+        if not self.killed_at:
+            self.result.violations.append(
+                f"only {self.acks()} steps were acknowledged during the load (--kill-after-acks "
+                f"{self.o.kill_after_acks}): the primary was never killed"
+            )
+        deadline = time.monotonic() + self.o.drain
+        finished = False
+        while time.monotonic() < deadline:
+            if self.unfinished() == 0:
+                finished = True
+                break
+            time.sleep(0.2)
+        self.result.drain_seconds = round(time.time() - self.killed_at, 2) if self.killed_at else 0.0
+        if not finished:
+            self.result.violations.append(
+                f"{self.unfinished()} workflow(s) unfinished after {self.o.drain} s"
+            )
+        self.check()
+        return self.finish()
+
+    def check(self) -> None:
+        from django.db import connection
+
+        from rivet_workflows import models
+
+        r, v = self.result, self.result.violations
+        assert self.cluster is not None and self.standby is not None
+        if self.killed_at:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT inet_server_port(), pg_is_in_recovery()")
+                port, recovery = cursor.fetchone()
+            if port != self.standby.port or recovery:
+                v.append(
+                    f"the application reads from port {port} (recovery {recovery}), not the promoted standby"
+                )
+        r.actors = len(self.created)
+        acked_at: dict[tuple[str, str], tuple[int, float]] = {}
+        bodies: dict[tuple[str, str], list[int]] = {}
+        for index, words in enumerate(self.journal()):
+            if words[0] == "ack":
+                acked_at.setdefault((words[1], words[2]), (index, float(words[3])))
+            elif words[0] == "body":
+                bodies.setdefault((words[1], words[2]), []).append(index)
+        r.steps_acknowledged = len(acked_at)
+        times = [t for _, t in acked_at.values()]
+        if self.killed_at:
+            r.acknowledged_before_kill = sum(1 for t in times if t <= self.killed_at)
+            later = [t for t in times if t >= self.promoted_at]
+            r.acknowledged_after_promotion = len(later)
+            if later:
+                r.first_ack_after_promotion = round(min(later) - self.promoted_at, 3)
+                r.takeover_seconds = round(min(later) - self.killed_at, 3)
+            if not r.acknowledged_before_kill or not later:
+                v.append(
+                    f"not a kill mid-load: {r.acknowledged_before_kill} steps acknowledged before it, "
+                    f"{len(later)} after the promotion"
+                )
+        stored = {
+            (e.actor_id, e.key)
+            for e in models.HistoryEntry.objects.filter(
+                kind="step", status="completed", actor_id__in=self.created
+            )
+        }
+        lost = sorted(set(acked_at) - stored)
+        r.acknowledged_lost = len(lost)
+        if lost:
+            v.append(f"{len(lost)} acknowledged step(s) missing on the new primary: {lost[:5]}")
+        again = [
+            (key, idx) for key, (idx, _) in acked_at.items() if any(b > idx for b in bodies.get(key, []))
+        ]
+        r.ran_again_after_ack = len(again)
+        if again:
+            v.append(f"{len(again)} step(s) ran again after their commit was acknowledged: {again[:5]}")
+        r.bodies_rerun = sum(1 for runs in bodies.values() if len(runs) > 1)
+        states = dict(
+            models.Actor.objects.filter(actor_id__in=self.created).values_list("actor_id", "workflow_state")
+        )
+        wrong = {a: states.get(a) for a in self.created if states.get(a) != "completed"}
+        if wrong:
+            v.append(f"{len(wrong)} workflow(s) not completed: {list(wrong.items())[:5]}")
+        for proc in [*self.cluster.workers, self.cluster.beat]:
+            if proc is not None and not proc.alive():
+                v.append(f"{proc.name} (pid {proc.pid}) exited on its own: {proc.tail(5)}")
+
+    def summary(self) -> str:
+        r = self.result
+        return (
+            f"failover: {r.actors} workflows x 6 steps, {self.o.workers} workers x {self.o.concurrency} threads; "
+            f"primary SIGKILLed after {r.acknowledged_before_kill} acknowledged steps, standby promoted "
+            f"{self.o.promote_after:g} s later (pg_ctl promote {r.promote_seconds:.2f} s)\n"
+            f"  first step acknowledged by the new primary {r.first_ack_after_promotion:.2f} s after the "
+            f"promotion ({r.takeover_seconds:.2f} s after the kill); all done {r.drain_seconds:.1f} s after the kill\n"
+            f"  steps acknowledged {r.steps_acknowledged}, lost {r.acknowledged_lost}, ran again after their "
+            f"acknowledgement {r.ran_again_after_ack}; bodies re-run (commit never acknowledged) {r.bodies_rerun}\n"
+            f"  {'PASSED' if not r.violations else f'FAILED: {len(r.violations)} violation(s)'}"
+        )
+
+    def finish(self) -> int:
+        print(self.summary())
+        for line in self.result.violations[:20]:
+            print(f"  - {line}")
+        if self.o.json:
+            self.o.json.write_text(json.dumps(asdict(self.result), indent=2))
+        self.stop()
+        if self.result.violations or self.o.keep:
+            print(f"  logs: {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return 1 if self.result.violations else 0
+
+    def stop(self) -> None:
+        from django.db import connections
+
+        connections.close_all()
+        if self.cluster is not None:
+            self.cluster.stop()
+        for server in (self.primary, self.standby):
+            if server is not None:
+                try:
+                    server.stop("immediate")
+                except Exception:  # the killed primary
+                    pass
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    run = Failover(_options(argv))
+    try:
+        return run.run()
+    except BaseException:
+        run.stop()
+        print(f"  logs: {run.tmp}")
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

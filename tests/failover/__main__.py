@@ -62,9 +62,16 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
                         help="kill the primary once this many steps were acknowledged (default 60)")  # fmt: skip
     parser.add_argument("--promote-after", type=float, default=1.0,
                         help="seconds between the kill and the promotion (default 1)")  # fmt: skip
+    parser.add_argument("--lag", type=float, default=0.5,
+                        help="seconds the primary's WAL sender is frozen just before the kill (default 0.5)")  # fmt: skip
+    parser.add_argument(
+        "--asynchronous", action="store_true",
+        help="no synchronous standby (a control: acknowledged steps can then be lost in the failover)",
+    )  # fmt: skip
     parser.add_argument("--drain", type=float, default=90.0, help="seconds allowed to finish (default 90)")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
     parser.add_argument("--keep", action="store_true", help="keep the folder (logs) even when it passes")
+    parser.add_argument("--discard", action="store_true", help="remove the folder even when it fails")
     return parser.parse_args(argv)
 
 
@@ -76,6 +83,9 @@ class Result:
     steps_acknowledged: int = 0
     acknowledged_before_kill: int = 0
     acknowledged_after_promotion: int = 0
+    #: steps the old primary acknowledged that the standby did not have when it was promoted
+    acknowledged_missing_at_promotion: int = 0
+    #: acknowledged steps missing on the new primary at the end
     acknowledged_lost: int = 0
     ran_again_after_ack: int = 0
     #: step bodies that ran more than once (their first commit was never acknowledged: allowed)
@@ -103,6 +113,8 @@ class Failover:
         self.created: list[str] = []
         self.killed_at = 0.0
         self.promoted_at = 0.0
+        #: the completed steps on the standby just before its promotion (actor id, step key)
+        self.at_promotion: set[tuple[str, str]] = set()
 
     # --- the servers -------------------------------------------------------------------------------
 
@@ -125,19 +137,23 @@ class Failover:
         standby.start("-c hot_standby=on")
         self.standby = standby
         # synchronous from now on (set before the standby existed, every commit would wait for it)
-        with self.primary.connect() as conn:
-            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'")
-            conn.execute("SELECT pg_reload_conf()")
+        if not self.o.asynchronous:
+            with self.primary.connect() as conn:
+                conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'")
+                conn.execute("SELECT pg_reload_conf()")
+        expected = "async" if self.o.asynchronous else "sync"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with self.primary.connect() as conn:
                 row = conn.execute(
-                    "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s", [STANDBY_NAME]
+                    "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s "
+                    "AND state = 'streaming'",
+                    [STANDBY_NAME],
                 ).fetchone()
-            if row and row[0] == "sync":
+            if row and row[0] == expected:
                 return
             time.sleep(0.2)
-        raise RuntimeError("the standby did not become synchronous within 30 s")
+        raise RuntimeError(f"the standby was not streaming ({expected}) within 30 s")
 
     @property
     def url(self) -> str:
@@ -145,11 +161,19 @@ class Failover:
         return (
             f"postgres://postgres@127.0.0.1,127.0.0.1/{DATABASE}?port={self.primary.port},{self.standby.port}"
             "&target_session_attrs=read-write&connect_timeout=2"
+            # a host that vanishes without a reset (power, network) is noticed in seconds, not TCP's minutes
+            "&keepalives_idle=5&keepalives_interval=2&keepalives_count=3&tcp_user_timeout=10000"
         )
 
     def kill_primary(self) -> None:
-        """SIGKILL the primary's postmaster and every one of its processes at once (stopped first, so none
+        """Freeze the primary's WAL sender ``--lag`` seconds (a standby falling behind: a synchronous commit
+        waits for it, an asynchronous one does not), then SIGKILL the primary's postmaster and every one of its processes at once (stopped first, so none
         sends anything more: no acknowledgement, no WAL to the standby)."""
+        if self.o.lag:
+            with self.primary.connect() as conn:
+                for (sender,) in conn.execute("SELECT pid FROM pg_stat_replication").fetchall():
+                    _signal(sender, signal.SIGSTOP)
+            time.sleep(self.o.lag)
         postmaster = int((self.primary.data / "postmaster.pid").read_text().split()[0])
         victims = [postmaster, *_children(postmaster)]
         for pid in victims:
@@ -157,6 +181,24 @@ class Failover:
         self.killed_at = time.time()
         for pid in victims:
             _signal(pid, signal.SIGKILL)
+
+    def snapshot_standby(self) -> None:
+        """What the standby will start from: once it replayed all the WAL it received, the completed steps
+        it holds (read on the hot standby, before the promotion lets any worker in)."""
+        assert self.standby is not None
+        with self.standby.connect() as conn:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                caught_up = conn.execute(
+                    "SELECT pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn()"
+                ).fetchone()[0]
+                if caught_up:
+                    break
+                time.sleep(0.05)
+            rows = conn.execute(
+                "SELECT actor_id, key FROM rivet_workflows_historyentry WHERE kind = 'step' AND status = 'completed'"
+            ).fetchall()
+        self.at_promotion = {(a, k) for a, k in rows}
 
     def promote(self) -> None:
         assert self.standby is not None
@@ -240,7 +282,8 @@ class Failover:
             time.sleep(max(0.0, began + i * self.o.spread / self.o.actors - time.monotonic()))
             if not self.killed_at and self.acks() >= self.o.kill_after_acks:
                 self.kill_primary()
-                time.sleep(self.o.promote_after)
+                self.snapshot_standby()
+                time.sleep(max(0.0, self.killed_at + self.o.promote_after - time.time()))
                 self.promote()
             self.create(i)
         if not self.killed_at:
@@ -300,6 +343,16 @@ class Failover:
                     f"not a kill mid-load: {r.acknowledged_before_kill} steps acknowledged before it, "
                     f"{len(later)} after the promotion"
                 )
+        # acknowledged by the old primary (the journal line may follow the kill by a moment)
+        by_old = (
+            {key for key, (_, t) in acked_at.items() if t < self.promoted_at} if self.killed_at else set()
+        )
+        missing = sorted(by_old - self.at_promotion)
+        r.acknowledged_missing_at_promotion = len(missing)
+        if missing:
+            v.append(
+                f"{len(missing)} acknowledged step(s) missing on the standby at its promotion: {missing[:5]}"
+            )
         stored = {
             (e.actor_id, e.key)
             for e in models.HistoryEntry.objects.filter(
@@ -335,7 +388,8 @@ class Failover:
             f"{self.o.promote_after:g} s later (pg_ctl promote {r.promote_seconds:.2f} s)\n"
             f"  first step acknowledged by the new primary {r.first_ack_after_promotion:.2f} s after the "
             f"promotion ({r.takeover_seconds:.2f} s after the kill); all done {r.drain_seconds:.1f} s after the kill\n"
-            f"  steps acknowledged {r.steps_acknowledged}, lost {r.acknowledged_lost}, ran again after their "
+            f"  steps acknowledged {r.steps_acknowledged}, missing at the promotion "
+            f"{r.acknowledged_missing_at_promotion}, lost {r.acknowledged_lost}, ran again after their "
             f"acknowledgement {r.ran_again_after_ack}; bodies re-run (commit never acknowledged) {r.bodies_rerun}\n"
             f"  {'PASSED' if not r.violations else f'FAILED: {len(r.violations)} violation(s)'}"
         )
@@ -347,7 +401,7 @@ class Failover:
         if self.o.json:
             self.o.json.write_text(json.dumps(asdict(self.result), indent=2))
         self.stop()
-        if self.result.violations or self.o.keep:
+        if (self.result.violations or self.o.keep) and not self.o.discard:
             print(f"  logs: {self.tmp}")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)

@@ -36,9 +36,11 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.soak.services import PrivatePostgres, _pg_bin
 from tests.system.conftest import Cluster
@@ -62,6 +64,8 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
                         help="kill the primary once this many steps were acknowledged (default 60)")  # fmt: skip
     parser.add_argument("--promote-after", type=float, default=1.0,
                         help="seconds between the kill and the promotion (default 1)")  # fmt: skip
+    parser.add_argument("--asks", type=int, default=4,
+                        help="waiting sends crossing the failover (default 4)")  # fmt: skip
     parser.add_argument("--lag", type=float, default=0.5,
                         help="seconds the primary's WAL sender is frozen just before the kill (default 0.5)")  # fmt: skip
     parser.add_argument(
@@ -97,6 +101,8 @@ class Result:
     takeover_seconds: float = 0.0
     #: from the kill to the last workflow completed
     drain_seconds: float = 0.0
+    #: waiting sends (``send(..., wait=True)``) made before the kill that got their response
+    waiting_sends_completed: int = 0
     violations: list[str] = field(default_factory=list)
 
 
@@ -115,6 +121,11 @@ class Failover:
         self.promoted_at = 0.0
         #: the completed steps on the standby just before its promotion (actor id, step key)
         self.at_promotion: set[tuple[str, str]] = set()
+        self.repliers: list[str] = []
+        self.asked_at = 0.0
+        self.asks: list[threading.Thread] = []
+        #: replier actor id -> the waiting send's SendResult, or the exception it raised
+        self.answers: dict[str, Any] = {}
 
     # --- the servers -------------------------------------------------------------------------------
 
@@ -259,6 +270,27 @@ class Failover:
         )
         self.created.append(handle.actor_id)
 
+    def ask(self, actor_id: str, i: int) -> None:
+        """A waiting send to the replier ``actor_id`` (on its own thread): it waits across the failover, its
+        response comes through the waiting sends' listener (storage/postgres_listener.py)."""
+        from django.db import connections
+
+        from rivet_workflows import django_runtime
+
+        try:
+            handle = django_runtime.client().replier.get_for_id(actor_id)
+            self.answers[actor_id] = handle.send("ask", i, wait=True, timeout=self.o.drain)
+        except Exception as exc:  # reported by check()
+            self.answers[actor_id] = exc
+        finally:
+            connections.close_all()
+
+    def start_asks(self) -> None:
+        for i, actor_id in enumerate(self.repliers):
+            thread = threading.Thread(target=self.ask, args=(actor_id, i), name=f"ask-{i}", daemon=True)
+            thread.start()
+            self.asks.append(thread)
+
     def journal(self) -> list[list[str]]:
         assert self.cluster is not None
         path = self.cluster.fault_dir / "journal.log"
@@ -274,21 +306,45 @@ class Failover:
 
     # --- the run -----------------------------------------------------------------------------------
 
+    def faults(self) -> None:
+        """Start the waiting sends once half of ``--kill-after-acks`` steps were acknowledged; kill the
+        primary (and promote the standby) once all of them were and the sends were stored (0.5 s later)."""
+        acks = self.acks()
+        if not self.asks and acks >= self.o.kill_after_acks // 2:
+            self.start_asks()  # their answers (1 s steps) are under way when the primary dies
+            self.asked_at = time.monotonic()
+        if (
+            not self.killed_at
+            and acks >= self.o.kill_after_acks
+            and self.asks
+            and time.monotonic() > self.asked_at + 0.5
+        ):
+            self.kill_primary()
+            self.snapshot_standby()
+            time.sleep(max(0.0, self.killed_at + self.o.promote_after - time.time()))
+            self.promote()
+
     def run(self) -> int:
         self.start_servers()
         self.start_application()
+        from rivet_workflows import django_runtime
+
+        self.repliers = [
+            django_runtime.client().replier.create(f"r{i}", input={"work": 1.0}).actor_id
+            for i in range(self.o.asks)
+        ]
         began = time.monotonic()
         for i in range(self.o.actors):
             time.sleep(max(0.0, began + i * self.o.spread / self.o.actors - time.monotonic()))
-            if not self.killed_at and self.acks() >= self.o.kill_after_acks:
-                self.kill_primary()
-                self.snapshot_standby()
-                time.sleep(max(0.0, self.killed_at + self.o.promote_after - time.time()))
-                self.promote()
+            self.faults()
             self.create(i)
+        deadline = time.monotonic() + 60  # a slow start (a busy machine): the kill still comes mid-load
+        while not self.killed_at and time.monotonic() < deadline:
+            self.faults()
+            time.sleep(0.05)
         if not self.killed_at:
             self.result.violations.append(
-                f"only {self.acks()} steps were acknowledged during the load (--kill-after-acks "
+                f"only {self.acks()} steps were acknowledged in 60 s (--kill-after-acks "
                 f"{self.o.kill_after_acks}): the primary was never killed"
             )
         deadline = time.monotonic() + self.o.drain
@@ -299,6 +355,8 @@ class Failover:
                 break
             time.sleep(0.2)
         self.result.drain_seconds = round(time.time() - self.killed_at, 2) if self.killed_at else 0.0
+        for thread in self.asks:
+            thread.join(timeout=max(1.0, deadline - time.monotonic()))
         if not finished:
             self.result.violations.append(
                 f"{self.unfinished()} workflow(s) unfinished after {self.o.drain} s"
@@ -356,7 +414,7 @@ class Failover:
         stored = {
             (e.actor_id, e.key)
             for e in models.HistoryEntry.objects.filter(
-                kind="step", status="completed", actor_id__in=self.created
+                kind="step", status="completed", actor_id__in=[*self.created, *self.repliers]
             )
         }
         lost = sorted(set(acked_at) - stored)
@@ -370,12 +428,19 @@ class Failover:
         if again:
             v.append(f"{len(again)} step(s) ran again after their commit was acknowledged: {again[:5]}")
         r.bodies_rerun = sum(1 for runs in bodies.values() if len(runs) > 1)
+        everyone = [*self.created, *self.repliers]
         states = dict(
-            models.Actor.objects.filter(actor_id__in=self.created).values_list("actor_id", "workflow_state")
+            models.Actor.objects.filter(actor_id__in=everyone).values_list("actor_id", "workflow_state")
         )
-        wrong = {a: states.get(a) for a in self.created if states.get(a) != "completed"}
+        wrong = {a: states.get(a) for a in everyone if states.get(a) != "completed"}
         if wrong:
             v.append(f"{len(wrong)} workflow(s) not completed: {list(wrong.items())[:5]}")
+        for i, actor_id in enumerate(self.repliers):
+            answer = self.answers.get(actor_id)
+            if getattr(answer, "status", None) == "completed" and answer.response == f"answer-{i}":
+                r.waiting_sends_completed += 1
+            else:
+                v.append(f"the waiting send to replier {actor_id} ended with {answer!r}, not answer-{i}")
         for proc in [*self.cluster.workers, self.cluster.beat]:
             if proc is not None and not proc.alive():
                 v.append(f"{proc.name} (pid {proc.pid}) exited on its own: {proc.tail(5)}")
@@ -390,7 +455,8 @@ class Failover:
             f"promotion ({r.takeover_seconds:.2f} s after the kill); all done {r.drain_seconds:.1f} s after the kill\n"
             f"  steps acknowledged {r.steps_acknowledged}, missing at the promotion "
             f"{r.acknowledged_missing_at_promotion}, lost {r.acknowledged_lost}, ran again after their "
-            f"acknowledgement {r.ran_again_after_ack}; bodies re-run (commit never acknowledged) {r.bodies_rerun}\n"
+            f"acknowledgement {r.ran_again_after_ack}; bodies re-run (commit never acknowledged) {r.bodies_rerun}; "
+            f"waiting sends answered across the failover {r.waiting_sends_completed} of {len(self.repliers)}\n"
             f"  {'PASSED' if not r.violations else f'FAILED: {len(r.violations)} violation(s)'}"
         )
 

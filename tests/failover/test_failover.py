@@ -68,6 +68,7 @@ def test_a_promoted_standby_takes_over_without_losing_an_acknowledged_step(tmp_p
     assert result["acknowledged_lost"] == 0
     assert result["ran_again_after_ack"] == 0
     assert result["actors"] == 60  # and every one completed (else a violation)
+    assert result["waiting_sends_completed"] == 4  # waiting sends stored before the kill got their answer
     assert result["violations"] == []
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rivet_workflows.engine.definitions import setup, workflow
+from rivet_workflows.engine.definitions import queue, setup, workflow
 
 FAULT_DIR = os.environ.get("RIVET_FAULT_DIR", "")
 #: steps of each workflow
@@ -56,7 +56,29 @@ async def run_chain(ctx: Any) -> list:
 
 chain_actor = workflow(run=run_chain, create_state=lambda input: {"work": (input or {}).get("work", 0.05)})
 
-registry = setup(use={"chain": chain_actor})
+
+async def run_replier(ctx: Any) -> Any:
+    """Take one completable ``ask`` message, answer it in a step sleeping ``state["work"]`` seconds, complete
+    the message with the answer (the waiting sender gets it)."""
+    message = await ctx.queue.next("wait-ask", names=["ask"], completable=True)
+
+    def answer(step: Any) -> str:
+        journal("body", step.actor_id, "answer", step.attempt)
+        time.sleep(float(step.state.get("work", 0)))
+        return f"answer-{message.body}"
+
+    response = await ctx.step("answer", answer)
+    await message.complete(response)
+    return response
+
+
+replier_actor = workflow(
+    run=run_replier,
+    queues={"ask": queue()},
+    create_state=lambda input: {"work": (input or {}).get("work", 1.0)},
+)
+
+registry = setup(use={"chain": chain_actor, "replier": replier_actor})
 
 
 def _install_ack_hook() -> None:

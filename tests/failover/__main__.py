@@ -178,8 +178,8 @@ class Failover:
 
     def kill_primary(self) -> None:
         """Freeze the primary's WAL sender ``--lag`` seconds (a standby falling behind: a synchronous commit
-        waits for it, an asynchronous one does not), then SIGKILL the primary's postmaster and every one of its processes at once (stopped first, so none
-        sends anything more: no acknowledgement, no WAL to the standby)."""
+        waits for it, an asynchronous one does not), then SIGKILL the primary's postmaster and every one of
+        its processes at once (stopped first, so none sends anything more: no acknowledgement, no WAL)."""
         if self.o.lag:
             with self.primary.connect() as conn:
                 for (sender,) in conn.execute("SELECT pid FROM pg_stat_replication").fetchall():

@@ -74,9 +74,9 @@ def test_a_promoted_standby_takes_over_without_losing_an_acknowledged_step(tmp_p
 
 def test_without_a_synchronous_standby_the_same_failover_loses_acknowledged_steps(tmp_path):
     """The control, what the checks above catch: with the standby asynchronous, the commits acknowledged
-    while its WAL sender lags (0.5 s before the kill) never reach it; they are missing at the promotion and
+    while its WAL sender lags (1 s before the kill) never reach it; they are missing at the promotion and
     their steps run again."""
-    done, result = _failover(tmp_path, "--asynchronous", "--discard")
+    done, result = _failover(tmp_path, "--asynchronous", "--lag", "1.0", "--discard")
     assert done.returncode == 1, done.stdout
     assert result["acknowledged_missing_at_promotion"] > 0
     assert result["ran_again_after_ack"] > 0

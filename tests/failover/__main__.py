@@ -58,6 +58,10 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=float, default=0.1, help="seconds each step body sleeps (default 0.1)")
     parser.add_argument("--workers", type=int, default=2, help="Celery workers (default 2)")
     parser.add_argument("--concurrency", type=int, default=4, help="threads per worker (default 4)")
+    parser.add_argument("--pool", default="threads", help="Celery pool: threads (default) or prefork")
+    parser.add_argument(
+        "--redis", action="store_true", help="a private redis-server as the broker (default: files)"
+    )
     parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS (default 3)")
     parser.add_argument("--sweep", type=float, default=0.3, help="SWEEP_INTERVAL seconds (default 0.3)")
     parser.add_argument("--kill-after-acks", type=int, default=60,
@@ -226,6 +230,9 @@ class Failover:
         self.cluster = cluster
         for key in ("REDIS_URL", "RIVET_FAULT_DIR", "RIVET_SQLITE_PATH", "RIVET_TEST_DB"):
             os.environ.pop(key, None)
+        if self.o.redis:
+            cluster.start_redis()
+            os.environ["REDIS_URL"] = cluster.env["REDIS_URL"]
         os.environ.update(
             {
                 key: cluster.env[key]
@@ -244,7 +251,7 @@ class Failover:
         call_command("migrate", verbosity=0)
         cluster.start_beat()
         for _ in range(self.o.workers):
-            cluster.start_worker(self.o.concurrency)
+            cluster.start_worker(self.o.concurrency, pool=self.o.pool)
 
     def _retry(self, what: str, call):
         """``call()``, again on a new connection after a failure (the server went away), for up to 60 s."""
@@ -448,7 +455,8 @@ class Failover:
     def summary(self) -> str:
         r = self.result
         return (
-            f"failover: {r.actors} workflows x 6 steps, {self.o.workers} workers x {self.o.concurrency} threads; "
+            f"failover: {r.actors} workflows x 6 steps, {self.o.workers} workers x {self.o.concurrency} "
+            f"({self.o.pool}, {'Redis' if self.o.redis else 'files'}); "
             f"primary SIGKILLed after {r.acknowledged_before_kill} acknowledged steps, standby promoted "
             f"{self.o.promote_after:g} s later (pg_ctl promote {r.promote_seconds:.2f} s)\n"
             f"  first step acknowledged by the new primary {r.first_ack_after_promotion:.2f} s after the "

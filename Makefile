@@ -10,7 +10,7 @@ LINT_PATHS := rivet_workflows tests project manage.py noxfile.py $(wildcard benc
 
 DIST ?= dist
 
-.PHONY: setup migrate demo test docs golden lint format bench bench-smoke soak soak-short worker dist clean
+.PHONY: setup migrate demo test docs golden lint format bench bench-smoke soak soak-short failover worker dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ soak: setup
 ## make soak-short: the same in about two minutes (CI)
 soak-short: setup
 	$(PY) -m tests.soak --short $(SOAK_ARGS)
+
+## make failover: a PostgreSQL primary and a synchronous standby of its own (pg_basebackup; needs PostgreSQL's
+## server binaries), real workers on a multi-host DATABASE_URL, the primary SIGKILLed mid-load, the standby
+## promoted; checks that no acknowledged step is lost or runs again (~30 s; also in `make test`'s PostgreSQL pass)
+failover: setup
+	$(PY) -m tests.failover $(FAILOVER_ARGS)
 
 ## make worker: a Celery worker with the sweep (beat) embedded; add more workers without -B
 worker: migrate

@@ -31,7 +31,7 @@ class PrivatePostgres:
     authentication, user ``postgres``). Run as the ``postgres`` system user when this process is root
     (PostgreSQL refuses to run as root). ``restart()`` is an immediate (crash) stop and a start."""
 
-    def __init__(self, folder: Path, database: str = "rivet_soak") -> None:
+    def __init__(self, folder: Path, database: str = "rivet_soak", *, init: bool = True) -> None:
         self.folder = folder
         self.data = folder / "data"
         self.port = _free_port()
@@ -42,22 +42,30 @@ class PrivatePostgres:
             folder.parent.chmod(0o755)
             user = pwd.getpwnam("postgres")
             os.chown(folder, user.pw_uid, user.pw_gid)
-        self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        if init:  # else the caller fills ``data`` (a standby's base backup: tests/failover)
+            self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
 
     @property
     def url(self) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
 
+    def run(self, *cmd: str) -> None:
+        """Run a PostgreSQL program (as the ``postgres`` user when this process is root) in the folder."""
+        self._run(*cmd)
+
     def _run(self, *cmd: str) -> None:
         subprocess.run([*self._as, *cmd], check=True, capture_output=True, cwd=self.folder)
 
-    def start(self) -> None:
+    def start(self, extra: str = "") -> None:
+        """Start the server (``pg_ctl start -w``); ``extra``: more ``-c name=value`` server options."""
         options = (
             f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=300 "
             # fsync off: a crash of the server process (not of the machine) loses nothing the OS was given;
             # synchronous_commit stays on, or a crash would lose acknowledged commits
             "-c fsync=off -c full_page_writes=off"
         )
+        if extra:
+            options = f"{options} {extra}"
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-o", options,
                   "-w", "-t", "60", "start")  # fmt: skip
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rivet_workflows.engine.definitions import queue, setup, workflow
+from rivet_workflows.engine.model.definitions import queue, setup, workflow
 
 FAULT_DIR = os.environ.get("RIVET_FAULT_DIR", "")
 #: steps of each workflow

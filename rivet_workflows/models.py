@@ -152,9 +152,15 @@ class QueueMessage(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     #: the W3C trace context of the send: the run that receives the message links to it
     trace_context = models.JSONField(null=True, blank=True)
+    #: the sender's deduplication id (``send(dedup_id=)``): one kept message per (actor, dedup_id); NULLs
+    #: (sends without one) never collide (DESIGN.md section 20)
+    dedup_id = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "status", "id"], name="rivet_msg_fifo_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "dedup_id"], name="rivet_msg_dedup_uniq"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

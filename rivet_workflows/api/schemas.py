@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     StrictBool,
     StrictFloat,
+    StrictStr,
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -198,11 +199,14 @@ class ActionOut(Schema):
 class SendIn(StrictSchema):
     """``POST /actors/{id}/queues/{queue}``: the message ``body`` (required; ``null`` is a body); with ``wait``
     (a JSON boolean) the call blocks until the workflow completes the message, the workflow ends, or
-    ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass."""
+    ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass. ``dedupId`` (1..200
+    characters): a second send with the same id to the actor stores nothing and answers as the first did
+    (the same ``message_id``; DESIGN.md section 20)."""
 
     body: Any = Field(...)
     wait: StrictBool = False
     timeout: StrictFloat | None = Field(None, ge=0, le=MAX_SEND_TIMEOUT)
+    dedupId: StrictStr | None = Field(None, min_length=1, max_length=200)
 
 
 class SendAccepted(Schema):

@@ -316,7 +316,9 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
     with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):
         handle, body = await sync_to_async(_send_target)(request, actor_id, payload, turn=True)
         with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
-            result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
+            result = await handle.asend(
+                queue, body, wait=True, timeout=payload.timeout, dedup_id=payload.dedupId
+            )
     answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
     return Status(200, answer)
 
@@ -336,7 +338,9 @@ def _send_target(
 def _send_now(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
     handle, body = _send_target(request, actor_id, payload)
     with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
-        message = send_message(handle.runtime, handle.definition, actor_id, queue, body, completable=False)
+        message = send_message(
+            handle.runtime, handle.definition, actor_id, queue, body, False, dedup_id=payload.dedupId
+        )
     return Status(202, {"message_id": str(message.id)})
 
 

@@ -270,7 +270,12 @@ class ActorHandle:
     # --- queues -------------------------------------------------------------------------------------
 
     def send(
-        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+        self,
+        queue: str,
+        body: Any = None,
+        wait: bool = False,
+        timeout: float | None = None,
+        dedup_id: str | None = None,
     ) -> SendResult | None:
         """Send ``body`` to the actor's queue ``queue``; wakes the workflow if it waits on that queue.
 
@@ -288,37 +293,51 @@ class ActorHandle:
         ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"), ``NoWorkflowError`` (no run
         function) and ``WorkflowFinishedError`` (the workflow is completed or cancelled: nothing is stored;
         a failed one accepts the message for a recover or replay).
+
+        ``dedup_id`` (str, at most 200 characters): a second send with the same id to this actor, while the
+        first message is kept (until the actor is destroyed), stores nothing and returns as the first did
+        (a waiting one waits on the first message); concurrent senders store one message (DESIGN.md
+        section 20; docs/howto/flow-control.md). ``ValueError`` for an empty or too long id.
         """
         if not wait:
-            send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=False)
+            send_message(self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id=dedup_id)
             return None
         check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             # watching starts before the message is stored, so nothing the workflow does to it is missed
             with self.runtime.store.watch_sends(self.actor_id) as watch:
                 wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
-                result = wait.begin(lambda: self._send_completable(queue, body))
+                result = wait.begin(lambda: self._send_completable(queue, body, dedup_id))
                 while result is None:
                     result = wait.look(watch.wait(wait.pause()))
                 return result
 
-    def _send_completable(self, queue: str, body: Any) -> ports.MessageRecord:
-        return send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=True)
+    def _send_completable(self, queue: str, body: Any, dedup_id: str | None) -> ports.MessageRecord:
+        return send_message(
+            self.runtime, self.definition, self.actor_id, queue, body, True, dedup_id=dedup_id
+        )
 
     async def asend(
-        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+        self,
+        queue: str,
+        body: Any = None,
+        wait: bool = False,
+        timeout: float | None = None,
+        dedup_id: str | None = None,
     ) -> SendResult | None:
         """Async twin of ``send``: store calls through ``bridge.call`` (inline in a run's loop, else
         ``sync_to_async``); the wait itself holds no thread (an ASGI view awaiting it frees its worker)."""
         store = self.runtime.store
         if not wait:
-            await bridge.call(send_message, self.runtime, self.definition, self.actor_id, queue, body, False)
+            await bridge.call(
+                send_message, self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id
+            )
             return None
         check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             with await bridge.call(store.watch_sends, self.actor_id) as watch:
                 wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
-                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body))
+                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body, dedup_id))
                 while result is None:
                     result = await bridge.call(wait.look, await watch.wait_async(wait.pause()))
                 return result

@@ -189,6 +189,7 @@ class ReadOnlyStore(ports.BaseStore):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> ports.MessageRecord:
         return self._refuse("send")
 
@@ -200,6 +201,7 @@ class ReadOnlyStore(ports.BaseStore):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         return self._refuse("send_and_check")
 

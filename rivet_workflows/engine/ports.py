@@ -288,12 +288,18 @@ class Store(Protocol):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> MessageRecord:
         """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
         its workflow is finished. ``ActorNotFoundError``, ``SerializationError``; ``WorkflowFinishedError``
         (``errors.workflow_finished``) when the workflow is in ``CLOSED_STATES`` (completed, cancelled),
         checked under the same lock as the insert: nothing is stored. A commit's outbox is not a ``send``
-        and is never refused (the run sent it while its workflow ran)."""
+        and is never refused (the run sent it while its workflow ran).
+
+        ``dedup_id`` (a str, or None: no deduplication): when a kept message of the actor has it already,
+        nothing is stored, nothing is woken, and that message is returned (even once the workflow is
+        closed: a redelivered send is answered as the first was). The database enforces it (a unique
+        (actor, dedup_id) constraint), so concurrent senders store one message (DESIGN.md section 20)."""
 
     def send_and_check(
         self,
@@ -303,6 +309,7 @@ class Store(Protocol):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[MessageRecord, bool | None]:
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
@@ -493,8 +500,10 @@ class BaseStore(Store):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[MessageRecord, bool | None]:
-        return self.send(actor_id, name, body, completable, trace_context=trace_context), None
+        message = self.send(actor_id, name, body, completable, trace_context=trace_context, dedup_id=dedup_id)
+        return message, None
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False

@@ -45,6 +45,9 @@ def add_parsers(subs: Any) -> None:
     )
     send.add_argument("--wait", action="store_true", help="wait for the workflow's response and print it")
     send.add_argument(
+        "--dedup-id", help="deduplication id: a second send with it to the actor stores nothing"
+    )
+    send.add_argument(
         "--timeout", type=float, metavar="S", help="seconds to wait with --wait (default ACTION_TIMEOUT)"
     )
 
@@ -315,7 +318,16 @@ def _send(command: Any, options: dict) -> None:
     if timeout is not None and timeout < 0:
         raise CommandError("--timeout must be >= 0 seconds")
     handle = runtime.registry.client()[record.name].get_for_id(actor_id)
-    result = handle.send(options["queue"], body, wait=bool(options.get("wait")), timeout=timeout)
+    try:
+        result = handle.send(
+            options["queue"],
+            body,
+            wait=bool(options.get("wait")),
+            timeout=timeout,
+            dedup_id=options.get("dedup_id"),
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     if result is None:
         command.stdout.write(f"sent to {record.name} {actor_id} queue {options['queue']!r}")
         return

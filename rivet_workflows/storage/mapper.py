@@ -242,6 +242,7 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         response=serde.from_json(row.response),
         completed_at=row.completed_at,
         trace_context=row.trace_context,
+        dedup_id=row.dedup_id,
     )
 
 

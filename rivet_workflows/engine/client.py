@@ -17,6 +17,7 @@ from .reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
 from .sending import WaitingSend, waiting_send_slot
+from .settings import to_seconds
 
 if TYPE_CHECKING:
     from .definitions import ActorDefinition
@@ -117,10 +118,60 @@ class ActorTypeClient:
             )
         return self._handle(record)
 
+    def debounce(self, key: Any, input: Any = None, delay: Any = 5.0, max_delay: Any = None) -> ActorHandle:
+        """Start the workflow of ``key`` once a burst of calls is over (DESIGN.md section 20;
+        docs/howto/flow-control.md): it starts ``delay`` seconds (float or timedelta) after the last call,
+        each call replacing its input with ``input`` (and its initial state, built again from it, for a type
+        without ``on_create``) and pushing the start back, but never later than ``max_delay`` seconds
+        after the first call of the burst (None: no bound). A call once the workflow started, or is due to
+        start now, behaves as ``get_or_create`` (the input is ignored). Returns the actor's handle.
+
+        The start is the actor's deferred wake-up (``wake_at``; ``store.defer_start``): the sweep of any
+        worker (or ``drain``) starts it when it comes, as it ends a sleep. ``on_create`` runs once, at the
+        first call. Raises ``TypeError`` for a type without a workflow, ``ValueError`` for a negative
+        delay, and what ``get_or_create`` raises.
+        """
+        runtime, definition = self.runtime, self.definition
+        if definition.run is None:
+            raise TypeError(f"actor type {self.name!r} has no workflow (no run function) to debounce")
+        seconds = to_seconds(delay)
+        bound = to_seconds(max_delay)
+        assert seconds is not None
+        key = normalize_key(key)
+        limit = runtime.settings.max_payload_bytes
+        serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
+        input = serde.roundtrip(input, where="actor input", max_bytes=limit)
+
+        def create_state() -> Any:
+            state = definition.initial_state(serde.roundtrip(input), key=key)
+            serde.to_json(state, where="initial actor state", max_bytes=limit)
+            return state
+
+        store = runtime.store
+        with runtime.observer.create(self.name, key) as observation:
+            record, created = store.get_or_create_actor(
+                self.name,
+                key,
+                input,
+                create_state,
+                due=False,  # not due: defer_start sets its start below
+                trace_context=observation.trace_context(),
+                flow=(lambda state: flow_of(runtime, definition, key, state))
+                if definition.has_flow
+                else None,
+            )
+            observation.set("rivet.actor.id", record.actor_id)
+        if created and definition.on_create is not None:
+            actions.run_create_hook(runtime, definition, record.actor_id, key, input, make_due=False)
+        state = ports.UNSET if created or definition.on_create is not None else create_state()
+        store.defer_start(record.actor_id, input, state, seconds, bound)
+        return self._handle(record)
+
     aget_or_create = _twin(get_or_create)
     acreate = _twin(create)
     aget = _twin(get)
     aget_for_id = _twin(get_for_id)
+    adebounce = _twin(debounce)
 
     def _get_or_create(self, key: list, input: Any, *, lookup_first: bool = True) -> tuple[ActorHandle, bool]:
         """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once

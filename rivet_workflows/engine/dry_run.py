@@ -119,6 +119,11 @@ class ReadOnlyStore(ports.BaseStore):
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        return self._refuse("defer_start")
+
     def create_actor(
         self,
         name: str,

@@ -174,6 +174,18 @@ class Store(Protocol):
         ...
 
     @abstractmethod
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ActorRecord | None:
+        """Push back the start of a workflow that has not started (a debounce, DESIGN.md section 20), in one
+        conditional write: when the actor is ``PENDING``, holds no lease and is not due (``wake_at`` None
+        or later than now), its ``input`` becomes ``input``, its state ``state`` (unless ``UNSET``) and
+        ``wake_at`` now + ``delay`` seconds, but never later than its ``created_at`` (the first call of
+        the burst) + ``max_delay`` seconds (None: no bound); returns the new record. None, writing
+        nothing, when the workflow started or is due already (the caller then gets the actor as it is).
+        ``ActorNotFoundError`` for an unknown actor; ``SerializationError`` for the values."""
+
+    @abstractmethod
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and schedules; its key is free again and a running
         executor's next write is fenced off. ``ActorNotFoundError`` if there is no such actor."""

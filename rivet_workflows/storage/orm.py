@@ -218,6 +218,31 @@ class DjangoStore(
             counts.leases_expired += n_expired
         return counts
 
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        """Push back an unstarted workflow's start in one conditional UPDATE (``ports.Store.defer_start``):
+        input (and state unless ``UNSET``) replaced, ``wake_at`` = now + ``delay`` bounded by
+        ``created_at`` + ``max_delay``; the new record, or None when it started or is due already."""
+        columns: dict[str, Any] = {"input": serde.to_json(input, where="actor input")}
+        if state is not ports.UNSET:
+            columns["state"] = serde.to_json(state, where="actor state")
+        with self._atomic():
+            now = self.now()
+            row = self._actors().filter(pk=actor_id, destroyed=False).values("created_at").first()
+            if row is None:
+                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+            wake_at = now + timedelta(seconds=delay)
+            if max_delay is not None:
+                wake_at = min(wake_at, mapper.utc(row["created_at"]) + timedelta(seconds=max_delay))
+            changed = (
+                self._actors()
+                .filter(pk=actor_id, destroyed=False, workflow_state=ports.PENDING, lease_owner__isnull=True)
+                .filter(Q(wake_at__isnull=True) | Q(wake_at__gt=now))
+                .update(wake_at=wake_at, updated_at=now, **columns)
+            )
+        return self.get_actor(actor_id) if changed else None
+
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.
 

@@ -191,6 +191,33 @@ class MemoryStore(
             actor_id = self._by_key.get((name, key_text))
             return None if actor_id is None else rows.actor_record(self._actors[actor_id])
 
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        """Push back an unstarted workflow's start, replacing its input (and state unless ``UNSET``); the
+        new record, or None when it started or is due (``ports.Store.defer_start``)."""
+        encoded_input = serde.to_json(input, where="actor input")
+        encoded_state = None if state is ports.UNSET else serde.to_json(state, where="actor state")
+        with self._lock:
+            row = self._row(actor_id)
+            now = self.now()
+            if (
+                row.workflow_state != ports.PENDING
+                or row.lease_owner is not None
+                or (row.wake_at is not None and row.wake_at <= now)
+            ):
+                return None
+            wake_at = now + timedelta(seconds=delay)
+            if max_delay is not None and row.created_at is not None:
+                wake_at = min(wake_at, row.created_at + timedelta(seconds=max_delay))
+            row.input = encoded_input
+            if encoded_state is not None:
+                row.state = encoded_state
+            row.wake_at = wake_at
+            row.updated_at = now
+            self._changed.notify_all()
+            return rows.actor_record(row)
+
     def destroy_actor(self, actor_id: str) -> None:
         """Remove the actor, its history and its messages (a running executor's writes then fail)."""
         with self._lock:

@@ -31,6 +31,7 @@ WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
     "create_actor": ("w", ["b"], None, {}),
     "destroy_actor": ("ACTOR",),
+    "defer_start": ("ACTOR", None, ports.UNSET, 5.0, None),
     "claim": ("ACTOR", "me", 30.0),
     "claim_and_load": ("ACTOR", "me", 30.0),
     "claim_for_operator": ("ACTOR", "me", 30.0),

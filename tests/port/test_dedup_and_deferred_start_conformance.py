@@ -1,7 +1,10 @@
-"""Deduplicated sends (``Store.send(dedup_id=)``, DESIGN.md section 20) on every store: a second send with a
-kept message's dedup id stores nothing and answers with that message, also under concurrent senders."""
+"""Deduplicated sends (``Store.send(dedup_id=)``) and deferred starts (``Store.defer_start``, the debounce) on
+every store (DESIGN.md section 20): a second send with a kept message's dedup id stores nothing and answers
+with that message, also under concurrent senders; an unstarted workflow's start moves, a started one's not."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from rivet_workflows.engine import ports
 from tests.conftest import run_in_threads
@@ -60,3 +63,32 @@ def test_a_hundred_concurrent_sends_with_one_dedup_id_store_one_message(h):
     assert len(ids) == 100 and len(set(ids)) == 1
     assert h.message_count() == 1
     assert [m.id for m in h.store.pending_messages(actor_id, None, 10)] == ids[:1]
+
+
+# --- deferred starts (debounce) ------------------------------------------------------------------------
+
+
+def test_defer_start_replaces_the_input_and_pushes_the_start_back_bounded_by_max_delay(h):
+    record, created = h.store.get_or_create_actor("order", ["d"], {"v": 0}, lambda: {"s": 0})
+    assert created and record.wake_at is None
+    first = h.store.defer_start(record.actor_id, {"v": 1}, {"s": 1}, 30.0, None)
+    assert first.input == {"v": 1} and first.state == {"s": 1}
+    assert 29 <= (first.wake_at - h.store.now()).total_seconds() <= 30
+    assert h.store.claim_due("sweeper", 10, 30) == []  # not due: deferred
+    bounded = h.store.defer_start(record.actor_id, {"v": 2}, ports.UNSET, 30.0, 10.0)
+    assert bounded.input == {"v": 2} and bounded.state == {"s": 1}  # state kept: UNSET
+    assert bounded.wake_at == record.created_at + timedelta(seconds=10)
+
+
+def test_defer_start_leaves_a_started_or_due_workflow_alone(h):
+    due, _ = h.store.get_or_create_actor("order", ["due"], 1, dict, due=True)
+    assert h.store.defer_start(due.actor_id, 2, ports.UNSET, 30.0, None) is None
+    assert h.store.get_actor(due.actor_id).input == 1
+    leased = h.new_actor("leased")
+    h.set_columns(leased, wake_at=h.store.now() + timedelta(hours=1))
+    token = h.store.claim(leased, "w", 30)
+    assert token is not None
+    assert h.store.defer_start(leased, 2, ports.UNSET, 30.0, None) is None  # a run holds it
+    h.store.commit(leased, token, ports.Commit(workflow_state=ports.SLEEPING, release=True))
+    assert h.store.defer_start(leased, 2, ports.UNSET, 30.0, None) is None  # it started
+    assert h.store.get_actor(leased).input == {"in": 1}

@@ -66,6 +66,9 @@ class Actor(models.Model):
     #: set while an operator has paused the actor (it is never claimed then)
     paused_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.TextField(null=True, blank=True)
+    #: the actor whose run created this one (a step's ``step.client()``, ``ctx.spawn``); NULL: created from
+    #: outside a run (DESIGN.md section 20). A plain id, not a foreign key: a child outlives its parent's rows
+    parent_actor_id = models.CharField(max_length=32, null=True, blank=True, db_index=True)
 
     class Meta:
         constraints = [

@@ -1,7 +1,9 @@
-"""Cancelling a workflow (ENGINE-SCENARIOS.md "Lifecycle" 1): state cancelled, wake-up cleared, no run again."""
+"""Cancelling a workflow (ENGINE-SCENARIOS.md "Lifecycle" 1): state cancelled, wake-up cleared, no run again;
+and its children with it (``children=True``, ``parent_close="cancel"``; DESIGN.md section 20)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from . import audit, errors, ports
@@ -12,6 +14,8 @@ if TYPE_CHECKING:
 #: how many times ``cancel`` retries when the lease changes hands under it
 _ATTEMPTS = 20
 
+logger = logging.getLogger("rivet_workflows")
+
 
 def cancel(
     runtime: RuntimeRole,
@@ -20,8 +24,29 @@ def cancel(
     who: str = audit.PYTHON,
     reason: str | None = None,
     bulk: bool = False,
+    children: bool = False,
 ) -> bool:
-    """Cancel the workflow of ``actor_id``: ``workflow_state`` becomes ``cancelled``, ``wake_at`` and
+    """Cancel the workflow of ``actor_id`` and, with ``children``, every unfinished descendant (``cancel_tree``);
+    the children of a type declaring ``parent_close="cancel"`` are cancelled with it either way
+    (``close_children``). Returns whether the workflow of ``actor_id`` itself was cancelled by this call.
+    """
+    done = cancel_one(runtime, actor_id, who=who, reason=reason, bulk=bulk)
+    if children:
+        cancel_tree(runtime, actor_id, who=who, reason=reason)
+    elif done:
+        close_children(runtime, actor_id, who=who, reason=reason)
+    return done
+
+
+def cancel_one(
+    runtime: RuntimeRole,
+    actor_id: str,
+    *,
+    who: str = audit.PYTHON,
+    reason: str | None = None,
+    bulk: bool = False,
+) -> bool:
+    """Cancel the workflow of ``actor_id`` alone: ``workflow_state`` becomes ``cancelled``, ``wake_at`` and
     ``waiting_for`` are cleared, and no executor runs it again. Rollback handlers do not run. The same
     commit writes the audit row (``cancel``, ``bulk_cancel`` with ``bulk``) by ``who`` for ``reason``;
     nothing is recorded when the workflow had finished already.
@@ -71,3 +96,56 @@ def cancel(
         actor_id=actor_id,
         reason="refused: the lease kept changing hands",
     )
+
+
+def _child_reason(parent_id: str, reason: str | None) -> str:
+    return f"cancelled with its parent {parent_id}" + (f": {reason}" if reason else "")
+
+
+def cancel_tree(runtime: RuntimeRole, actor_id: str, *, who: str, reason: str | None = None) -> list[str]:
+    """Cancel every unfinished descendant of ``actor_id`` (``Store.list_children``, breadth first), each in
+    its own audited commit (``cancel_one``, ``who``, reason ``"cancelled with its parent <id>: <reason>"``);
+    a finished descendant is left as it is, but its own descendants are still visited. Returns the ids it
+    cancelled, parents before children (DESIGN.md section 20)."""
+    cancelled: list[str] = []
+    seen = {actor_id}
+    level = [actor_id]
+    while level:
+        following: list[str] = []
+        for parent_id in level:
+            for child in runtime.store.list_children(parent_id):
+                if child.actor_id in seen:
+                    continue
+                seen.add(child.actor_id)
+                following.append(child.actor_id)
+                if child.workflow_state in ports.FINISHED_STATES:
+                    continue
+                try:
+                    if cancel_one(runtime, child.actor_id, who=who, reason=_child_reason(parent_id, reason)):
+                        cancelled.append(child.actor_id)
+                except errors.ActorNotFoundError:  # destroyed meanwhile
+                    continue
+        level = following
+    return cancelled
+
+
+def close_children(
+    runtime: RuntimeRole, actor_id: str, *, who: str = audit.PARENT_CLOSE, reason: str | None = None
+) -> list[str]:
+    """The parent's workflow of ``actor_id`` failed or was cancelled: cancel its unfinished children whose
+    type declares ``parent_close="cancel"`` (each audited; through ``cancel``, so their own such children
+    follow), leaving the others (``"abandon"``). Returns the ids of the children it cancelled. Never
+    raises for a child: an error is logged and the next child is handled (DESIGN.md section 20)."""
+    cancelled: list[str] = []
+    registry = runtime.registry
+    for child in runtime.store.list_children(actor_id):
+        if child.workflow_state in ports.FINISHED_STATES or child.name not in registry:
+            continue
+        if registry.get(child.name).parent_close != "cancel":
+            continue
+        try:
+            if cancel(runtime, child.actor_id, who=who, reason=_child_reason(actor_id, reason)):
+                cancelled.append(child.actor_id)
+        except Exception:
+            logger.exception("could not cancel child %s of actor %s (parent_close)", child.actor_id, actor_id)
+    return cancelled

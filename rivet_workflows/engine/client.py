@@ -42,13 +42,17 @@ def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class Client:
     """Entry point to the actors of one runtime: ``client.payment_actor`` or ``client["payment_actor"]``
-    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``."""
+    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``.
 
-    def __init__(self, runtime: RuntimeRole) -> None:
+    ``parent_id``: the actor whose run uses this client (``step.client()``): every actor it creates records
+    it as its parent (``ActorHandle.children``; DESIGN.md section 20). None for a client from outside a run."""
+
+    def __init__(self, runtime: RuntimeRole, parent_id: str | None = None) -> None:
         self.runtime = runtime
+        self.parent_id = parent_id
 
     def __getitem__(self, name: str) -> ActorTypeClient:
-        return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
+        return ActorTypeClient(self.runtime, self.runtime.registry.get(name), self.parent_id)
 
     def __getattr__(self, name: str) -> ActorTypeClient:
         runtime = self.__dict__.get("runtime")
@@ -65,10 +69,14 @@ class Client:
 class ActorTypeClient:
     """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
 
-    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition) -> None:
+    def __init__(
+        self, runtime: RuntimeRole, definition: ActorDefinition, parent_id: str | None = None
+    ) -> None:
         self.runtime = runtime
         self.definition = definition
         self.name = definition.name or ""
+        #: recorded as the parent of the actors this creates (``Client.parent_id``)
+        self.parent_id = parent_id
 
     def _handle(self, record: ports.ActorRecord) -> ActorHandle:
         return ActorHandle(self.runtime, self.definition, record.actor_id, record.key)
@@ -159,6 +167,7 @@ class ActorTypeClient:
                 flow=(lambda state: flow_of(runtime, definition, key, state))
                 if definition.has_flow
                 else None,
+                parent_id=self.parent_id,
             )
             observation.set("rivet.actor.id", record.actor_id)
         if created and definition.on_create is not None:
@@ -219,6 +228,7 @@ class ActorTypeClient:
                 due=due,
                 trace_context=trace_context,
                 flow=flow if definition.has_flow else None,
+                parent_id=self.parent_id,
             )
         else:
             try:
@@ -229,7 +239,14 @@ class ActorTypeClient:
                     raise
                 return self._handle(existing), False
             record, created = store.create_actor(
-                self.name, key, input, state, due=due, trace_context=trace_context, flow=flow(state)
+                self.name,
+                key,
+                input,
+                state,
+                due=due,
+                trace_context=trace_context,
+                flow=flow(state),
+                parent_id=self.parent_id,
             )
         handle = self._handle(record)
         if created:
@@ -443,14 +460,44 @@ class ActorHandle:
             return False
         return True
 
-    def cancel(self, reason: str | None = None) -> bool:
+    def cancel(self, reason: str | None = None, children: bool = False) -> bool:
         """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
         The audit row records ``who`` ``"python"`` and ``reason``.
 
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
+
+        ``children=True`` also cancels every unfinished descendant (the actors its runs created, theirs,
+        and so on: ``children()``), each with its own audit row, even when this workflow had finished
+        already (DESIGN.md section 20). Children of a type declaring ``parent_close="cancel"`` are
+        cancelled with their parent either way.
         """
-        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason, children=children)
+
+    def children(self) -> list[ActorHandle]:
+        """Handles on the live actors this actor's runs created (``step.client()`` in a step body, or
+        ``ctx.spawn``), oldest first; a child of a type not registered in this process is left out
+        (DESIGN.md section 20)."""
+        registry = self.runtime.registry
+        return [
+            ActorHandle(self.runtime, registry.get(record.name), record.actor_id, record.key)
+            for record in self.runtime.store.list_children(self.actor_id)
+            if record.name in registry
+        ]
+
+    def parent(self) -> ActorHandle | None:
+        """The handle of the actor whose run created this one, or None (created from outside a run, or
+        the parent is gone or of a type not registered here)."""
+        parent_id = self.record().parent_id
+        if parent_id is None:
+            return None
+        try:
+            record = self.runtime.store.get_actor(parent_id)
+        except errors.ActorNotFoundError:
+            return None
+        if record.name not in self.runtime.registry:
+            return None
+        return ActorHandle(self.runtime, self.runtime.registry.get(record.name), record.actor_id, record.key)
 
     def pause(self, reason: str | None = None) -> bool:
         """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
@@ -476,6 +523,8 @@ class ActorHandle:
     areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
+    achildren = _twin(children)
+    aparent = _twin(parent)
     apause = _twin(pause)
     aresume = _twin(resume)
     aretry = _twin(retry)

@@ -64,6 +64,9 @@ class ReadOnlyStore(ports.BaseStore):
     def actor_counts(self) -> observe.ActorCounts:
         return self._store.actor_counts()
 
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        return self._store.list_children(actor_id)
+
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         return self._store.suspended_by_other_version(code_version, limit)
 
@@ -116,6 +119,7 @@ class ReadOnlyStore(ports.BaseStore):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
@@ -134,6 +138,7 @@ class ReadOnlyStore(ports.BaseStore):
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 

@@ -116,6 +116,7 @@ class Store(Protocol):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
@@ -137,6 +138,7 @@ class Store(Protocol):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Flow | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
         ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
@@ -147,7 +149,8 @@ class Store(Protocol):
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
         is written and ``(existing record, False)`` is returned; else ``(new record, True)``.
-        ``SerializationError`` for an unserializable input or state.
+        ``SerializationError`` for an unserializable input or state. ``parent_id``: the actor whose run
+        creates this one, recorded on the new row (``ActorRecord.parent_id``; DESIGN.md section 20).
         """
 
     @abstractmethod
@@ -161,6 +164,11 @@ class Store(Protocol):
     @abstractmethod
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    @abstractmethod
+    def list_children(self, actor_id: str) -> list[ActorRecord]:
+        """The live actors whose ``parent_id`` is ``actor_id`` (created from its runs), oldest first
+        ([] for an unknown actor; DESIGN.md section 20)."""
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         """Ids of suspended actors whose recorded ``code_version`` (the suspending commit's) is not
@@ -458,6 +466,7 @@ class BaseStore(Store):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
@@ -471,6 +480,7 @@ class BaseStore(Store):
             due=due,
             trace_context=trace_context,
             flow=None if flow is None else flow(state),
+            parent_id=parent_id,
         )
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:

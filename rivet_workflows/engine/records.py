@@ -63,6 +63,8 @@ class ActorRecord:
     #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
     paused: bool = False
     pause_reason: str | None = None
+    #: the actor whose run created this one (``step.client()``, ``ctx.spawn``); None: created from outside
+    parent_id: str | None = None
 
 
 @dataclass

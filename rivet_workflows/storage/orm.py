@@ -142,6 +142,7 @@ class DjangoStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
         with ``flow``'s controls on the row (``deadline_at`` = now + ``flow.timeout``).
@@ -171,6 +172,7 @@ class DjangoStore(
                         if flow is None or flow.timeout is None
                         else now + timedelta(seconds=flow.timeout)
                     ),
+                    parent_actor_id=parent_id,
                     **mapper.flow_columns(flow),
                 )
         except IntegrityError:
@@ -189,6 +191,15 @@ class DjangoStore(
         """The live (not destroyed) actor ``(name, key)`` or None."""
         row = self._actors().filter(name=name, key_text=mapper.key_text(key), destroyed=False).first()
         return None if row is None else mapper.actor_from_model(row)
+
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        """The live actors created from ``actor_id``'s runs, oldest first (``ports.Store.list_children``)."""
+        rows = (
+            self._actors()
+            .filter(parent_actor_id=actor_id, destroyed=False)
+            .order_by("created_at", "actor_id")
+        )
+        return [mapper.actor_from_model(row) for row in rows]
 
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit``."""

@@ -103,6 +103,7 @@ class MemoryStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -117,7 +118,9 @@ class MemoryStore(
                 return rows.actor_record(self._actors[existing]), False
             state = create_state()
             flow_controls = None if flow is None else flow(state)
-            return self._insert(name, key, key_text, input, state, due, trace_context, flow_controls)
+            return self._insert(
+                name, key, key_text, input, state, due, trace_context, flow_controls, parent_id
+            )
 
     def create_actor(
         self,
@@ -129,6 +132,7 @@ class MemoryStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -137,7 +141,7 @@ class MemoryStore(
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due, trace_context, flow)
+            return self._insert(name, key, key_text, input, state, due, trace_context, flow, parent_id)
 
     def _insert(
         self,
@@ -149,6 +153,7 @@ class MemoryStore(
         due: bool,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -164,6 +169,7 @@ class MemoryStore(
             created_at=now,
             updated_at=now,
             trace_context=dict(trace_context) if trace_context else None,
+            parent_id=parent_id,
         )
         if flow is not None:
             row.concurrency_key = flow.concurrency_key
@@ -229,6 +235,11 @@ class MemoryStore(
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
+
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        """The live actors created from ``actor_id``'s runs, oldest first (``ports.Store.list_children``)."""
+        with self._lock:
+            return [rows.actor_record(r) for r in self._actors.values() if r.parent_id == actor_id]
 
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         """Every actor (of type ``name``, or all), oldest first (creation order), at most ``limit``."""

@@ -15,6 +15,7 @@ READS = {
     "get_actor": ("ACTOR",),
     "find_actor": ("w", ["a"]),
     "list_actors": (),
+    "list_children": ("ACTOR",),
     "actor_counts": (),
     "suspended_by_other_version": ("v1", 10),
     "load_history": ("ACTOR",),

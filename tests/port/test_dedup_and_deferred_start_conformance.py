@@ -1,6 +1,7 @@
 """Deduplicated sends (``Store.send(dedup_id=)``) and deferred starts (``Store.defer_start``, the debounce) on
 every store (DESIGN.md section 20): a second send with a kept message's dedup id stores nothing and answers
-with that message, also under concurrent senders; an unstarted workflow's start moves, a started one's not."""
+with that message, also under concurrent senders; an unstarted workflow's start moves, a started one's
+not; a creation records its parent."""
 
 from __future__ import annotations
 
@@ -92,3 +93,18 @@ def test_defer_start_leaves_a_started_or_due_workflow_alone(h):
     h.store.commit(leased, token, ports.Commit(workflow_state=ports.SLEEPING, release=True))
     assert h.store.defer_start(leased, 2, ports.UNSET, 30.0, None) is None  # it started
     assert h.store.get_actor(leased).input == {"in": 1}
+
+
+# --- parents -------------------------------------------------------------------------------------------
+
+
+def test_a_created_actor_records_its_parent_and_list_children_lists_live_children_oldest_first(h):
+    parent = h.new_actor("parent")
+    first, _ = h.store.create_actor("order", ["c1"], None, {}, parent_id=parent)
+    second, _ = h.store.get_or_create_actor("order", ["c2"], None, dict, parent_id=parent)
+    h.store.create_actor("order", ["other"], None, {})
+    assert first.parent_id == parent and h.store.get_actor(second.actor_id).parent_id == parent
+    assert [c.actor_id for c in h.store.list_children(parent)] == [first.actor_id, second.actor_id]
+    h.store.destroy_actor(first.actor_id)
+    assert [c.actor_id for c in h.store.list_children(parent)] == [second.actor_id]
+    assert h.store.list_children("0" * 32) == [] and h.store.get_actor(parent).parent_id is None

@@ -164,7 +164,8 @@ class ActorDetail(ActorSummary):
     of them holds a value JSON cannot) maps the JSON Pointer (from this object: ``/output/total``) of each
     such value to its type (``datetime``, ``decimal``, ``tuple``, ...; ``serde.PLAIN_FORMS`` says how each
     is shown). ``redacted`` names the fields withheld from a caller that may not inspect (``"input"``,
-    ``"error.stack"``)."""
+    ``"error.stack"``). ``parent_id``: the actor whose run created this one (null: created from outside a
+    run); ``children``: the ids of the live actors its runs created, oldest first (DESIGN.md section 20)."""
 
     state: Any = None
     input: Any = None
@@ -174,6 +175,8 @@ class ActorDetail(ActorSummary):
     redacted: list[str] = []
     in_flight: bool = False
     lease_expires_at: datetime | None = None
+    parent_id: str | None = None
+    children: list[str] = []
 
 
 class ActorPage(Schema):
@@ -263,9 +266,11 @@ class RecoverIn(StrictSchema):
 
 
 class CancelIn(StrictSchema):
-    """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+    """``reason``: why, kept in the audit row (``GET .../inspector/audit``). ``children``: true also cancels
+    every unfinished descendant (the actors its runs created, theirs...), each with its own audit row."""
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+    children: StrictBool = False
 
 
 class CancelOut(Schema):

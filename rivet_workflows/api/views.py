@@ -223,6 +223,8 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),
         "lease_expires_at": record.lease_expires_at,
+        "parent_id": record.parent_id,
+        "children": [child.actor_id for child in rt.store.list_children(record.actor_id)],
     }
 
 
@@ -413,12 +415,14 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
 def cancel_workflow(request: HttpRequest, actor_id: ActorId, payload: s.CancelIn | None = None) -> Any:
     """Cancel the workflow (a paused one too): ``cancelled``, never run again, no rollback; a run in
     progress is fenced out. ``changed`` False, nothing written, when it had finished already. ``{reason?}``
-    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). 404 for an unknown actor.
-    Operation ``operate``."""
+    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). ``{children: true}`` also
+    cancels every unfinished descendant, each audited (even when this workflow had finished; DESIGN.md
+    section 20). 404 for an unknown actor. Operation ``operate``."""
     _record(request, actor_id, access.OPERATE)
     reason = payload.reason if payload is not None else None
+    children = payload.children if payload is not None else False
     who = access.operator_name(request.auth, request)
-    changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason)
+    changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason, children=children)
     record = runtime().store.get_actor(actor_id)
     return {"actorId": actor_id, "changed": changed, "workflowState": record.workflow_state}
 

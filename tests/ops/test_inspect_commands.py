@@ -216,3 +216,12 @@ def test_list_and_show_say_what_the_run_does_now_not_a_finished_wait(runtime) ->
     runtime.store.commit(actor_id, token, ports.Commit(release=True))
     due = next(line for line in rivet("list").splitlines() if actor_id in line)
     assert "(due now)" in due and "approve" not in due
+
+
+def test_send_with_a_dedup_id_stores_one_message(runtime) -> None:
+    actor_id = _started("o-dedup")
+    for _ in range(3):
+        assert "sent to order" in rivet("send", actor_id, "approve", '"bob"', "--dedup-id", "hook-1")
+    assert models.QueueMessage.objects.filter(actor_id=actor_id).count() == 1
+    with pytest.raises(CommandError, match="dedup_id"):
+        rivet("send", actor_id, "approve", "1", "--dedup-id", "x" * 201)

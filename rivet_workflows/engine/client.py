@@ -156,13 +156,17 @@ class ActorTypeClient:
             return state
 
         store = runtime.store
+        hooked = definition.on_create is not None
+        # a new actor is created with its deferred start in the same write (nothing is left without a
+        # start by a crash); with on_create it is created not due, the hook runs, then defer_start sets it
+        first_start = None if hooked else min(seconds, bound) if bound is not None else seconds
         with runtime.observer.create(self.name, key) as observation:
             record, created = store.get_or_create_actor(
                 self.name,
                 key,
                 input,
                 create_state,
-                due=False,  # not due: defer_start sets its start below
+                start_after=first_start,
                 trace_context=observation.trace_context(),
                 flow=(lambda state: flow_of(runtime, definition, key, state))
                 if definition.has_flow
@@ -170,9 +174,11 @@ class ActorTypeClient:
                 parent_id=self.parent_id,
             )
             observation.set("rivet.actor.id", record.actor_id)
-        if created and definition.on_create is not None:
+        if created and not hooked:
+            return self._handle(record)
+        if created:
             actions.run_create_hook(runtime, definition, record.actor_id, key, input, make_due=False)
-        state = ports.UNSET if created or definition.on_create is not None else create_state()
+        state = ports.UNSET if created or hooked else create_state()
         store.defer_start(record.actor_id, input, state, seconds, bound)
         return self._handle(record)
 

@@ -120,6 +120,7 @@ class ReadOnlyStore(ports.BaseStore):
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
 
@@ -139,6 +140,7 @@ class ReadOnlyStore(ports.BaseStore):
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 

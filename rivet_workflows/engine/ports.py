@@ -117,6 +117,7 @@ class Store(Protocol):
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
@@ -139,6 +140,7 @@ class Store(Protocol):
         trace_context: dict | None = None,
         flow: Flow | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
         ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
@@ -151,6 +153,8 @@ class Store(Protocol):
         is written and ``(existing record, False)`` is returned; else ``(new record, True)``.
         ``SerializationError`` for an unserializable input or state. ``parent_id``: the actor whose run
         creates this one, recorded on the new row (``ActorRecord.parent_id``; DESIGN.md section 20).
+        ``start_after`` (seconds, instead of ``due``): ``wake_at`` is the store's now + ``start_after`` in
+        the same write, a deferred start (``client().TYPE.debounce``).
         """
 
     @abstractmethod
@@ -467,6 +471,7 @@ class BaseStore(Store):
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
@@ -481,6 +486,7 @@ class BaseStore(Store):
             trace_context=trace_context,
             flow=None if flow is None else flow(state),
             parent_id=parent_id,
+            start_after=start_after,
         )
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:

@@ -143,6 +143,7 @@ class DjangoStore(
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
         with ``flow``'s controls on the row (``deadline_at`` = now + ``flow.timeout``).
@@ -163,7 +164,13 @@ class DjangoStore(
                     state=state_json,
                     input=input_json,
                     workflow_state=ports.PENDING,
-                    wake_at=now if due else None,
+                    wake_at=(
+                        now + timedelta(seconds=start_after)
+                        if start_after is not None
+                        else now
+                        if due
+                        else None
+                    ),
                     created_at=now,
                     updated_at=now,
                     trace_context=trace_context,

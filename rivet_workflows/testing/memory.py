@@ -104,6 +104,7 @@ class MemoryStore(
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -119,7 +120,7 @@ class MemoryStore(
             state = create_state()
             flow_controls = None if flow is None else flow(state)
             return self._insert(
-                name, key, key_text, input, state, due, trace_context, flow_controls, parent_id
+                name, key, key_text, input, state, due, trace_context, flow_controls, parent_id, start_after
             )
 
     def create_actor(
@@ -133,6 +134,7 @@ class MemoryStore(
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -141,7 +143,9 @@ class MemoryStore(
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due, trace_context, flow, parent_id)
+            return self._insert(
+                name, key, key_text, input, state, due, trace_context, flow, parent_id, start_after
+            )
 
     def _insert(
         self,
@@ -154,6 +158,7 @@ class MemoryStore(
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -165,7 +170,9 @@ class MemoryStore(
             key=serde.to_json(list(key)),
             state=encoded_state,
             input=encoded_input,
-            wake_at=now if due else None,
+            wake_at=(
+                now + timedelta(seconds=start_after) if start_after is not None else now if due else None
+            ),
             created_at=now,
             updated_at=now,
             trace_context=dict(trace_context) if trace_context else None,

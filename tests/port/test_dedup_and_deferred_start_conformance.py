@@ -108,3 +108,11 @@ def test_a_created_actor_records_its_parent_and_list_children_lists_live_childre
     h.store.destroy_actor(first.actor_id)
     assert [c.actor_id for c in h.store.list_children(parent)] == [second.actor_id]
     assert h.store.list_children("0" * 32) == [] and h.store.get_actor(parent).parent_id is None
+
+
+def test_an_actor_created_with_a_deferred_start_is_due_only_after_it(h):
+    record, created = h.store.get_or_create_actor("order", ["later"], 1, dict, start_after=30.0)
+    assert created and 29 <= (record.wake_at - h.store.now()).total_seconds() <= 30
+    other, _ = h.store.create_actor("order", ["later2"], 1, {}, start_after=0.0)
+    assert other.wake_at <= h.store.now()
+    assert [a for a, _ in h.store.claim_due("sweeper", 10, 30)] == [other.actor_id]

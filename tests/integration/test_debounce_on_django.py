@@ -45,3 +45,19 @@ def test_max_delay_bounds_a_real_burst(make_django_runtime):
         n += 1
     assert len(STARTS) == 1
     assert 0.9 <= STARTS[0][1] - first <= 2.5
+
+
+def test_concurrent_debounce_calls_make_one_actor_and_one_run(make_django_runtime):
+    from tests.conftest import run_in_threads
+
+    STARTS.clear()
+    runtime = make_django_runtime(rw.setup(use={"index": rw.workflow(run=_index)}))
+    index = runtime.client().index
+
+    def caller(i: int) -> str:
+        return {index.debounce("doc", {"caller": i, "n": n}, delay=2.0).actor_id for n in range(6)}.pop()
+
+    ids = run_in_threads(caller, 8)
+    assert len(set(ids)) == 1 and len(runtime.store.list_actors("index")) == 1
+    executor.drain(runtime, timeout=6)
+    assert len(STARTS) == 1 and STARTS[0][0]["n"] == 5  # one run, with one caller's last input

@@ -209,8 +209,8 @@ class PostgresQueues:
         "*" = any."""
         any_name = names is None or "*" in names
         sql = (
-            "SELECT id, name, body, created_at, completable, status, response, completed_at, trace_context "
-            f"FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
+            "SELECT id, name, body, created_at, completable, status, response, completed_at, trace_context, "
+            f"dedup_id FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
             + ("" if any_name else " AND name = ANY(%s)")
             + " ORDER BY id LIMIT %s"
         )
@@ -230,6 +230,7 @@ class PostgresQueues:
                 response=serde.from_json(mapper.load_json(row[6])),
                 completed_at=mapper.utc(row[7]),
                 trace_context=mapper.load_json(row[8]),
+                dedup_id=row[9],
             )
             for row in rows
         ]

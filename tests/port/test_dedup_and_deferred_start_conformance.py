@@ -17,7 +17,9 @@ def test_a_second_send_with_the_same_dedup_id_stores_nothing_and_returns_the_fir
     again, hint = h.store.send_and_check(actor_id, "jobs", {"n": 2}, dedup_id="webhook-7")
     assert again.id == first.id and again.body == {"n": 1} and again.dedup_id == "webhook-7"
     assert hint in (None, False)
-    assert [m.body for m in h.store.pending_messages(actor_id, None, 10)] == [{"n": 1}]
+    assert [(m.body, m.dedup_id) for m in h.store.pending_messages(actor_id, None, 10)] == [
+        ({"n": 1}, "webhook-7")
+    ]
     assert h.message_count() == 1
 
 

@@ -66,6 +66,9 @@ class Actor(models.Model):
     #: set while an operator has paused the actor (it is never claimed then)
     paused_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.TextField(null=True, blank=True)
+    #: the actor whose run created this one (a step's ``step.client()``, ``ctx.spawn``); NULL: created from
+    #: outside a run (DESIGN.md section 20). A plain id, not a foreign key: a child outlives its parent's rows
+    parent_actor_id = models.CharField(max_length=32, null=True, blank=True, db_index=True)
 
     class Meta:
         constraints = [
@@ -152,9 +155,15 @@ class QueueMessage(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     #: the W3C trace context of the send: the run that receives the message links to it
     trace_context = models.JSONField(null=True, blank=True)
+    #: the sender's deduplication id (``send(dedup_id=)``): one kept message per (actor, dedup_id); NULLs
+    #: (sends without one) never collide (DESIGN.md section 20)
+    dedup_id = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["actor", "status", "id"], name="rivet_msg_fifo_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "dedup_id"], name="rivet_msg_dedup_uniq"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

@@ -15,8 +15,9 @@ from typing import Any
 from django.db.models import Q
 
 from . import models, states
+from .engine.actor import audit
 from .engine.model import ports, serde
-from .engine.operate import audit, bulk, dry_run, inspector, repairs
+from .engine.operate import bulk, dry_run, inspector, repairs
 
 #: ``track(items, total, description)`` yields ``items`` while showing progress (the commands pass a rich
 #: progress bar on a terminal); the default shows nothing

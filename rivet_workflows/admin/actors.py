@@ -24,8 +24,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from .. import access, display, inputs, models, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
+from ..engine.actor import audit, cancel
 from ..engine.model import errors, ports, serde
-from ..engine.operate import audit, cancel, forks, inspector, repairs, retrying
+from ..engine.operate import forks, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -96,6 +97,26 @@ def _stored(value: Any) -> Any:
         return serde.from_json(value)
     except errors.RivetWorkflowsError:
         return value
+
+
+def _family_links(store: Any, record: Any) -> tuple[dict | None, list[dict]]:
+    """The trace page's links to the actor's parent (None when it has none or it is gone) and children
+    (``{"url", "label", "state"}``; DESIGN.md section 20)."""
+
+    def link(other: Any) -> dict:
+        return {
+            "url": reverse("admin:rivet_workflows_actor_change", args=[other.actor_id]),
+            "label": f"{other.name} {display.short_key(other.key)}",
+            "state": other.workflow_state,
+        }
+
+    parent = None
+    if record.parent_id is not None:
+        try:
+            parent = link(store.get_actor(record.parent_id))
+        except errors.ActorNotFoundError:
+            parent = None
+    return parent, [link(child) for child in store.list_children(record.actor_id)]
 
 
 def _audit_item(row: Any) -> dict:
@@ -387,7 +408,10 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             .prefetch_related("fires")
         )
         trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
+        parent_link, child_links = _family_links(store, record)
         return {
+            "parent_link": parent_link,
+            "child_links": child_links,
             "record": record,
             "activity": inspector.activity(
                 record.lease_owner, record.lease_expires_at, record.wake_at, record.waiting_for, now
@@ -672,11 +696,15 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         return HttpResponseRedirect(back)
 
     def cancel_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """POST: cancel the workflow, paused or not (``reason``: optional text); operation ``operate``."""
+        """POST: cancel the workflow, paused or not (``reason``: optional text; ``children=1`` also cancels
+        every unfinished descendant, DESIGN.md section 20); operation ``operate``."""
         self._record(request, actor_id, access.OPERATE)
         reason = (request.POST.get("reason") or "").strip()[:1000] or None
+        children = request.POST.get("children") == "1"
         try:
-            changed = cancel.cancel(_runtime(), actor_id, who=request.user.get_username(), reason=reason)
+            changed = cancel.cancel(
+                _runtime(), actor_id, who=request.user.get_username(), reason=reason, children=children
+            )
         except errors.ActorNotFoundError as exc:
             raise Http404(str(exc)) from exc
         except errors.RivetWorkflowsError as exc:

@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     StrictBool,
     StrictFloat,
+    StrictStr,
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -163,7 +164,8 @@ class ActorDetail(ActorSummary):
     of them holds a value JSON cannot) maps the JSON Pointer (from this object: ``/output/total``) of each
     such value to its type (``datetime``, ``decimal``, ``tuple``, ...; ``serde.PLAIN_FORMS`` says how each
     is shown). ``redacted`` names the fields withheld from a caller that may not inspect (``"input"``,
-    ``"error.stack"``)."""
+    ``"error.stack"``). ``parent_id``: the actor whose run created this one (null: created from outside a
+    run); ``children``: the ids of the live actors its runs created, oldest first (DESIGN.md section 20)."""
 
     state: Any = None
     input: Any = None
@@ -173,6 +175,8 @@ class ActorDetail(ActorSummary):
     redacted: list[str] = []
     in_flight: bool = False
     lease_expires_at: datetime | None = None
+    parent_id: str | None = None
+    children: list[str] = []
 
 
 class ActorPage(Schema):
@@ -198,11 +202,14 @@ class ActionOut(Schema):
 class SendIn(StrictSchema):
     """``POST /actors/{id}/queues/{queue}``: the message ``body`` (required; ``null`` is a body); with ``wait``
     (a JSON boolean) the call blocks until the workflow completes the message, the workflow ends, or
-    ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass."""
+    ``timeout`` seconds (a JSON number 0..300, not a boolean; default ACTION_TIMEOUT) pass. ``dedupId`` (1..200
+    characters): a second send with the same id to the actor stores nothing and answers as the first did
+    (the same ``message_id``; DESIGN.md section 20)."""
 
     body: Any = Field(...)
     wait: StrictBool = False
     timeout: StrictFloat | None = Field(None, ge=0, le=MAX_SEND_TIMEOUT)
+    dedupId: StrictStr | None = Field(None, min_length=1, max_length=200)
 
 
 class SendAccepted(Schema):
@@ -259,9 +266,11 @@ class RecoverIn(StrictSchema):
 
 
 class CancelIn(StrictSchema):
-    """``reason``: why, kept in the audit row (``GET .../inspector/audit``)."""
+    """``reason``: why, kept in the audit row (``GET .../inspector/audit``). ``children``: true also cancels
+    every unfinished descendant (the actors its runs created, theirs...), each with its own audit row."""
 
     reason: str | None = Field(None, max_length=MAX_REASON_CHARS, pattern=inputs.TEXT_PATTERN)
+    children: StrictBool = False
 
 
 class CancelOut(Schema):

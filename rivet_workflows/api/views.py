@@ -10,11 +10,12 @@ from ninja import Path, Query, Router, Status
 
 from .. import access, inputs, models, states, tracing
 from ..conf import rivet_settings
+from ..engine.actor import audit, cancel
 from ..engine.actor.delivery import send_message
 from ..engine.client.sending import database_turn, waiting_send_slot
 from ..engine.model import errors, ports, serde
 from ..engine.model.keys import normalize_key
-from ..engine.operate import audit, cancel, forks, inspector, repairs, retrying
+from ..engine.operate import forks, inspector, repairs, retrying
 from . import schemas as s
 from .auth import ApiAuth, principal_of
 from .errors import raised
@@ -224,6 +225,8 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),
         "lease_expires_at": record.lease_expires_at,
+        "parent_id": record.parent_id,
+        "children": [child.actor_id for child in rt.store.list_children(record.actor_id)],
     }
 
 
@@ -317,7 +320,9 @@ async def send_to_queue(request: HttpRequest, actor_id: ActorId, queue: Name, pa
     with waiting_send_slot(rivet_settings.MAX_WAITING_SENDS):
         handle, body = await sync_to_async(_send_target)(request, actor_id, payload, turn=True)
         with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
-            result = await handle.asend(queue, body, wait=True, timeout=payload.timeout)
+            result = await handle.asend(
+                queue, body, wait=True, timeout=payload.timeout, dedup_id=payload.dedupId
+            )
     answer = {"status": result.status, **_shown({"response": result.response}), "detail": result.detail}
     return Status(200, answer)
 
@@ -337,7 +342,9 @@ def _send_target(
 def _send_now(request: HttpRequest, actor_id: str, queue: str, payload: s.SendIn) -> Any:
     handle, body = _send_target(request, actor_id, payload)
     with tracing.request_context(request.headers):  # the caller's traceparent parents rivet.send
-        message = send_message(handle.runtime, handle.definition, actor_id, queue, body, completable=False)
+        message = send_message(
+            handle.runtime, handle.definition, actor_id, queue, body, False, dedup_id=payload.dedupId
+        )
     return Status(202, {"message_id": str(message.id)})
 
 
@@ -441,12 +448,14 @@ def recover_workflow(request: HttpRequest, actor_id: ActorId, payload: s.Recover
 def cancel_workflow(request: HttpRequest, actor_id: ActorId, payload: s.CancelIn | None = None) -> Any:
     """Cancel the workflow (a paused one too): ``cancelled``, never run again, no rollback; a run in
     progress is fenced out. ``changed`` False, nothing written, when it had finished already. ``{reason?}``
-    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). 404 for an unknown actor.
-    Operation ``operate``."""
+    goes into the audit row ``cancel`` (who: the user name, or ``"token"``). ``{children: true}`` also
+    cancels every unfinished descendant, each audited (even when this workflow had finished; DESIGN.md
+    section 20). 404 for an unknown actor. Operation ``operate``."""
     _record(request, actor_id, access.OPERATE)
     reason = payload.reason if payload is not None else None
+    children = payload.children if payload is not None else False
     who = access.operator_name(request.auth, request)
-    changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason)
+    changed = cancel.cancel(runtime(), actor_id, who=who, reason=reason, children=children)
     record = runtime().store.get_actor(actor_id)
     return {"actorId": actor_id, "changed": changed, "workflowState": record.workflow_state}
 

@@ -46,6 +46,9 @@ def add_parsers(subs: Any) -> None:
     )
     send.add_argument("--wait", action="store_true", help="wait for the workflow's response and print it")
     send.add_argument(
+        "--dedup-id", help="deduplication id: a second send with it to the actor stores nothing"
+    )
+    send.add_argument(
         "--timeout", type=float, metavar="S", help="seconds to wait with --wait (default ACTION_TIMEOUT)"
     )
     fork = subs.add_parser(
@@ -328,7 +331,16 @@ def _send(command: Any, options: dict) -> None:
     if timeout is not None and timeout < 0:
         raise CommandError("--timeout must be >= 0 seconds")
     handle = runtime.registry.client()[record.name].get_for_id(actor_id)
-    result = handle.send(options["queue"], body, wait=bool(options.get("wait")), timeout=timeout)
+    try:
+        result = handle.send(
+            options["queue"],
+            body,
+            wait=bool(options.get("wait")),
+            timeout=timeout,
+            dedup_id=options.get("dedup_id"),
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     if result is None:
         command.stdout.write(f"sent to {record.name} {actor_id} queue {options['queue']!r}")
         return
@@ -339,7 +351,8 @@ def _send(command: Any, options: dict) -> None:
 
 def _fork(command: Any, options: dict) -> None:
     from .. import django_runtime
-    from ..engine.operate import audit, forks
+    from ..engine.actor import audit
+    from ..engine.operate import forks
 
     runtime = django_runtime.get_runtime()
     given = options.get("input")

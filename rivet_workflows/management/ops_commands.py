@@ -104,6 +104,12 @@ def add_parsers(subs: Any) -> None:
         sub.add_argument("--actor", action="append", help="this actor id (repeatable)")
         sub.add_argument("--name", action="append", help="every unfinished actor of this type (repeatable)")
         sub.add_argument("--reason", help=f"why (kept with the {verb} in each actor's operator actions)")
+        if verb == "cancel":
+            sub.add_argument(
+                "--children",
+                action="store_true",
+                help="also cancel every unfinished actor their runs created (and theirs), each audited",
+            )
     retry = subs.add_parser(
         "retry", help="Retry runs a code error suspended (after the fix): they go on where they stopped."
     )
@@ -223,6 +229,16 @@ def _act(command: Any, sub: str, options: dict) -> None:
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     out.write(f"{_DONE[sub]}: {len(report.changed)} {' '.join(report.changed)}".rstrip())
+    if sub == "cancel" and options.get("children"):  # DESIGN.md section 20: the descendants of each one
+        from ..engine.actor import audit, cancel
+
+        runtime = django_runtime.get_runtime()
+        descendants: list[str] = []
+        for actor_id in report.changed + report.ids(bulk.UNCHANGED):
+            descendants += cancel.cancel_tree(
+                runtime, actor_id, who=audit.COMMAND, reason=options.get("reason")
+            )
+        out.write(f"cancelled children: {len(descendants)} {' '.join(descendants)}".rstrip())
     for kind in (bulk.UNCHANGED, bulk.REFUSED):
         outcomes = report.of(kind)
         if outcomes:

@@ -45,6 +45,7 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "deadline_at",
     "paused_at",
     "pause_reason",
+    "parent_actor_id",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -139,7 +140,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
      updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
      awaiting_code_version, trace_context, replay_generation, concurrency_key, priority,
-     deadline_at, paused_at, pause_reason) = values  # fmt: skip
+     deadline_at, paused_at, pause_reason, parent_actor_id) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -166,6 +167,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         deadline_at=deadline_at,
         paused=paused_at is not None,
         pause_reason=pause_reason,
+        parent_id=parent_actor_id,
     )
 
 
@@ -242,6 +244,7 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         response=serde.from_json(row.response),
         completed_at=row.completed_at,
         trace_context=row.trace_context,
+        dedup_id=row.dedup_id,
     )
 
 

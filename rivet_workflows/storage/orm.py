@@ -142,6 +142,8 @@ class DjangoStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
         with ``flow``'s controls on the row (``deadline_at`` = now + ``flow.timeout``).
@@ -162,7 +164,13 @@ class DjangoStore(
                     state=state_json,
                     input=input_json,
                     workflow_state=ports.PENDING,
-                    wake_at=now if due else None,
+                    wake_at=(
+                        now + timedelta(seconds=start_after)
+                        if start_after is not None
+                        else now
+                        if due
+                        else None
+                    ),
                     created_at=now,
                     updated_at=now,
                     trace_context=trace_context,
@@ -171,6 +179,7 @@ class DjangoStore(
                         if flow is None or flow.timeout is None
                         else now + timedelta(seconds=flow.timeout)
                     ),
+                    parent_actor_id=parent_id,
                     **mapper.flow_columns(flow),
                 )
         except IntegrityError:
@@ -248,6 +257,15 @@ class DjangoStore(
         row = self._actors().filter(name=name, key_text=mapper.key_text(key), destroyed=False).first()
         return None if row is None else mapper.actor_from_model(row)
 
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        """The live actors created from ``actor_id``'s runs, oldest first (``ports.Store.list_children``)."""
+        rows = (
+            self._actors()
+            .filter(parent_actor_id=actor_id, destroyed=False)
+            .order_by("created_at", "actor_id")
+        )
+        return [mapper.actor_from_model(row) for row in rows]
+
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit``."""
         rows = self._actors().filter(destroyed=False).order_by("created_at", "actor_id")
@@ -275,6 +293,31 @@ class DjangoStore(
             counts.due += n_due
             counts.leases_expired += n_expired
         return counts
+
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        """Push back an unstarted workflow's start in one conditional UPDATE (``ports.Store.defer_start``):
+        input (and state unless ``UNSET``) replaced, ``wake_at`` = now + ``delay`` bounded by
+        ``created_at`` + ``max_delay``; the new record, or None when it started or is due already."""
+        columns: dict[str, Any] = {"input": serde.to_json(input, where="actor input")}
+        if state is not ports.UNSET:
+            columns["state"] = serde.to_json(state, where="actor state")
+        with self._atomic():
+            now = self.now()
+            row = self._actors().filter(pk=actor_id, destroyed=False).values("created_at").first()
+            if row is None:
+                raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+            wake_at = now + timedelta(seconds=delay)
+            if max_delay is not None:
+                wake_at = min(wake_at, mapper.utc(row["created_at"]) + timedelta(seconds=max_delay))
+            changed = (
+                self._actors()
+                .filter(pk=actor_id, destroyed=False, workflow_state=ports.PENDING, lease_owner__isnull=True)
+                .filter(Q(wake_at__isnull=True) | Q(wake_at__gt=now))
+                .update(wake_at=wake_at, updated_at=now, **columns)
+            )
+        return self.get_actor(actor_id) if changed else None
 
     def destroy_actor(self, actor_id: str) -> None:
         """Delete the actor with its history, messages and cron entries; its key is free again.

@@ -194,6 +194,8 @@ class PostgresStore(PostgresQueues, DjangoStore):
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """``DjangoStore.create_actor`` as one autocommit statement in the common case: ``INSERT ... ON
         CONFLICT DO NOTHING`` returning the new row, united with the existing row when the key was taken
@@ -203,15 +205,18 @@ class PostgresStore(PostgresQueues, DjangoStore):
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
         key_text = mapper.key_text(key)
+        wake_sql = "c.now" if due else "NULL"
+        if start_after is not None:  # a deferred start: its offset is a parameter (one prepared statement)
+            wake_sql = "c.now + %s * interval '1 second'"
         sql = (
             "WITH c AS (SELECT clock_timestamp() AS now), "
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
             "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation, "
-            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at) "
+            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at, parent_actor_id) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{'c.now' if due else 'NULL'}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
-            "%s, %s, %s, %s, %s, c.now + %s * interval '1 second' FROM c "
+            f"{wake_sql}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
+            "%s, %s, %s, %s, %s, c.now + %s * interval '1 second', %s FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
             f"SELECT {_ACTOR_COLUMNS}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "
@@ -225,8 +230,10 @@ class PostgresStore(PostgresQueues, DjangoStore):
             mapper.jsonb(state_json),
             mapper.jsonb(input_json),
             ports.PENDING,
+            *([] if start_after is None else [float(start_after)]),
             mapper.jsonb(trace_context),
             *_flow_params(flow),
+            parent_id,
             name,
             key_text,
         ]

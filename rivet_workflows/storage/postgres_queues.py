@@ -105,9 +105,12 @@ class PostgresQueues:
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> ports.MessageRecord:
         """``DjangoStore.send`` as one statement (see ``send_and_check``)."""
-        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
+        return self.send_and_check(
+            actor_id, name, body, completable, trace_context=trace_context, dedup_id=dedup_id
+        )[0]
 
     def send_and_check(
         self,
@@ -117,6 +120,7 @@ class PostgresQueues:
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` as one statement (same contract as ``_deliver``): lock the actor row, insert the message,
         apply the wake rule (``wake_at`` = now when the actor waits on ``name`` or ``"*"``, or a run holds
@@ -125,18 +129,24 @@ class PostgresQueues:
         same statement (the actor is due now and no live lease is held); when it is True the statement
         also NOTIFYs ``WAKES_CHANNEL`` with the actor id (``wait_for_wakes``). Raises ActorNotFoundError
         (missing or destroyed actor), SerializationError (body) and WorkflowFinishedError (the workflow is
-        completed or cancelled: the statement inserts nothing)."""
+        completed or cancelled: the statement inserts nothing).
+
+        With ``dedup_id`` the insert does nothing on the unique (actor, dedup_id) constraint (``ON
+        CONFLICT``), and then neither wakes nor notifies: the kept message that has it is read and
+        returned with hint False (``ports.Store.send``)."""
         encoded = serde.to_json(body, where=f"body of queue message {name!r}")
         live = f"a.workflow_state NOT IN ({_FINISHED_SQL})"
         sql = (
             "WITH c AS (SELECT clock_timestamp() AS now), "
             "a AS (SELECT actor_id, workflow_state, waiting_for, lease_owner, lease_expires_at, wake_at "
             f"FROM {_ACTOR} WHERE actor_id = %s AND NOT destroyed FOR UPDATE), "
-            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status, trace_context) "
-            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb FROM a, c "
-            f"WHERE a.workflow_state NOT IN ({_CLOSED_SQL}) RETURNING id, created_at), "
+            f"m AS (INSERT INTO {_MESSAGE} (actor_id, name, body, created_at, completable, status, "
+            "trace_context, dedup_id) "
+            "SELECT a.actor_id, %s, %s::jsonb, c.now, %s, %s, %s::jsonb, %s FROM a, c "
+            f"WHERE a.workflow_state NOT IN ({_CLOSED_SQL}) ON CONFLICT DO NOTHING RETURNING id, created_at), "
             f"w AS (UPDATE {_ACTOR} AS t SET wake_at = c.now, updated_at = c.now FROM a, c "
-            f"WHERE t.actor_id = a.actor_id AND {live} AND (a.lease_owner IS NOT NULL "
+            f"WHERE t.actor_id = a.actor_id AND {live} AND EXISTS (SELECT 1 FROM m) "
+            "AND (a.lease_owner IS NOT NULL "
             "OR jsonb_exists(a.waiting_for, '*') OR jsonb_exists(a.waiting_for, %s)) "
             "AND (a.wake_at IS NULL OR a.wake_at > c.now) RETURNING 1)"
             f", h AS (SELECT (EXISTS (SELECT 1 FROM w) OR a.wake_at <= c.now) "
@@ -152,6 +162,7 @@ class PostgresQueues:
             completable,
             ports.MESSAGE_PENDING,
             mapper.jsonb(trace_context),
+            dedup_id,
             name,
             wake_channel(actor_id),
             WAKES_CHANNEL,
@@ -159,6 +170,14 @@ class PostgresQueues:
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
+        if row is None and dedup_id is not None:  # a kept message has the dedup id: answer with it
+            first = (
+                models.QueueMessage.objects.using(self.using)
+                .filter(actor_id=actor_id, dedup_id=dedup_id, actor__destroyed=False)
+                .first()
+            )
+            if first is not None:
+                return mapper.message_from_model(first), False
         if row is None:  # nothing stored: no such live actor, or its workflow is completed or cancelled
             state = (
                 self._actors()
@@ -178,6 +197,7 @@ class PostgresQueues:
             completable=completable,
             status=ports.MESSAGE_PENDING,
             trace_context=trace_context,
+            dedup_id=dedup_id,
         )
         return message, bool(row[3])
 
@@ -189,8 +209,8 @@ class PostgresQueues:
         "*" = any."""
         any_name = names is None or "*" in names
         sql = (
-            "SELECT id, name, body, created_at, completable, status, response, completed_at, trace_context "
-            f"FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
+            "SELECT id, name, body, created_at, completable, status, response, completed_at, trace_context, "
+            f"dedup_id FROM {_MESSAGE} WHERE actor_id = %s AND status = %s"
             + ("" if any_name else " AND name = ANY(%s)")
             + " ORDER BY id LIMIT %s"
         )
@@ -210,6 +230,7 @@ class PostgresQueues:
                 response=serde.from_json(mapper.load_json(row[6])),
                 completed_at=mapper.utc(row[7]),
                 trace_context=mapper.load_json(row[8]),
+                dedup_id=row[9],
             )
             for row in rows
         ]

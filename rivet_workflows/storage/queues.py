@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.db import IntegrityError
+
 from .. import models
 from ..engine.model import errors, ports, serde
 from . import mapper
@@ -40,10 +42,12 @@ class QueueStorage:
         trace_context: dict | None = None,
         *,
         refuse_closed: bool = False,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Insert a message under the target's row lock and apply the wake rule; returns (record, woke).
         With ``refuse_closed`` (a ``send``, not a commit's outbox) ``WorkflowFinishedError`` when the
-        workflow is completed or cancelled (``ports.CLOSED_STATES``), before anything is stored."""
+        workflow is completed or cancelled (``ports.CLOSED_STATES``), before anything is stored. With a
+        ``dedup_id`` a kept message of the actor has already: that message, nothing written, woke False."""
         row = (
             self._actors()
             .select_for_update()
@@ -53,17 +57,33 @@ class QueueStorage:
         )
         if row is None or row["destroyed"]:
             raise errors.ActorNotFoundError(f"no actor with id {actor_id!r}", actor_id=actor_id)
+        if dedup_id is not None:
+            first = self._messages().filter(actor_id=actor_id, dedup_id=dedup_id).first()
+            if first is not None:
+                return mapper.message_from_model(first), False
         if refuse_closed and row["workflow_state"] in ports.CLOSED_STATES:
             raise errors.workflow_finished(actor_id, row["workflow_state"], name)
-        message = self._messages().create(
-            actor_id=actor_id,
-            name=name,
-            body=serde.to_json(body, where=f"body of queue message {name!r}"),
-            completable=completable,
-            status=ports.MESSAGE_PENDING,
-            created_at=now,
-            trace_context=trace_context,
-        )
+        fields = {
+            "actor_id": actor_id,
+            "name": name,
+            "body": serde.to_json(body, where=f"body of queue message {name!r}"),
+            "completable": completable,
+            "status": ports.MESSAGE_PENDING,
+            "created_at": now,
+            "trace_context": trace_context,
+            "dedup_id": dedup_id,
+        }
+        if dedup_id is None:
+            message = self._messages().create(**fields)
+        else:
+            try:
+                # the unique (actor, dedup_id) constraint is the rule; the look above only saves the
+                # insert (a database without row locks lets a concurrent sender in between)
+                with self._atomic():
+                    message = self._messages().create(**fields)
+            except IntegrityError:
+                first = self._messages().get(actor_id=actor_id, dedup_id=dedup_id)
+                return mapper.message_from_model(first), False
         woke = False
         if row["workflow_state"] not in ports.FINISHED_STATES:
             waiting = row["waiting_for"] or []
@@ -133,15 +153,24 @@ class QueueStorage:
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` and make the actor due if it waits on ``name`` or is running.
 
         Raises ActorNotFoundError (missing or destroyed actor), SerializationError (body) and
-        WorkflowFinishedError (completed or cancelled workflow: nothing stored).
+        WorkflowFinishedError (completed or cancelled workflow: nothing stored). With ``dedup_id`` the
+        kept message that has it already, when there is one (``ports.Store.send``).
         """
         with self._atomic():
             message, _ = self._deliver(
-                actor_id, name, body, completable, self.now(), trace_context, refuse_closed=True
+                actor_id,
+                name,
+                body,
+                completable,
+                self.now(),
+                trace_context,
+                refuse_closed=True,
+                dedup_id=dedup_id,
             )
         return message
 

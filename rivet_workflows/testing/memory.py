@@ -103,6 +103,8 @@ class MemoryStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Return ``(record, created)`` for the actor ``(name, key)``, creating it with ``create_state()``.
 
@@ -117,7 +119,9 @@ class MemoryStore(
                 return rows.actor_record(self._actors[existing]), False
             state = create_state()
             flow_controls = None if flow is None else flow(state)
-            return self._insert(name, key, key_text, input, state, due, trace_context, flow_controls)
+            return self._insert(
+                name, key, key_text, input, state, due, trace_context, flow_controls, parent_id, start_after
+            )
 
     def create_actor(
         self,
@@ -129,6 +133,8 @@ class MemoryStore(
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, due now if ``due``; ``(existing, False)`` if it
         exists (nothing written). ``SerializationError`` for an unserializable input or state."""
@@ -137,7 +143,9 @@ class MemoryStore(
             existing = self._by_key.get((name, key_text))
             if existing is not None:
                 return rows.actor_record(self._actors[existing]), False
-            return self._insert(name, key, key_text, input, state, due, trace_context, flow)
+            return self._insert(
+                name, key, key_text, input, state, due, trace_context, flow, parent_id, start_after
+            )
 
     def _insert(
         self,
@@ -149,6 +157,8 @@ class MemoryStore(
         due: bool,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Create the actor row (caller holds ``self._lock`` and checked the key is free)."""
         encoded_input = serde.to_json(input, where="actor input")
@@ -160,10 +170,13 @@ class MemoryStore(
             key=serde.to_json(list(key)),
             state=encoded_state,
             input=encoded_input,
-            wake_at=now if due else None,
+            wake_at=(
+                now + timedelta(seconds=start_after) if start_after is not None else now if due else None
+            ),
             created_at=now,
             updated_at=now,
             trace_context=dict(trace_context) if trace_context else None,
+            parent_id=parent_id,
         )
         if flow is not None:
             row.concurrency_key = flow.concurrency_key
@@ -224,6 +237,33 @@ class MemoryStore(
             actor_id = self._by_key.get((name, key_text))
             return None if actor_id is None else rows.actor_record(self._actors[actor_id])
 
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        """Push back an unstarted workflow's start, replacing its input (and state unless ``UNSET``); the
+        new record, or None when it started or is due (``ports.Store.defer_start``)."""
+        encoded_input = serde.to_json(input, where="actor input")
+        encoded_state = None if state is ports.UNSET else serde.to_json(state, where="actor state")
+        with self._lock:
+            row = self._row(actor_id)
+            now = self.now()
+            if (
+                row.workflow_state != ports.PENDING
+                or row.lease_owner is not None
+                or (row.wake_at is not None and row.wake_at <= now)
+            ):
+                return None
+            wake_at = now + timedelta(seconds=delay)
+            if max_delay is not None and row.created_at is not None:
+                wake_at = min(wake_at, row.created_at + timedelta(seconds=max_delay))
+            row.input = encoded_input
+            if encoded_state is not None:
+                row.state = encoded_state
+            row.wake_at = wake_at
+            row.updated_at = now
+            self._changed.notify_all()
+            return rows.actor_record(row)
+
     def destroy_actor(self, actor_id: str) -> None:
         """Remove the actor, its history and its messages (a running executor's writes then fail)."""
         with self._lock:
@@ -235,6 +275,11 @@ class MemoryStore(
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()
+
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        """The live actors created from ``actor_id``'s runs, oldest first (``ports.Store.list_children``)."""
+        with self._lock:
+            return [rows.actor_record(r) for r in self._actors.values() if r.parent_id == actor_id]
 
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
         """Every actor (of type ``name``, or all), oldest first (creation order), at most ``limit``."""

@@ -57,11 +57,17 @@ class MemoryQueueMixin:
         trace_context: dict | None = None,
         *,
         refuse_closed: bool = False,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool]:
         """Store an encoded message and apply the wake rule (caller holds ``_lock``); ``(message, woke)``.
         With ``refuse_closed`` (a ``send``, not a commit's outbox) ``WorkflowFinishedError`` for a
-        completed or cancelled workflow, before anything is stored."""
+        completed or cancelled workflow, before anything is stored. With a ``dedup_id`` a kept message of
+        the actor has already: that message, nothing stored, woke False."""
         row = self._row(actor_id)
+        if dedup_id is not None:
+            for message_id in self._queue[actor_id]:
+                if self._messages[message_id].dedup_id == dedup_id:
+                    return self._messages[message_id], False
         if refuse_closed and row.workflow_state in ports.CLOSED_STATES:
             raise errors.workflow_finished(actor_id, row.workflow_state, name)
         message = ports.MessageRecord(
@@ -72,6 +78,7 @@ class MemoryQueueMixin:
             created_at=now,
             completable=completable,
             trace_context=dict(trace_context) if trace_context else None,
+            dedup_id=dedup_id,
         )
         self._messages[message.id] = message
         self._queue[actor_id].append(message.id)
@@ -108,13 +115,17 @@ class MemoryQueueMixin:
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> ports.MessageRecord:
         """Store a message for ``actor_id`` on queue ``name`` and apply the wake rule (see ``ports``).
 
         Raises ``ActorNotFoundError``, ``SerializationError`` and ``WorkflowFinishedError`` (completed or
-        cancelled workflow: nothing stored). Returns the stored message (a copy).
+        cancelled workflow: nothing stored). Returns the stored message (a copy); with a ``dedup_id`` a
+        kept message has already, that message (nothing stored).
         """
-        return self.send_and_check(actor_id, name, body, completable, trace_context=trace_context)[0]
+        return self.send_and_check(
+            actor_id, name, body, completable, trace_context=trace_context, dedup_id=dedup_id
+        )[0]
 
     def send_and_check(
         self,
@@ -124,16 +135,27 @@ class MemoryQueueMixin:
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         """``send`` plus the dispatcher hint read in the same critical section: True when, after the send,
-        the actor is due now and no live lease is held (``delivery.wake_if_due``'s answer), else False.
-        Raises as ``send``."""
+        the actor is due now and no live lease is held (``delivery.wake_if_due``'s answer), else False
+        (always for a deduplicated send). Raises as ``send``."""
         encoded = serde.to_json(body, where=f"queue {name!r} body")
         with self._lock:
             now = self.now()
+            stored = len(self._messages)
             message, _ = self._deliver(
-                actor_id, name, encoded, completable, now, trace_context, refuse_closed=True
+                actor_id,
+                name,
+                encoded,
+                completable,
+                now,
+                trace_context,
+                refuse_closed=True,
+                dedup_id=dedup_id,
             )
+            if len(self._messages) == stored:  # deduplicated: the kept message, nothing woken
+                return _message_out(message), False
             row = self._actors[actor_id]
             hint = row.wake_at is not None and row.wake_at <= now and not lease_live(row, now)
             if hint:

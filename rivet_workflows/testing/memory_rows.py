@@ -44,6 +44,7 @@ class ActorRow:
     deadline_at: datetime | None = None
     paused_at: datetime | None = None
     pause_reason: str | None = None
+    parent_id: str | None = None
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -85,6 +86,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         deadline_at=row.deadline_at,
         paused=row.paused_at is not None,
         pause_reason=row.pause_reason,
+        parent_id=row.parent_id,
     )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from rivet_workflows.engine.actor.cancel import cancel
 from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.model.definitions import queue, workflow
 from rivet_workflows.engine.operate import repairs
-from rivet_workflows.engine.operate.cancel import cancel
 
 FLAGS = {"fail": False}
 

@@ -241,3 +241,12 @@ def test_fork_runs_a_copy_with_new_input_and_leaves_the_source(runtime) -> None:
         rivet("fork", actor_id, "--input", "{")
     with pytest.raises(CommandError, match="ActorAlreadyExistsError"):
         rivet("fork", actor_id, "--key", "o-fork-2")
+
+
+def test_send_with_a_dedup_id_stores_one_message(runtime) -> None:
+    actor_id = _started("o-dedup")
+    for _ in range(3):
+        assert "sent to order" in rivet("send", actor_id, "approve", '"bob"', "--dedup-id", "hook-1")
+    assert models.QueueMessage.objects.filter(actor_id=actor_id).count() == 1
+    with pytest.raises(CommandError, match="dedup_id"):
+        rivet("send", actor_id, "approve", "1", "--dedup-id", "x" * 201)

@@ -85,3 +85,16 @@ def test_a_refused_actor_is_reported_and_the_others_are_still_acted_on(rivet):  
     assert f"cancelled: 2 {first.actor_id} {last.actor_id}" in out.getvalue()
     assert f"refused: 1\n  {unknown} refused: " in out.getvalue()
     assert first.workflow_state() == last.workflow_state() == "cancelled"
+
+
+def test_cancel_with_children_cancels_the_descendants_each_audited(rivet):  # noqa: F811
+    store = rivet.runtime.store
+    parent = rivet.client.waiter.get_or_create("p")
+    child, _ = store.create_actor("waiter", ["c"], None, {}, due=True, parent_id=parent.actor_id)
+    grandchild, _ = store.create_actor("waiter", ["g"], None, {}, due=True, parent_id=child.actor_id)
+    rivet.drain()
+    out = run("cancel", "--actor", parent.actor_id, "--children", "--reason", "retired")
+    assert f"cancelled children: 2 {child.actor_id} {grandchild.actor_id}" in out
+    for actor_id in (parent.actor_id, child.actor_id, grandchild.actor_id):
+        assert store.get_actor(actor_id).workflow_state == "cancelled"
+        assert store.operator_actions(actor_id)[0].who == "command"

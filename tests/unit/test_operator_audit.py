@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from rivet_workflows.engine.actor import audit
 from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.model.definitions import setup, workflow
-from rivet_workflows.engine.operate import audit
 from rivet_workflows.testing import drain, make_runtime
 
 FLAGS = {"broken": True}

@@ -45,6 +45,7 @@ def send_message(
     name: str,
     body: Any,
     completable: bool = False,
+    dedup_id: str | None = None,
 ) -> ports.MessageRecord:
     """Validate and store a queue message for ``actor_id``, then wake it if the send made it due.
 
@@ -53,13 +54,24 @@ def send_message(
     ``ActorNotFoundError``, ``NoWorkflowError`` (a type without a run function) and
     ``WorkflowFinishedError`` (the workflow is completed or cancelled: the store refuses it, nothing is
     stored; a failed workflow accepts it). Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
+
+    ``dedup_id`` (a non-empty str of at most 200 characters, or None): when a kept message of the actor
+    has it already, nothing is stored and that message is returned (DESIGN.md section 20); ``ValueError``
+    for an empty or too long one.
     """
+    if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= 200):
+        raise ValueError(f"dedup_id must be a non-empty str of at most 200 characters, not {dedup_id!r}")
     definition.check_queue(name)
     serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
     observation = runtime.observer.send(definition.name or "", actor_id, name)
     try:
         message, hint = runtime.store.send_and_check(
-            actor_id, name, body, completable, trace_context=observation.trace_context()
+            actor_id,
+            name,
+            body,
+            completable,
+            trace_context=observation.trace_context(),
+            dedup_id=dedup_id,
         )
     except BaseException as exc:
         observation.end(None, exc)

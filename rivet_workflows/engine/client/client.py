@@ -13,6 +13,7 @@ from ..model import errors, ports, serde
 from ..model.keys import MAX_KEY_INT as MAX_KEY_INT
 from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
+from ..model.settings import to_seconds
 from ..operate import forks, repairs, retrying
 from ..operate.cancel import cancel as cancel_workflow
 from ..run.reentrancy import check_not_reentrant
@@ -43,13 +44,17 @@ def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class Client:
     """Entry point to the actors of one runtime: ``client.payment_actor`` or ``client["payment_actor"]``
-    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``."""
+    (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``.
 
-    def __init__(self, runtime: RuntimeRole) -> None:
+    ``parent_id``: the actor whose run uses this client (``step.client()``): every actor it creates records
+    it as its parent (``ActorHandle.children``; DESIGN.md section 20). None for a client from outside a run."""
+
+    def __init__(self, runtime: RuntimeRole, parent_id: str | None = None) -> None:
         self.runtime = runtime
+        self.parent_id = parent_id
 
     def __getitem__(self, name: str) -> ActorTypeClient:
-        return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
+        return ActorTypeClient(self.runtime, self.runtime.registry.get(name), self.parent_id)
 
     def __getattr__(self, name: str) -> ActorTypeClient:
         runtime = self.__dict__.get("runtime")
@@ -66,10 +71,14 @@ class Client:
 class ActorTypeClient:
     """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
 
-    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition) -> None:
+    def __init__(
+        self, runtime: RuntimeRole, definition: ActorDefinition, parent_id: str | None = None
+    ) -> None:
         self.runtime = runtime
         self.definition = definition
         self.name = definition.name or ""
+        #: recorded as the parent of the actors this creates (``Client.parent_id``)
+        self.parent_id = parent_id
 
     def _handle(self, record: ports.ActorRecord) -> ActorHandle:
         return ActorHandle(self.runtime, self.definition, record.actor_id, record.key)
@@ -119,10 +128,67 @@ class ActorTypeClient:
             )
         return self._handle(record)
 
+    def debounce(self, key: Any, input: Any = None, delay: Any = 5.0, max_delay: Any = None) -> ActorHandle:
+        """Start the workflow of ``key`` once a burst of calls is over (DESIGN.md section 20;
+        docs/howto/flow-control.md): it starts ``delay`` seconds (float or timedelta) after the last call,
+        each call replacing its input with ``input`` (and its initial state, built again from it, for a type
+        without ``on_create``) and pushing the start back, but never later than ``max_delay`` seconds
+        after the first call of the burst (None: no bound). A call once the workflow started, or is due to
+        start now, behaves as ``get_or_create`` (the input is ignored). Returns the actor's handle.
+
+        The start is the actor's deferred wake-up (``wake_at``; ``store.defer_start``): the sweep of any
+        worker (or ``drain``) starts it when it comes, as it ends a sleep. ``on_create`` runs once, at the
+        first call. Raises ``TypeError`` for a type without a workflow, ``ValueError`` for a negative
+        delay, and what ``get_or_create`` raises.
+        """
+        runtime, definition = self.runtime, self.definition
+        if definition.run is None:
+            raise TypeError(f"actor type {self.name!r} has no workflow (no run function) to debounce")
+        seconds = to_seconds(delay)
+        bound = to_seconds(max_delay)
+        assert seconds is not None
+        key = normalize_key(key)
+        limit = runtime.settings.max_payload_bytes
+        serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)
+        input = serde.roundtrip(input, where="actor input", max_bytes=limit)
+
+        def create_state() -> Any:
+            state = definition.initial_state(serde.roundtrip(input), key=key)
+            serde.to_json(state, where="initial actor state", max_bytes=limit)
+            return state
+
+        store = runtime.store
+        hooked = definition.on_create is not None
+        # a new actor is created with its deferred start in the same write (nothing is left without a
+        # start by a crash); with on_create it is created not due, the hook runs, then defer_start sets it
+        first_start = None if hooked else min(seconds, bound) if bound is not None else seconds
+        with runtime.observer.create(self.name, key) as observation:
+            record, created = store.get_or_create_actor(
+                self.name,
+                key,
+                input,
+                create_state,
+                start_after=first_start,
+                trace_context=observation.trace_context(),
+                flow=(lambda state: flow_of(runtime, definition, key, state))
+                if definition.has_flow
+                else None,
+                parent_id=self.parent_id,
+            )
+            observation.set("rivet.actor.id", record.actor_id)
+        if created and not hooked:
+            return self._handle(record)
+        if created:
+            actions.run_create_hook(runtime, definition, record.actor_id, key, input, make_due=False)
+        state = ports.UNSET if created or hooked else create_state()
+        store.defer_start(record.actor_id, input, state, seconds, bound)
+        return self._handle(record)
+
     aget_or_create = _twin(get_or_create)
     acreate = _twin(create)
     aget = _twin(get)
     aget_for_id = _twin(get_for_id)
+    adebounce = _twin(debounce)
 
     def _get_or_create(self, key: list, input: Any, *, lookup_first: bool = True) -> tuple[ActorHandle, bool]:
         """Get or create the actor; ``lookup_first`` False builds the state up front and inserts at once
@@ -170,6 +236,7 @@ class ActorTypeClient:
                 due=due,
                 trace_context=trace_context,
                 flow=flow if definition.has_flow else None,
+                parent_id=self.parent_id,
             )
         else:
             try:
@@ -180,7 +247,14 @@ class ActorTypeClient:
                     raise
                 return self._handle(existing), False
             record, created = store.create_actor(
-                self.name, key, input, state, due=due, trace_context=trace_context, flow=flow(state)
+                self.name,
+                key,
+                input,
+                state,
+                due=due,
+                trace_context=trace_context,
+                flow=flow(state),
+                parent_id=self.parent_id,
             )
         handle = self._handle(record)
         if created:
@@ -272,7 +346,12 @@ class ActorHandle:
     # --- queues -------------------------------------------------------------------------------------
 
     def send(
-        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+        self,
+        queue: str,
+        body: Any = None,
+        wait: bool = False,
+        timeout: float | None = None,
+        dedup_id: str | None = None,
     ) -> SendResult | None:
         """Send ``body`` to the actor's queue ``queue``; wakes the workflow if it waits on that queue.
 
@@ -290,37 +369,51 @@ class ActorHandle:
         ``SerializationError``/``PayloadTooLargeError`` (spec: "Queues"), ``NoWorkflowError`` (no run
         function) and ``WorkflowFinishedError`` (the workflow is completed or cancelled: nothing is stored;
         a failed one accepts the message for a recover or replay).
+
+        ``dedup_id`` (str, at most 200 characters): a second send with the same id to this actor, while the
+        first message is kept (until the actor is destroyed), stores nothing and returns as the first did
+        (a waiting one waits on the first message); concurrent senders store one message (DESIGN.md
+        section 20; docs/howto/flow-control.md). ``ValueError`` for an empty or too long id.
         """
         if not wait:
-            send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=False)
+            send_message(self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id=dedup_id)
             return None
         check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             # watching starts before the message is stored, so nothing the workflow does to it is missed
             with self.runtime.store.watch_sends(self.actor_id) as watch:
                 wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
-                result = wait.begin(lambda: self._send_completable(queue, body))
+                result = wait.begin(lambda: self._send_completable(queue, body, dedup_id))
                 while result is None:
                     result = wait.look(watch.wait(wait.pause()))
                 return result
 
-    def _send_completable(self, queue: str, body: Any) -> ports.MessageRecord:
-        return send_message(self.runtime, self.definition, self.actor_id, queue, body, completable=True)
+    def _send_completable(self, queue: str, body: Any, dedup_id: str | None) -> ports.MessageRecord:
+        return send_message(
+            self.runtime, self.definition, self.actor_id, queue, body, True, dedup_id=dedup_id
+        )
 
     async def asend(
-        self, queue: str, body: Any = None, wait: bool = False, timeout: float | None = None
+        self,
+        queue: str,
+        body: Any = None,
+        wait: bool = False,
+        timeout: float | None = None,
+        dedup_id: str | None = None,
     ) -> SendResult | None:
         """Async twin of ``send``: store calls through ``bridge.call`` (inline in a run's loop, else
         ``sync_to_async``); the wait itself holds no thread (an ASGI view awaiting it frees its worker)."""
         store = self.runtime.store
         if not wait:
-            await bridge.call(send_message, self.runtime, self.definition, self.actor_id, queue, body, False)
+            await bridge.call(
+                send_message, self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id
+            )
             return None
         check_not_reentrant(self.actor_id, "send to a queue and wait for the response")
         with waiting_send_slot(self.runtime.settings.max_waiting_sends):
             with await bridge.call(store.watch_sends, self.actor_id) as watch:
                 wait = WaitingSend(self.runtime, self.actor_id, watch, timeout)
-                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body))
+                result = await bridge.call(wait.begin, lambda: self._send_completable(queue, body, dedup_id))
                 while result is None:
                     result = await bridge.call(wait.look, await watch.wait_async(wait.pause()))
                 return result
@@ -375,14 +468,44 @@ class ActorHandle:
             return False
         return True
 
-    def cancel(self, reason: str | None = None) -> bool:
+    def cancel(self, reason: str | None = None, children: bool = False) -> bool:
         """Cancel the workflow: state ``cancelled``, wake-up cleared, never run again; no rollback runs.
         The audit row records ``who`` ``"python"`` and ``reason``.
 
         A run in progress is fenced out (its next write is rejected). Returns False when the workflow had
         already finished. The actor itself, its state and actions stay (``destroy()`` removes it).
+
+        ``children=True`` also cancels every unfinished descendant (the actors its runs created, theirs,
+        and so on: ``children()``), each with its own audit row, even when this workflow had finished
+        already (DESIGN.md section 20). Children of a type declaring ``parent_close="cancel"`` are
+        cancelled with their parent either way.
         """
-        return cancel_workflow(self.runtime, self.actor_id, reason=reason)
+        return cancel_workflow(self.runtime, self.actor_id, reason=reason, children=children)
+
+    def children(self) -> list[ActorHandle]:
+        """Handles on the live actors this actor's runs created (``step.client()`` in a step body, or
+        ``ctx.spawn``), oldest first; a child of a type not registered in this process is left out
+        (DESIGN.md section 20)."""
+        registry = self.runtime.registry
+        return [
+            ActorHandle(self.runtime, registry.get(record.name), record.actor_id, record.key)
+            for record in self.runtime.store.list_children(self.actor_id)
+            if record.name in registry
+        ]
+
+    def parent(self) -> ActorHandle | None:
+        """The handle of the actor whose run created this one, or None (created from outside a run, or
+        the parent is gone or of a type not registered here)."""
+        parent_id = self.record().parent_id
+        if parent_id is None:
+            return None
+        try:
+            record = self.runtime.store.get_actor(parent_id)
+        except errors.ActorNotFoundError:
+            return None
+        if record.name not in self.runtime.registry:
+            return None
+        return ActorHandle(self.runtime, self.runtime.registry.get(record.name), record.actor_id, record.key)
 
     def pause(self, reason: str | None = None) -> bool:
         """Pause the actor (DESIGN.md section 12): it is not run until ``resume()``; ``workflow_state()``
@@ -433,6 +556,8 @@ class ActorHandle:
     areplay = _twin(replay)
     arecover = _twin(recover)
     acancel = _twin(cancel)
+    achildren = _twin(children)
+    aparent = _twin(parent)
     apause = _twin(pause)
     aresume = _twin(resume)
     aretry = _twin(retry)

@@ -190,7 +190,9 @@ class ActorDefinition:
     ``WorkflowHandler`` or None), ``options`` (dict), ``name`` (set by ``setup``; None before), and the flow
     controls ``concurrency`` (``Concurrency``), ``rate_limit`` (``RateLimit``), ``priority`` (int, or
     ``priority(c) -> int`` evaluated once per new actor) and
-    ``timeout`` (seconds from creation, float; DESIGN.md 12).
+    ``timeout`` (seconds from creation, float; DESIGN.md 12); ``parent_close`` (``"abandon"`` or
+    ``"cancel"``: what becomes of an actor of the type when the workflow of the actor that created it
+    fails or is cancelled; DESIGN.md section 20).
     """
 
     state: Any = None
@@ -212,6 +214,7 @@ class ActorDefinition:
     rate_limit: RateLimit | None = None
     priority: int | Callable[[Any], int] = 0
     timeout: float | None = None
+    parent_close: str = "abandon"
 
     @property
     def has_workflow(self) -> bool:
@@ -302,6 +305,7 @@ def actor(
     rate_limit: RateLimit | None = None,
     priority: int | Callable[[Any], int] = 0,
     timeout: float | timedelta | None = None,
+    parent_close: str = "abandon",
 ) -> ActorDefinition:
     """Define an actor type (DESIGN.md section 2, ENGINE-SEMANTICS.md section 10).
 
@@ -314,7 +318,10 @@ def actor(
     per ``per`` seconds), ``priority`` (int, default 0: among due actors higher is claimed first; or
     ``priority(c) -> int``, evaluated once when an actor is created, like ``Concurrency.key``) and
     ``timeout`` (seconds or timedelta from the actor's creation: the workflow then fails with
-    ``WorkflowTimeoutError``, also while it sleeps or waits). ``ValueError``/``TypeError`` for bad values.
+    ``WorkflowTimeoutError``, also while it sleeps or waits). ``parent_close`` (DESIGN.md section 20):
+    ``"abandon"`` (default) leaves an actor of this type running when the workflow of the actor whose run
+    created it (its parent) fails or is cancelled; ``"cancel"`` cancels its workflow then (audited).
+    ``ValueError``/``TypeError`` for bad values.
     Giving both ``state`` and ``create_state`` (or ``vars`` and ``create_vars``) raises ``ValueError``;
     a non-callable action, query or hook raises ``TypeError``.
     """
@@ -348,6 +355,8 @@ def actor(
         raise TypeError("rate_limit must be RateLimit(count, per)")
     if not callable(priority) and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise TypeError(f"priority must be an int or a callable priority(c) -> int, got {priority!r}")
+    if parent_close not in PARENT_CLOSE:
+        raise ValueError(f"parent_close must be one of {PARENT_CLOSE}, got {parent_close!r}")
     return ActorDefinition(
         state=state,
         create_state=create_state,
@@ -367,7 +376,12 @@ def actor(
         rate_limit=rate_limit,
         priority=priority,
         timeout=_seconds(timeout, "timeout"),
+        parent_close=parent_close,
     )
+
+
+#: the values of ``actor(parent_close=)``: leave the child running, or cancel it with its parent
+PARENT_CLOSE = ("abandon", "cancel")
 
 
 def workflow(

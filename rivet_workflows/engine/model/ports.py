@@ -116,6 +116,8 @@ class Store(Protocol):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         """``(record, created)`` for the actor ``(name, key)``, creating it (pending) if there is none.
 
@@ -137,6 +139,8 @@ class Store(Protocol):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state`` (already built), pending, in one atomic write;
         ``trace_context`` (a dict of strings: the creating request's W3C trace context) is stored with it.
@@ -147,7 +151,10 @@ class Store(Protocol):
         ``due=True``: ``wake_at`` is the store's now in the same write, so the actor is due as soon as it
         exists; else ``wake_at`` None. If the actor exists already (or a concurrent creator wins), nothing
         is written and ``(existing record, False)`` is returned; else ``(new record, True)``.
-        ``SerializationError`` for an unserializable input or state.
+        ``SerializationError`` for an unserializable input or state. ``parent_id``: the actor whose run
+        creates this one, recorded on the new row (``ActorRecord.parent_id``; DESIGN.md section 20).
+        ``start_after`` (seconds, instead of ``due``): ``wake_at`` is the store's now + ``start_after`` in
+        the same write, a deferred start (``client().TYPE.debounce``).
         """
 
     @abstractmethod
@@ -162,6 +169,11 @@ class Store(Protocol):
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
 
+    @abstractmethod
+    def list_children(self, actor_id: str) -> list[ActorRecord]:
+        """The live actors whose ``parent_id`` is ``actor_id`` (created from its runs), oldest first
+        ([] for an unknown actor; DESIGN.md section 20)."""
+
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         """Ids of suspended actors whose recorded ``code_version`` (the suspending commit's) is not
         ``code_version`` (None is another), least recently updated first, at most ``limit``: the runs a
@@ -172,6 +184,18 @@ class Store(Protocol):
         """Live actors per ``(type, workflow_state)``, how many are due, how many unfinished ones hold an
         expired lease (``observe.ActorCounts``; the metrics gauges, one query). Default: ``list_actors``."""
         ...
+
+    @abstractmethod
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ActorRecord | None:
+        """Push back the start of a workflow that has not started (a debounce, DESIGN.md section 20), in one
+        conditional write: when the actor is ``PENDING``, holds no lease and is not due (``wake_at`` None
+        or later than now), its ``input`` becomes ``input``, its state ``state`` (unless ``UNSET``) and
+        ``wake_at`` now + ``delay`` seconds, but never later than its ``created_at`` (the first call of
+        the burst) + ``max_delay`` seconds (None: no bound); returns the new record. None, writing
+        nothing, when the workflow started or is due already (the caller then gets the actor as it is).
+        ``ActorNotFoundError`` for an unknown actor; ``SerializationError`` for the values."""
 
     @abstractmethod
     def destroy_actor(self, actor_id: str) -> None:
@@ -313,12 +337,18 @@ class Store(Protocol):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> MessageRecord:
         """Store a message (with the sender's ``trace_context``, a dict of strings) and make the actor due if it waits on ``name`` (or ``"*"``) or is leased, unless
         its workflow is finished. ``ActorNotFoundError``, ``SerializationError``; ``WorkflowFinishedError``
         (``errors.workflow_finished``) when the workflow is in ``CLOSED_STATES`` (completed, cancelled),
         checked under the same lock as the insert: nothing is stored. A commit's outbox is not a ``send``
-        and is never refused (the run sent it while its workflow ran)."""
+        and is never refused (the run sent it while its workflow ran).
+
+        ``dedup_id`` (a str, or None: no deduplication): when a kept message of the actor has it already,
+        nothing is stored, nothing is woken, and that message is returned (even once the workflow is
+        closed: a redelivered send is answered as the first was). The database enforces it (a unique
+        (actor, dedup_id) constraint), so concurrent senders store one message (DESIGN.md section 20)."""
 
     def send_and_check(
         self,
@@ -328,6 +358,7 @@ class Store(Protocol):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[MessageRecord, bool | None]:
         """``send``, plus whether the sender should hand the actor to the dispatcher (it is due now and no
         live lease is held), when the store learns that in the same write; None = ask (``get_actor``).
@@ -464,6 +495,8 @@ class BaseStore(Store):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], Flow | None] | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ActorRecord, bool]:
         existing = self.find_actor(name, key)
         if existing is not None:
@@ -477,6 +510,8 @@ class BaseStore(Store):
             due=due,
             trace_context=trace_context,
             flow=None if flow is None else flow(state),
+            parent_id=parent_id,
+            start_after=start_after,
         )
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
@@ -518,8 +553,10 @@ class BaseStore(Store):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[MessageRecord, bool | None]:
-        return self.send(actor_id, name, body, completable, trace_context=trace_context), None
+        message = self.send(actor_id, name, body, completable, trace_context=trace_context, dedup_id=dedup_id)
+        return message, None
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return False

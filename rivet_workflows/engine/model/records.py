@@ -63,6 +63,8 @@ class ActorRecord:
     #: paused by an operator (``workflow_state`` then reads ``"paused"``) and why
     paused: bool = False
     pause_reason: str | None = None
+    #: the actor whose run created this one (``step.client()``, ``ctx.spawn``); None: created from outside
+    parent_id: str | None = None
 
 
 @dataclass
@@ -107,6 +109,8 @@ class MessageRecord:
     response: Any = None
     completed_at: datetime | None = None
     trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
+    #: the sender's deduplication id: unique per actor among its kept messages (DESIGN.md section 20)
+    dedup_id: str | None = None
 
 
 # --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..actor import audit, cancel
 from ..model import errors, ports
-from . import audit, cancel, repairs, retrying
+from . import repairs, retrying
 
 if TYPE_CHECKING:
     from ..model.roles import RuntimeRole

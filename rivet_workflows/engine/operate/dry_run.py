@@ -64,6 +64,9 @@ class ReadOnlyStore(ports.BaseStore):
     def actor_counts(self) -> observe.ActorCounts:
         return self._store.actor_counts()
 
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        return self._store.list_children(actor_id)
+
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         return self._store.suspended_by_other_version(code_version, limit)
 
@@ -116,8 +119,15 @@ class ReadOnlyStore(ports.BaseStore):
         due: bool = False,
         trace_context: dict | None = None,
         flow: Callable[[Any], ports.Flow | None] | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("get_or_create_actor")
+
+    def defer_start(
+        self, actor_id: str, input: Any, state: Any, delay: float, max_delay: float | None
+    ) -> ports.ActorRecord | None:
+        return self._refuse("defer_start")
 
     def create_actor(
         self,
@@ -129,6 +139,8 @@ class ReadOnlyStore(ports.BaseStore):
         due: bool = False,
         trace_context: dict | None = None,
         flow: ports.Flow | None = None,
+        parent_id: str | None = None,
+        start_after: float | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         return self._refuse("create_actor")
 
@@ -192,6 +204,7 @@ class ReadOnlyStore(ports.BaseStore):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> ports.MessageRecord:
         return self._refuse("send")
 
@@ -203,6 +216,7 @@ class ReadOnlyStore(ports.BaseStore):
         completable: bool = False,
         *,
         trace_context: dict | None = None,
+        dedup_id: str | None = None,
     ) -> tuple[ports.MessageRecord, bool | None]:
         return self._refuse("send_and_check")
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..actor import audit
 from ..actor.flow import flow_of
 from ..model import errors, ports, serde
 from ..model.keys import normalize_key
-from . import audit, dry_run, inspector
+from . import dry_run, inspector
 from .repair_plans import compensated, plan_fork
 
 if TYPE_CHECKING:

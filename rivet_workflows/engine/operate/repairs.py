@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..actor import audit
 from ..model import errors, ports
-from . import audit, dry_run, inspector
+from . import dry_run, inspector
 from .repair_plans import compensated, history_after_recover, plan_recover, plan_replay, plan_replay_resets
 
 if TYPE_CHECKING:

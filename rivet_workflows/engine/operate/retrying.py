@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..actor import audit
 from ..model import ports
-from . import audit
 
 if TYPE_CHECKING:
     from ..model.roles import RuntimeRole

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..model import errors
+from ..model.keys import normalize_key
 from . import reentrancy
 from .history import check_name, child_key
 from .primitives import blocks, loops, steps, waits
@@ -188,6 +189,31 @@ class WorkflowContext(ActorIdentity):
         )
         return self._run(name, "step", lambda key: steps.run_step(self, key, name, fn, options, rollback))
 
+    def spawn(self, type: str, key: Any, input: Any = None, *, name: Any = None) -> Awaitable[Any]:
+        """Get or create the actor ``key`` of type ``type`` (registered name) with ``input`` as a child of this
+        one, and return its ``ActorHandle``: ``child = await ctx.spawn("worker", ["job", 7], {"n": 7})``
+        (DESIGN.md section 20; docs/howto/flow-control.md).
+
+        The creation is a step in the history (named ``name``, default ``"spawn <type> <key parts>"`` with
+        ``/`` and ``:`` replaced): a replay returns the recorded child and creates nothing, and the child
+        records this actor as its parent (``handle.children()``, ``cancel(children=True)``,
+        ``parent_close``). Raises ``ActorNotFoundError`` for an unknown type, ``ValueError`` for a bad key
+        or name, and what ``get_or_create`` raises (as a failed step).
+        """
+        runtime = self._session.runtime
+        runtime.registry.get(type)  # an unknown type fails here, before anything is recorded
+        key = normalize_key(key)
+        entry = name if name is not None else _spawn_name(type, key)
+
+        def create(step: Any) -> str:
+            return step.client()[type].get_or_create(key, input).actor_id
+
+        async def spawned() -> Any:
+            actor_id = await self.step(entry, create)
+            return await runtime.call(lambda: runtime.client()[type].get_for_id(actor_id))
+
+        return spawned()
+
     def try_step(
         self,
         name: Any = None,
@@ -319,3 +345,10 @@ class WorkflowContext(ActorIdentity):
 
     def __repr__(self) -> str:
         return f"<WorkflowContext actor={self.actor_id} scope={self._scope!r}>"
+
+
+def _spawn_name(type: str, key: list) -> str:
+    """The default history name of ``ctx.spawn(type, key)``: ``"spawn <type> <key parts>"``, the characters
+    an entry name may not hold (``/``, ``:``, a leading ``~``) replaced by ``_``."""
+    text = f"spawn {type} " + " ".join(str(part) for part in key)
+    return text.replace("/", "_").replace(":", "_")

@@ -111,8 +111,9 @@ class StepContext(ActorIdentity):
         self._session.vars = value
 
     def client(self) -> Any:
-        """A client on the runtime (call other actors)."""
-        return self._session.runtime.client()
+        """A client on the runtime (call other actors). The actors it creates record this actor as their
+        parent (``handle.children()``, ``cancel(children=True)``, ``parent_close``; DESIGN.md section 20)."""
+        return self._session.runtime.client(parent_id=self._session.actor_id)
 
     def broadcast(self, event: str, *args: Any) -> None:
         """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..actor import bridge
+from ..actor import bridge, cancel
 from ..model import errors, ports, serde
 from . import run
 
@@ -265,6 +265,7 @@ def run_actor(
             summary.runs += 1
             if _fail_refused(runtime, actor, token, exc):
                 summary.workflow_state = ports.FAILED
+                cancel.close_children(runtime, actor_id, reason="its workflow failed")
             return summary
         summary.ran = True
         summary.runs += 1
@@ -284,6 +285,7 @@ def run_actor(
         summary.wake_at = result.wake_at
         if outcome.workflow_state == ports.FAILED:
             _log_failure(actor, outcome.error)
+            cancel.close_children(runtime, actor_id, reason="its workflow failed")
         elif outcome.workflow_state == ports.SUSPENDED:
             _log_suspension(actor, outcome.error)
         again = actor_id in result.woken or (

@@ -101,9 +101,10 @@ class Runtime:
                 raise
             raise errors.StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
-    def client(self) -> Client:
-        """A ``Client`` on this runtime."""
-        return Client(self)
+    def client(self, parent_id: str | None = None) -> Client:
+        """A ``Client`` on this runtime; ``parent_id``: the actor whose run uses it (its creations record
+        it as their parent, ``Client``)."""
+        return Client(self, parent_id)
 
     def __repr__(self) -> str:
         return f"<Runtime store={type(self.store).__name__} registry={self.registry.names()}>"

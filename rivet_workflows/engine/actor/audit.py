@@ -38,6 +38,9 @@ COMMAND = "command"
 DEPLOY = "deploy"
 #: ``who`` of an HTTP request authenticated by the inspector token (a user is named by their user name)
 TOKEN = "token"
+#: ``who`` of the cancel of a child whose type declares ``parent_close="cancel"`` when its parent's
+#: workflow failed (DESIGN.md section 20)
+PARENT_CLOSE = "parent_close"
 
 #: longest reason kept (longer ones are cut, with an ellipsis)
 MAX_REASON = 2000

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..actor import actions, bridge, queries
+from ..actor.cancel import cancel as cancel_workflow
 from ..actor.delivery import send_message
 from ..actor.flow import flow_of
 from ..model import errors, ports, serde
@@ -15,7 +16,6 @@ from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
 from ..model.settings import to_seconds
 from ..operate import forks, repairs, retrying
-from ..operate.cancel import cancel as cancel_workflow
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult

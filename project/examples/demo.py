@@ -5,9 +5,9 @@ What it does, in order (every wait is bounded; it exits 1 with a message when so
 1. starts the fake HTTP service the examples call, and a Celery worker subprocess with beat embedded
    (``celery -A project worker -B --pool=threads``) on the project's database and broker (SQLite and the
    filesystem broker by default; PostgreSQL/Redis with ``DATABASE_URL``/``REDIS_URL``);
-2. starts the crash scenarios (``crash``; ``shop``, whose atomic step placed a ``shop.Order`` row) and
-   SIGKILLs the worker (its whole process group) while both workflows are inside their slow steps, then
-   starts a new worker;
+2. starts the crash scenarios (``crash``; ``shop``, whose atomic step placed a ``shop.Order`` row;
+   ``agent``, a pydantic-ai agent streaming its answer) and SIGKILLs the worker (its whole process group)
+   while the workflows are inside their slow steps, then starts a new worker;
 3. starts every other scenario (``scenarios.enabled()``), sending real messages through the client, and
    prints progress until each reaches its expected end state;
 4. prints each actor's final state and a trace read from history (step, status, attempts, duration) and a
@@ -318,6 +318,8 @@ class Demo:
             self._crash_report(self.runs["crash"])
         if "shop" in self.runs:
             self._shop_report(self.runs["shop"])
+        if "agent" in self.runs:
+            self._agent_report(self.runs["agent"])
         _say()
         _say("=" * 100)
         _say(f"{'scenario':<18} {'result':<7} {'time':>7}  detail")
@@ -357,6 +359,25 @@ class Demo:
         _say("Atomic step across the crash (the Order row commits with the step, or not at all):")
         _say(f"  shop.Order rows for the checkout: {orders} (placed before the kill: not placed again)")
         _say(f"  ship started {ships}x (the killed attempt is retried)")
+
+    def _agent_report(self, run: scenarios.ScenarioRun) -> None:
+        names = ("model-1", "tool:lookup_order", "model-2", "tool:refund", "model-3:start", "model-3:done")
+        try:
+            counts = {n: scenarios.agent_count(run, n) for n in names}
+        except Exception as exc:  # the report is best effort
+            _say(f"\nSupport agent: cannot read ({type(exc).__name__}: {exc})")
+            return
+        _say()
+        _say("Durable agent across the crash (model requests and tool calls counted by the fake service):")
+        _say(
+            f"  model request 1 sent {counts['model-1']}x, lookup_order called {counts['tool:lookup_order']}x, "
+            f"model request 2 sent {counts['model-2']}x, refund paid {counts['tool:refund']}x "
+            "(completed before the crash: not repeated)"
+        )
+        _say(
+            f"  model request 3 (the streamed answer) started {counts['model-3:start']}x, "
+            f"finished {counts['model-3:done']}x (the killed request is sent again)"
+        )
 
     def _destroy_actors(self) -> None:
         """Destroy the scenarios' actors and the helper actors their workflows created during this run

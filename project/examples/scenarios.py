@@ -17,7 +17,7 @@ from typing import Any
 
 from rivet_workflows.engine import ports
 
-from . import crash_demo, fake_service, shop_order, timeout
+from . import crash_demo, fake_service, shop_order, support_agent, timeout
 
 # --- running a scenario --------------------------------------------------------------------------------
 
@@ -355,6 +355,38 @@ def _crash_point(run: ScenarioRun) -> bool:
     return _crash_count(run, "slow-work:start") >= 1
 
 
+#: seconds the support agent takes to stream its answer (the demo kills the worker meanwhile)
+AGENT_ANSWER_SECONDS = 3.0
+
+
+def agent_count(run: ScenarioRun, name: str) -> int:
+    """How many times the support agent's model request or tool ``name`` ran (fake-service counter)."""
+    return run.service.count(f"/counters/{support_agent.counter_name(run.key('agent'), name)}")
+
+
+def _start_agent(run: ScenarioRun) -> None:
+    handle = run.actor(
+        "agent",
+        "support_agent_actor",
+        input={"order_id": run.key("order"), "answer_seconds": AGENT_ANSWER_SECONDS},
+    )
+    handle.send("approval", {"approved": True})  # the support lead approves the refund up front
+
+
+def _check_agent(run: ScenarioRun) -> list[str]:
+    e = Expect().workflow(run, "agent", ports.COMPLETED)
+    for name in ("model-1", "model-2", "model-3:done", "tool:lookup_order", "tool:refund"):
+        e.eq(f"{name} ran", agent_count(run, name), 1)
+    state = run.state("agent")
+    e.eq("refunded", state["refunded"], "30.00")
+    e.true("answer", "refunded 30.00 EUR" in (state["answer"] or ""), state["answer"])
+    return e.problems
+
+
+def _agent_point(run: ScenarioRun) -> bool:
+    return agent_count(run, "model-3:start") >= 1
+
+
 #: seconds the shop example's ship step takes (the demo kills the worker in it)
 SHOP_SHIP_SECONDS = 3.0
 
@@ -608,6 +640,14 @@ SCENARIOS: dict[str, Scenario] = {
             crash_point=_shop_point,
             needs_db=True,
         ),
+        Scenario(
+            "agent",
+            "pydantic-ai agent streaming its answer across a worker kill",
+            _start_agent,
+            _check_agent,
+            timeout=90,
+            crash_point=_agent_point,
+        ),
         Scenario("payment_flow", "try_ block (payment flow)", _start_payment_flow, _check_payment_flow),
         Scenario("fan_in_out", "fan-out / fan-in (join)", _start_fan_in_out, _check_fan_in_out),
         Scenario("scatter_gather", "scatter-gather across actors", _start_scatter, _check_scatter),
@@ -710,6 +750,7 @@ SKELETON_SCENARIOS = [
     "setup_teardown",
     "crash",
     "shop",
+    "agent",
     "fan_in_out",
     "scatter_gather",
     "coordinator",

@@ -267,6 +267,9 @@ class ReadOnlyStore(ports.BaseStore):
     def stream_discard(self, actor_id: str, step_key: str, before_attempt: int) -> int:
         return self._refuse("stream_discard")
 
+    def watch_stream(self, actor_id: str) -> Any:
+        return self._refuse("watch_stream")
+
 
 class _DrySession(RunSession):
     """A RunSession that never runs a step body, never fires on_error and never commits."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from datetime import datetime
@@ -47,6 +48,9 @@ class _ChangeWatch(watches.SendWatch):
             woke = self._changed.wait_for(lambda: self._version() != self._seen, max(timeout, 0.0))
             self._seen = self._version()
         return bool(woke)
+
+    async def wait_async(self, timeout: float) -> bool:
+        return await asyncio.to_thread(self.wait, timeout)
 
 
 class MemoryStreamsMixin:

@@ -44,6 +44,7 @@ from .engine.errors import (
     StepNestingError,
     StepOnlyError,
     StoreRejectedError,
+    StreamClosedError,
     TooManyWaitingSendsError,
     WorkflowFailure,
     WorkflowFinishedError,
@@ -52,6 +53,7 @@ from .engine.errors import (
 )
 from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.records import StreamItem
 from .engine.repairs import ReplayPlan
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.slots import ScheduledFireInfo
@@ -97,6 +99,8 @@ __all__ = [
     "JoinError",
     "Loop",
     "MessageAlreadyCompletedError",
+    "StreamClosedError",
+    "StreamItem",
     "NoWorkflowError",
     "PayloadTooLargeError",
     "QueueMessage",

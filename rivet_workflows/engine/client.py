@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import actions, bridge, errors, ports, queries, repairs, retrying, serde
+from . import actions, bridge, errors, ports, queries, repairs, retrying, serde, streams
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .flow import flow_of
@@ -429,3 +429,28 @@ class ActorHandle:
     arecord = _twin(record)
     astate = _twin(state)
     aworkflow_state = _twin(workflow_state)
+
+    # --- durable streams ------------------------------------------------------------------------------
+
+    def read_stream(
+        self, name: str, offset: int = 0, timeout: float | None = None, include_discarded: bool = False
+    ) -> Iterator[ports.StreamItem]:
+        """Iterate the actor's durable stream ``name`` (DESIGN.md section 17, docs/howto/streams.md):
+        ``StreamItem(offset, value, attempt, discarded, at)`` from ``offset`` (the first offset returned)
+        on, blocking for new items until the stream is closed (``close()`` or the workflow's end: the
+        iterator then ends) or ``timeout`` seconds (float; None: no limit) pass with nothing new. Items of
+        step attempts that did not complete are skipped unless ``include_discarded``. Waiting holds no
+        database connection (PostgreSQL: LISTEN/NOTIFY; elsewhere a short poll). ``ActorNotFoundError``
+        (also when the actor is destroyed while reading), ``ValueError`` for a bad name or offset."""
+        return streams.read_stream(
+            self.runtime.store, self.actor_id, name, offset, timeout, include_discarded
+        )
+
+    def aread_stream(
+        self, name: str, offset: int = 0, timeout: float | None = None, include_discarded: bool = False
+    ) -> AsyncIterator[ports.StreamItem]:
+        """``read_stream`` as an async iterator (``async for item in handle.aread_stream(name)``): store
+        calls run off the event loop and the wait holds no thread."""
+        return streams.aread_stream(
+            self.runtime.store, bridge.call, self.actor_id, name, offset, timeout, include_discarded
+        )

@@ -378,6 +378,17 @@ class Demo:
             f"  model request 3 (the streamed answer) started {counts['model-3:start']}x, "
             f"finished {counts['model-3:done']}x (the killed request is sent again)"
         )
+        try:
+            items = scenarios.agent_stream(run, include_discarded=True)
+        except Exception as exc:  # the report is best effort
+            _say(f"  stream 'answer': cannot read ({type(exc).__name__}: {exc})")
+            return
+        discarded = [i for i in items if i.discarded]
+        kept = "".join(str(i.value) for i in items if not i.discarded)
+        _say(
+            f"  stream 'answer': {len(items)} items, {len(discarded)} of the killed attempt marked discarded; "
+            f"a reader sees: {_short(kept, 60)}"
+        )
 
     def _destroy_actors(self) -> None:
         """Destroy the scenarios' actors and the helper actors their workflows created during this run

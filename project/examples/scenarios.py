@@ -380,11 +380,22 @@ def _check_agent(run: ScenarioRun) -> list[str]:
     state = run.state("agent")
     e.eq("refunded", state["refunded"], "30.00")
     e.true("answer", "refunded 30.00 EUR" in (state["answer"] or ""), state["answer"])
+    streamed = "".join(item.value for item in agent_stream(run))
+    e.eq("streamed answer (items of the killed attempt skipped)", streamed, state["answer"])
     return e.problems
 
 
+def agent_stream(run: ScenarioRun, include_discarded: bool = False) -> list:
+    """The items of the support agent's ``answer`` stream (it is closed once the workflow finished)."""
+    handle = run.handles["agent"]
+    return list(handle.read_stream("answer", timeout=0.5, include_discarded=include_discarded))
+
+
 def _agent_point(run: ScenarioRun) -> bool:
-    return agent_count(run, "model-3:start") >= 1
+    # a few words of the answer were streamed (a short read: it ends 0.05 s after the last item so far)
+    if agent_count(run, "model-3:start") < 1:
+        return False
+    return len(list(run.handles["agent"].read_stream("answer", timeout=0.05))) >= 5
 
 
 #: seconds the shop example's ship step takes (the demo kills the worker in it)

@@ -165,6 +165,7 @@ async def run(ctx: Any) -> str:
         ctx,
         f"My parcel arrived broken, order {order_id}",
         deps=deps,
+        stream="answer",
         model_settings={
             "extra_body": {"key": deps.key, "order_id": order_id, "answer_seconds": deps.answer_seconds}
         },

@@ -32,7 +32,6 @@ The manual: docs/howto/agents.md.
 from __future__ import annotations
 
 import contextvars
-import inspect
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -121,13 +120,6 @@ def _load_response(data: dict) -> ModelResponse:
     return message
 
 
-async def _write(writer: Any, value: Any) -> None:
-    # the stream writer of a step body may be sync or async; accept both
-    result = writer.write(value)
-    if inspect.isawaitable(result):
-        await result
-
-
 @dataclass
 class _Run:
     """What one ``DurableAgent.run`` call shares with its model and toolset wrappers."""
@@ -171,7 +163,7 @@ class _StepModel(WrapperModel):
                 async for event in streamed:
                     text = _text_of(event)
                     if text:
-                        await _write(writer, text)
+                        await writer.awrite(text)  # committed at once: readers see it live
             return _dump_response(streamed.get())
 
         return _load_response(await run.ctx.step(name, body, **run.model_options))
@@ -291,7 +283,7 @@ class DurableAgent(Generic[AgentDepsT]):
         replay passes them again); ``message_history`` earlier messages (e.g. a recorded
         ``result.all_messages()`` of a previous run, round-tripped with ``ModelMessagesTypeAdapter``);
         ``stream="name"`` writes the model's text deltas to the actor's durable stream ``name`` while each
-        request runs (``step.stream(name).write``: at least once across attempts, the items of a failed
+        request runs (``step.stream(name).awrite``: at least once across attempts, the items of a failed
         attempt are marked discarded; readers use ``handle.read_stream(name)``). Other keyword arguments go
         to ``Agent.run`` (``model_settings``, ``usage_limits``, ``output_type``...).
 

@@ -13,7 +13,7 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent, ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel  # noqa: E402
 from pydantic_ai.models.test import TestModel  # noqa: E402
 
 from rivet_workflows import queue, setup, workflow  # noqa: E402
@@ -311,3 +311,105 @@ def test_bad_arguments_raise_typed_errors():
         DurableAgent(Agent(TestModel()), name="a/b")
     with pytest.raises(RuntimeError):
         workflow_context()
+
+
+class StreamScript:
+    """A streaming model: a tool call first, then the answer in ``chunks``; ``crash_after`` chunks into
+    the first answer attempt the worker dies (KeyboardInterrupt)."""
+
+    def __init__(self, chunks: list[str], crash_after: int | None = None) -> None:
+        self.chunks = chunks
+        self.crash_after = crash_after
+        self.requests: list[int] = []
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo):
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        self.requests.append(turn)
+        if turn == 0:
+            yield {0: DeltaToolCall("lookup", '{"order": "A1"}', tool_call_id="call-1")}
+            return
+        for i, chunk in enumerate(self.chunks):
+            if self.crash_after is not None and i == self.crash_after:
+                self.crash_after = None
+                raise KeyboardInterrupt  # the worker dies mid-answer
+            yield chunk
+
+
+def streaming_agent(script: StreamScript, tools: list) -> Agent:
+    agent = Agent(FunctionModel(stream_function=script), name="support")
+
+    @agent.tool_plain
+    def lookup(order: str) -> str:
+        tools.append(order)
+        return "shipped"
+
+    return agent
+
+
+def read(runtime: Any, name: str = "answer", **options: Any) -> list:
+    handle = runtime.client()["wf"].get("k")
+    return list(handle.read_stream(name, **{"timeout": 1.0, **options}))
+
+
+def test_stream_receives_the_models_text_deltas_in_order():
+    chunks = ["A1 ", "has ", "shipped."]
+    script, tools = StreamScript(chunks), []
+    durable = DurableAgent(streaming_agent(script, tools))
+
+    async def run(ctx):
+        return (await durable.run(ctx, "Where is A1?", stream="answer")).output
+
+    runtime = runtime_for(run)
+    aid = start(runtime)
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == "A1 has shipped."
+    items = read(runtime)
+    assert [i.value for i in items] == chunks  # the tool call wrote nothing
+    assert [i.offset for i in items] == [0, 1, 2]
+    assert script.requests == [0, 1] and tools == ["A1"]
+
+
+def test_worker_killed_mid_stream_resends_only_the_interrupted_request():
+    chunks = ["A1 ", "has ", "shipped."]
+    script, tools = StreamScript(chunks, crash_after=2), []
+    durable = DurableAgent(streaming_agent(script, tools))
+
+    async def run(ctx):
+        return (await durable.run(ctx, "Where is A1?", stream="answer")).output
+
+    runtime = runtime_for(run)
+    aid = start(runtime)
+    with pytest.raises(KeyboardInterrupt):
+        drain(runtime)
+    assert [i.value for i in read(runtime, timeout=0.05)] == ["A1 ", "has "]  # readers saw them live
+    restart(runtime, aid)
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == "A1 has shipped."
+    assert script.requests == [0, 1, 1] and tools == ["A1"]  # request 1 and the tool call once
+    # readers see the final attempt's answer once; the lost attempt's items stay, marked discarded
+    assert "".join(i.value for i in read(runtime)) == "A1 has shipped."
+    everything = read(runtime, include_discarded=True)
+    assert [(i.value, i.discarded) for i in everything[:2]] == [("A1 ", True), ("has ", True)]
+    assert [i.attempt for i in everything] == [1, 1, 2, 2, 2]
+
+
+def test_replay_writes_no_stream_item_again():
+    script, tools = StreamScript(["done"]), []
+    durable = DurableAgent(streaming_agent(script, tools))
+
+    async def run(ctx):
+        result = await durable.run(ctx, "Where is A1?", stream="answer")
+        await ctx.queue.next("wait-go")  # the run unwinds; the next one replays the agent
+        return result.output
+
+    runtime = runtime_for(run, queues={"go": queue()})
+    aid = start(runtime)
+    drain(runtime)
+    runtime.client()["wf"].get("k").send("go", None)
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == "done"
+    assert [i.value for i in read(runtime, include_discarded=True)] == ["done"]
+    assert script.requests == [0, 1]

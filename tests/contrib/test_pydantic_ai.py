@@ -37,6 +37,8 @@ class Script:
         if index in self.fail:
             raise self.fail.pop(index)
         answer = self.answers[index]
+        if isinstance(answer, ModelResponse):
+            return answer
         part = answer if isinstance(answer, ToolCallPart) else TextPart(answer)
         return ModelResponse(parts=[part], model_name="scripted")
 
@@ -413,3 +415,33 @@ def test_replay_writes_no_stream_item_again():
     assert runtime.store.get_actor(aid).output == "done"
     assert [i.value for i in read(runtime, include_discarded=True)] == ["done"]
     assert script.requests == [0, 1]
+
+
+def test_tool_calls_of_one_response_run_one_after_the_other_as_separate_steps():
+    script = Script(
+        ModelResponse(
+            parts=[
+                ToolCallPart("lookup", {"order": "A1"}, tool_call_id="c1"),
+                ToolCallPart("lookup", {"order": "B2"}, tool_call_id="c2"),
+            ]
+        ),
+        "Both shipped.",
+    )
+    tools = []
+    durable = DurableAgent(lookup_agent(script, tools))
+
+    async def run(ctx):
+        return (await durable.run(ctx, "Where are A1 and B2?")).output
+
+    runtime = runtime_for(run)
+    aid = start(runtime)
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == "Both shipped."
+    assert tools == ["A1", "B2"]
+    assert step_keys(runtime, aid) == [
+        "support.model-1",
+        "support.tool.lookup-1",
+        "support.tool.lookup-2",
+        "support.model-2",
+    ]

@@ -35,11 +35,11 @@ import contextvars
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic
 
 try:
-    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai import Agent, ApprovalRequired, CallDeferred, ModelRetry
     from pydantic_ai.agent import AgentRunResult
     from pydantic_ai.messages import (
         ModelMessage,
@@ -82,10 +82,12 @@ _CURRENT_CTX: contextvars.ContextVar[Any] = contextvars.ContextVar("rivet_agent_
 #: so counting on it gives the same names on every replay
 _COUNTERS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
 
-# a tool step's recorded outcome: the tool's result, or the ModelRetry it raised (a retry is an answer to
-# the model, not a failure of the step)
+# a tool step's recorded outcome: the tool's result, the ModelRetry it raised (a retry is an answer to
+# the model, not a failure of the step), or its deferral (CallDeferred/ApprovalRequired: pydantic-ai's
+# human-in-the-loop signals, raised again in workflow code on every replay)
 _RESULT = "result"
 _RETRY = "retry"
+_DEFERRED = "deferred"
 
 
 def workflow_context() -> Any:
@@ -130,7 +132,6 @@ class _Run:
     model_options: dict[str, Any]
     tool_options: dict[str, Any]
     workflow_tools: frozenset[str]
-    requests: list[str] = field(default_factory=list)
 
 
 class _StepModel(WrapperModel):
@@ -149,7 +150,6 @@ class _StepModel(WrapperModel):
     ) -> ModelResponse:
         run = self._durable_run
         name = _next_name(run.ctx, run.name, "model")
-        run.requests.append(name)
         wrapped = self.wrapped
 
         async def body(step: Any) -> dict:
@@ -222,11 +222,19 @@ class _StepToolset(WrapperToolset[AgentDepsT]):
                 result = await wrapped.call_tool(name, tool_args, ctx, tool)
             except ModelRetry as exc:
                 return {_RETRY: exc.message}
+            except ApprovalRequired as exc:
+                return {_DEFERRED: "approval", "metadata": to_jsonable_python(exc.metadata)}
+            except CallDeferred as exc:
+                return {_DEFERRED: "call", "kind": exc.kind, "metadata": to_jsonable_python(exc.metadata)}
             return {_RESULT: to_jsonable_python(result)}
 
         outcome = await run.ctx.step(_next_name(run.ctx, run.name, f"tool.{name}"), body, **run.tool_options)
         if _RETRY in outcome:
             raise ModelRetry(outcome[_RETRY])
+        if outcome.get(_DEFERRED) == "approval":
+            raise ApprovalRequired(outcome["metadata"])
+        if outcome.get(_DEFERRED) == "call":
+            raise CallDeferred(outcome["metadata"], kind=outcome["kind"])
         return outcome[_RESULT]
 
 

@@ -445,3 +445,42 @@ def test_tool_calls_of_one_response_run_one_after_the_other_as_separate_steps():
         "support.tool.lookup-2",
         "support.model-2",
     ]
+
+
+def test_a_deferred_tool_call_is_recorded_and_resumed_with_the_result_from_a_queue():
+    # pydantic-ai's own human-in-the-loop: the tool defers, the run ends with DeferredToolRequests, the
+    # workflow waits for the result on a queue and runs the agent again with it
+    from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults
+
+    script = Script(ToolCallPart("ship", {"order": "A1"}, tool_call_id="s1"), "Shipped with DHL.")
+    agent = Agent(FunctionModel(script), name="ops", output_type=[str, DeferredToolRequests])
+    deferrals = []
+
+    @agent.tool_plain
+    def ship(order: str) -> str:
+        deferrals.append(order)
+        raise CallDeferred({"order": order})
+
+    durable = DurableAgent(agent)
+
+    async def run(ctx):
+        first = await durable.run(ctx, "Ship A1")
+        assert isinstance(first.output, DeferredToolRequests)
+        (call,) = first.output.calls
+        message = await ctx.queue.next("wait-shipping", names=["shipping"])
+        results = DeferredToolResults(calls={call.tool_call_id: message.body})
+        second = await durable.run(ctx, message_history=first.all_messages(), deferred_tool_results=results)
+        return {"metadata": first.output.metadata, "output": second.output}
+
+    runtime = runtime_for(run, queues={"shipping": queue()})
+    aid = start(runtime)
+    drain(runtime)
+    runtime.client()["wf"].get("k").send("shipping", "label DHL-1")
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == {
+        "metadata": {"s1": {"order": "A1"}},
+        "output": "Shipped with DHL.",
+    }
+    assert deferrals == ["A1"] and len(script.calls) == 2  # the replay raised the recorded deferral
+    assert step_keys(runtime, aid) == ["ops.model-1", "ops.tool.ship-1", "ops.model-2"]

@@ -214,8 +214,18 @@ class Demo:
         rest = [s for s in self.chosen if s not in first]
         # the first worker runs the code "before the deploy" when a deploy scenario is chosen
         self.start_worker(registry=before_deploy.REGISTRY_PATH if deploys else None)
-        for scenario in first:
-            self.start_scenario(scenario)
+        if crashes and not self.args.no_crash:
+            # every crash and deploy scenario must be at its point when the worker is killed: start those
+            # whose point lasts longest first (a head start, then slow steps of seconds) and the deploy
+            # scenarios, whose point lasts about a second (a loop's idle sleep), last
+            leads = [s for s in crashes if s.lead_point is not None]
+            self._start_and_wait(leads, "lead_point", deadline)
+            self._start_and_wait([s for s in crashes if s not in leads], "crash_point", deadline)
+            for scenario in deploys:
+                self.start_scenario(scenario)
+        else:
+            for scenario in first:
+                self.start_scenario(scenario)
         if first:
             self._restart_phase(crashes, deploys, deadline)
         for scenario in rest:
@@ -242,6 +252,24 @@ class Demo:
         if not ok:
             _say(f"worker log: {self.workers[-1].log_path}\n{self.workers[-1].tail()}")
         return 0 if ok else 1
+
+    def _start_and_wait(self, chosen: list[scenarios.Scenario], point: str, deadline: float) -> None:
+        """Start ``chosen`` and wait (at most 30 s) until each reached its ``point`` (a Scenario field)."""
+        for scenario in chosen:
+            self.start_scenario(scenario)
+        limit = min(deadline, time.monotonic() + 30)
+        while chosen and time.monotonic() < limit:
+            if all(s.name in self.failed or self._reached(s, getattr(s, point)) for s in chosen):
+                return
+            time.sleep(0.05)
+        if chosen:
+            self.log(f"{', '.join(s.name for s in chosen)}: {point} not reached in time; going on")
+
+    def _reached(self, scenario: scenarios.Scenario, point: Any) -> bool:
+        try:
+            return bool(point(self.runs[scenario.name]))
+        except Exception:  # not readable yet
+            return False
 
     def _restart_phase(
         self, crashes: list[scenarios.Scenario], deploys: list[scenarios.Scenario], deadline: float

@@ -126,6 +126,10 @@ class Scenario:
     timeout: float = 30.0
     #: the demo SIGKILLs the worker the first time this returns True (None: never)
     crash_point: Callable[[ScenarioRun], bool] | None = None
+    #: demo only: a crash scenario that needs a head start (many steps before its slow one) is started
+    #: first, and the other crash and deploy scenarios only once this returns True, so that every one of
+    #: them is inside its slow step or at its deploy point when the worker is killed (None: no head start)
+    lead_point: Callable[[ScenarioRun], bool] | None = None
     #: demo only: the scenario starts under the old code (first worker) and must reach this point before
     #: the worker is replaced by one running the current code (None: not a deploy scenario)
     deploy_point: Callable[[ScenarioRun], bool] | None = None
@@ -355,8 +359,9 @@ def _crash_point(run: ScenarioRun) -> bool:
     return _crash_count(run, "slow-work:start") >= 1
 
 
-#: seconds the support agent takes to stream its answer (the demo kills the worker meanwhile)
-AGENT_ANSWER_SECONDS = 3.0
+#: seconds the support agent takes to stream its answer (the demo kills the worker meanwhile, once the
+#: other crash and deploy scenarios, started when the answer began, reached their points)
+AGENT_ANSWER_SECONDS = 8.0
 
 
 def agent_count(run: ScenarioRun, name: str) -> int:
@@ -391,11 +396,19 @@ def agent_stream(run: ScenarioRun, include_discarded: bool = False) -> list:
     return list(handle.read_stream("answer", timeout=0.5, include_discarded=include_discarded))
 
 
-def _agent_point(run: ScenarioRun) -> bool:
-    # a few words of the answer were streamed (a short read: it ends 0.05 s after the last item so far)
+def _streamed(run: ScenarioRun) -> int:
+    """How many words of the answer were streamed so far (a short read: it ends 0.05 s after the last)."""
     if agent_count(run, "model-3:start") < 1:
-        return False
-    return len(list(run.handles["agent"].read_stream("answer", timeout=0.05))) >= 5
+        return 0
+    return len(list(run.handles["agent"].read_stream("answer", timeout=0.05)))
+
+
+def _agent_lead_point(run: ScenarioRun) -> bool:
+    return _streamed(run) >= 2  # the answer is being streamed
+
+
+def _agent_point(run: ScenarioRun) -> bool:
+    return _streamed(run) >= 2
 
 
 #: seconds the shop example's ship step takes (the demo kills the worker in it)
@@ -658,6 +671,7 @@ SCENARIOS: dict[str, Scenario] = {
             _check_agent,
             timeout=90,
             crash_point=_agent_point,
+            lead_point=_agent_lead_point,
         ),
         Scenario("payment_flow", "try_ block (payment flow)", _start_payment_flow, _check_payment_flow),
         Scenario("fan_in_out", "fan-out / fan-in (join)", _start_fan_in_out, _check_fan_in_out),

@@ -98,7 +98,7 @@ def test_demo_agent_killed_mid_answer_repeats_no_completed_model_request_or_tool
     # the fake service counted the model function's and the tools' runs across the kill
     assert "model request 1 sent 1x, lookup_order called 1x, model request 2 sent 1x, refund paid 1x" in out
     assert "model request 3 (the streamed answer) started 2x, finished 1x" in out
-    # the worker was killed after 5 words of the answer were streamed: they stay, marked discarded
+    # the worker was killed after a few words of the answer were streamed: they stay, marked discarded
     streamed = re.search(r"stream 'answer': (\d+) items, (\d+) of the killed attempt marked discarded", out)
     assert streamed, out[-3000:]
-    assert int(streamed[2]) >= 5 and int(streamed[1]) == int(streamed[2]) + 21  # the answer's 21 words
+    assert int(streamed[2]) >= 2 and int(streamed[1]) == int(streamed[2]) + 21  # the answer's 21 words

@@ -229,7 +229,9 @@ class _StepToolset(WrapperToolset[AgentDepsT]):
                 return {_DEFERRED: "call", "kind": exc.kind, "metadata": to_jsonable_python(exc.metadata)}
             return {_RESULT: to_jsonable_python(result)}
 
-        outcome = await run.ctx.step(_next_name(run.ctx, run.name, f"tool.{name}"), body, **run.tool_options)
+        # "/" and ":" are reserved in entry names (an MCP server's tool may use them)
+        kind = "tool." + name.replace("/", "_").replace(":", "_")
+        outcome = await run.ctx.step(_next_name(run.ctx, run.name, kind), body, **run.tool_options)
         if _RETRY in outcome:
             raise ModelRetry(outcome[_RETRY])
         if outcome.get(_DEFERRED) == "approval":

@@ -484,3 +484,25 @@ def test_a_deferred_tool_call_is_recorded_and_resumed_with_the_result_from_a_que
     }
     assert deferrals == ["A1"] and len(script.calls) == 2  # the replay raised the recorded deferral
     assert step_keys(runtime, aid) == ["ops.model-1", "ops.tool.ship-1", "ops.model-2"]
+
+
+def test_a_tool_name_with_reserved_characters_gets_a_valid_step_name():
+    from pydantic_ai import Tool
+
+    def lookup(order: str) -> str:
+        return "shipped"
+
+    script = Script(ToolCallPart("crm:lookup", {"order": "A1"}, tool_call_id="c1"), "Shipped.")
+    durable = DurableAgent(
+        Agent(FunctionModel(script), name="support", tools=[Tool(lookup, name="crm:lookup")])
+    )
+
+    async def run(ctx):
+        return (await durable.run(ctx, "Where is A1?")).output
+
+    runtime = runtime_for(run)
+    aid = start(runtime)
+    drain(runtime)
+
+    assert runtime.store.get_actor(aid).output == "Shipped."
+    assert step_keys(runtime, aid) == ["support.model-1", "support.tool.crm_lookup-1", "support.model-2"]

@@ -148,3 +148,12 @@ def test_reading_a_stream_needs_the_read_operation(rivet, chat):
     assert Client().get(url, HTTP_ACCEPT="application/json").status_code == 401
     ok = Client().get(url, HTTP_ACCEPT="application/json", HTTP_AUTHORIZATION="Bearer t0k")
     assert ok.status_code == 200 and len(ok.json()["items"]) == 3
+
+
+def test_items_are_pruned_with_their_actor(rivet, chat):
+    from rivet_workflows import models, ops
+
+    _finish(rivet, chat)
+    assert models.StreamItem.objects.filter(actor_id=chat.actor_id).count() == 5  # four items and the close
+    assert ops.prune(rivet.runtime, 0) == 1
+    assert not models.StreamItem.objects.filter(actor_id=chat.actor_id).exists()

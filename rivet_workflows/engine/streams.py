@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 #: how many rows a reader fetches per look
 PAGE_SIZE = 500
+#: how long a reader woken by notifications keeps its database connection after the last item (seconds):
+#: a stream being written wakes it every few milliseconds, and opening a connection costs more than a look
+HOLD_CONNECTION_SECONDS = 1.0
 #: the longest a reader sleeps between two looks on a store that cannot wake it (seconds)
 POLL_SECONDS = 0.05
 #: the longest a reader waits on a notifying store before it looks anyway (a workflow that ended without
@@ -235,6 +238,7 @@ def follow(
     there, or sends a keep-alive and goes on). ``ActorNotFoundError``, ``ValueError``."""
     _check(name, offset)
     watch = store.watch_stream(actor_id)
+    idle_since = 0.0
     try:
         deadline = None if idle is None else time.monotonic() + idle
         while True:
@@ -250,8 +254,17 @@ def follow(
                 yield None
                 deadline = time.monotonic() + idle  # type: ignore[operator]
                 continue
-            store.release_connection()
-            watch.wait(_window(watch, deadline))
+            if watch.notifies and not idle_since:
+                # a stream being written wakes its reader often: keep the connection for a while, and give
+                # it back only once the stream went quiet (a waiting reader then holds none)
+                idle_since = time.monotonic()
+            if not watch.notifies or time.monotonic() - idle_since >= HOLD_CONNECTION_SECONDS:
+                store.release_connection()
+                window = _window(watch, deadline)
+            else:
+                window = min(_window(watch, deadline), HOLD_CONNECTION_SECONDS)
+            if watch.wait(window):
+                idle_since = 0.0
     finally:
         watch.close()
 

@@ -57,8 +57,8 @@ FULL: dict[str, dict[str, Any]] = {
         "ours": {"actors": 10000, "batch": 100, "rounds": 4, "tenants": 1000, "limit": 10, "singles": 500}
     },
     "P9": {
-        "ours": {"items": 2000, "latency_items": 200, "gap": 0.005},
-        "dbos": {"items": 2000, "latency_items": 200, "gap": 0.005},
+        "ours": {"items": 1000, "latency_items": 200, "gap": 0.005},
+        "dbos": {"items": 1000, "latency_items": 200, "gap": 0.005},
     },
 }
 SMOKE: dict[str, dict[str, Any]] = {

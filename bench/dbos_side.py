@@ -270,7 +270,8 @@ def p9_streams(items: int = 2000, latency_items: int = 200, gap: float = 0.005) 
     to ``DBOS.read_stream`` in another DBOS process (``latency_items`` writes ``gap`` seconds apart)."""
     _launch()
     streamer(20, 0.0, False)
-    seconds = streamer(items, 0.0, False)
+    rounds = [streamer(items, 0.0, False) for _ in range(3)]  # best of 3, as ours
+    seconds = min(rounds)
     wf_id = f"p9-{uuid.uuid4().hex}"
     with SetWorkflowID(wf_id):
         handle = DBOS.start_workflow(streamer, latency_items, gap, True)
@@ -296,6 +297,7 @@ def p9_streams(items: int = 2000, latency_items: int = 200, gap: float = 0.005) 
         "items": items,
         "write_seconds": seconds,
         "items_per_s": items / seconds,
+        "items_per_s_rounds": [items / r for r in rounds],
         "latency_items": latency_items,
         "gap": gap,
         **json.loads(marked[-1][len(proc.MARK) :]),

@@ -850,7 +850,7 @@ def p7_throughput(
 
 def p9_streams(items: int = 2000, latency_items: int = 200, gap: float = 0.005) -> dict[str, Any]:
     """Durable streams (DESIGN.md section 17): items/s written by one step (``items`` writes, each committed
-    on its own), and the latency from a write to a reader in another process (``latency_items`` writes
+    on its own; best of 3 rounds), and the latency from a write to a reader in another process (``latency_items`` writes
     ``gap`` seconds apart; the reader, ``P9R``, waits on LISTEN/NOTIFY). Runs in-process with ``drain``."""
     rw = _django()
     from django.db import connection
@@ -858,9 +858,12 @@ def p9_streams(items: int = 2000, latency_items: int = 200, gap: float = 0.005) 
     client = rw.client()
     client.bench_streamer.create("p9-warm", input={"items": 20, "gap": 0})
     _drain_all(rw, 60)
-    writer = client.bench_streamer.create("p9-throughput", input={"items": items, "gap": 0})
-    _drain_all(rw, 600)
-    seconds = writer.record().output
+    rounds = []  # best of 3: each write is a commit, bound by the disk's flushes, which other load shares
+    for n in range(3):
+        writer = client.bench_streamer.create(f"p9-throughput-{n}", input={"items": items, "gap": 0})
+        _drain_all(rw, 600)
+        rounds.append(writer.record().output)
+    seconds = min(rounds)
     handle = client.bench_streamer.create("p9-latency", input={"items": latency_items, "gap": gap})
     connection.close()
     reader = subprocess.Popen(
@@ -884,6 +887,7 @@ def p9_streams(items: int = 2000, latency_items: int = 200, gap: float = 0.005) 
         "items": items,
         "write_seconds": seconds,
         "items_per_s": items / seconds,
+        "items_per_s_rounds": [items / r for r in rounds],
         "latency_items": latency_items,
         "gap": gap,
         **latency,

@@ -157,3 +157,20 @@ def test_items_are_pruned_with_their_actor(rivet, chat):
     assert models.StreamItem.objects.filter(actor_id=chat.actor_id).count() == 5  # four items and the close
     assert ops.prune(rivet.runtime, 0) == 1
     assert not models.StreamItem.objects.filter(actor_id=chat.actor_id).exists()
+
+
+def test_under_asgi_the_sse_response_is_an_async_stream_with_the_same_events(rivet, chat):
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    _finish(rivet, chat)
+
+    async def read() -> tuple[bool, str]:
+        url = f"{API}/actors/{chat.actor_id}/streams/answer"
+        response = await AsyncClient().get(url, headers={"Last-Event-ID": "1"})
+        chunks = [c async for c in response.streaming_content]
+        return response.is_async, b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks).decode()
+
+    is_async, body = async_to_sync(read)()
+    assert is_async
+    assert [e.get("id") for e in _events(body)] == ["2", "3", None]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 #: how many rows a reader fetches per look
 PAGE_SIZE = 500
+#: how long a reader woken by notifications keeps its database connection after the last item (seconds):
+#: a stream being written wakes it every few milliseconds, and opening a connection costs more than a look
+HOLD_CONNECTION_SECONDS = 1.0
 #: the longest a reader sleeps between two looks on a store that cannot wake it (seconds)
 POLL_SECONDS = 0.05
 #: the longest a reader waits on a notifying store before it looks anyway (a workflow that ended without
@@ -209,28 +213,34 @@ def streams_of(entries: Any) -> set[str]:
 # --- readers --------------------------------------------------------------------------------------------
 
 
-def _window(store: ports.Store, watch: Any, deadline: float | None) -> float:
+def _window(watch: Any, deadline: float | None) -> float:
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
     cap = NOTIFIED_LOOK_SECONDS if watch.notifies else POLL_SECONDS
     return cap if remaining is None else min(cap, remaining)
 
 
-def read_stream(
+def _check(name: str, offset: int) -> None:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+    check_name(name, "stream")
+
+
+def follow(
     store: ports.Store,
     actor_id: str,
     name: str,
     offset: int = 0,
-    timeout: float | None = None,
+    idle: float | None = None,
     include_discarded: bool = False,
-) -> Iterator[ports.StreamItem]:
-    """The items of the stream from ``offset`` on, waiting for new ones until the stream is closed (then
-    it ends) or ``timeout`` seconds pass with nothing new (None: no limit). ``ActorNotFoundError``."""
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-    check_name(name, "stream")
+) -> Iterator[ports.StreamItem | None]:
+    """The items of the stream from ``offset`` on as they are written, ending when the stream is closed;
+    ``None`` is yielded each time ``idle`` seconds (None: never) pass with nothing new (the caller stops
+    there, or sends a keep-alive and goes on). ``ActorNotFoundError``, ``ValueError``."""
+    _check(name, offset)
     watch = store.watch_stream(actor_id)
+    idle_since = 0.0
     try:
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        deadline = None if idle is None else time.monotonic() + idle
         while True:
             page = store.stream_read(actor_id, name, offset, PAGE_SIZE, include_discarded=include_discarded)
             offset = page.next_offset
@@ -238,33 +248,42 @@ def read_stream(
             if page.closed:
                 return
             if page.items:
-                deadline = None if timeout is None else time.monotonic() + float(timeout)
+                deadline = None if idle is None else time.monotonic() + idle
                 continue
             if deadline is not None and time.monotonic() >= deadline:
-                return
-            store.release_connection()
-            watch.wait(_window(store, watch, deadline))
+                yield None
+                deadline = time.monotonic() + idle  # type: ignore[operator]
+                continue
+            if watch.notifies and not idle_since:
+                # a stream being written wakes its reader often: keep the connection for a while, and give
+                # it back only once the stream went quiet (a waiting reader then holds none)
+                idle_since = time.monotonic()
+            if not watch.notifies or time.monotonic() - idle_since >= HOLD_CONNECTION_SECONDS:
+                store.release_connection()
+                window = _window(watch, deadline)
+            else:
+                window = min(_window(watch, deadline), HOLD_CONNECTION_SECONDS)
+            if watch.wait(window):
+                idle_since = 0.0
     finally:
         watch.close()
 
 
-async def aread_stream(
+async def afollow(
     store: ports.Store,
     call: Callable[..., Any],
     actor_id: str,
     name: str,
     offset: int = 0,
-    timeout: float | None = None,
+    idle: float | None = None,
     include_discarded: bool = False,
-) -> AsyncIterator[ports.StreamItem]:
-    """``read_stream`` as an async iterator: store calls go through ``call`` (the runtime's thread hop) and
-    the wait holds no thread."""
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-    check_name(name, "stream")
+) -> AsyncIterator[ports.StreamItem | None]:
+    """``follow`` as an async iterator: store calls go through ``call`` (a thread hop) and the wait holds
+    no thread."""
+    _check(name, offset)
     watch = await call(store.watch_stream, actor_id)
     try:
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        deadline = None if idle is None else time.monotonic() + idle
         while True:
             page = await call(
                 functools.partial(
@@ -277,10 +296,55 @@ async def aread_stream(
             if page.closed:
                 return
             if page.items:
-                deadline = None if timeout is None else time.monotonic() + float(timeout)
+                deadline = None if idle is None else time.monotonic() + idle
                 continue
             if deadline is not None and time.monotonic() >= deadline:
-                return
-            await watch.wait_async(_window(store, watch, deadline))
+                yield None
+                deadline = time.monotonic() + idle  # type: ignore[operator]
+                continue
+            await watch.wait_async(_window(watch, deadline))
     finally:
         watch.close()
+
+
+def read_stream(
+    store: ports.Store,
+    actor_id: str,
+    name: str,
+    offset: int = 0,
+    timeout: float | None = None,
+    include_discarded: bool = False,
+) -> Iterator[ports.StreamItem]:
+    """The items of the stream from ``offset`` on, waiting for new ones until the stream is closed (then
+    it ends) or ``timeout`` seconds pass with nothing new (None: no limit). ``ActorNotFoundError``,
+    ``ValueError`` (checked at once, before the first item is asked for)."""
+    _check(name, offset)
+    return _until_idle(follow(store, actor_id, name, offset, timeout, include_discarded))
+
+
+def _until_idle(items: Iterator[ports.StreamItem | None]) -> Iterator[ports.StreamItem]:
+    with contextlib.closing(items):  # type: ignore[type-var]
+        for item in items:
+            if item is None:
+                return
+            yield item
+
+
+async def aread_stream(
+    store: ports.Store,
+    call: Callable[..., Any],
+    actor_id: str,
+    name: str,
+    offset: int = 0,
+    timeout: float | None = None,
+    include_discarded: bool = False,
+) -> AsyncIterator[ports.StreamItem]:
+    """``read_stream`` as an async iterator (``afollow`` until it is idle for ``timeout`` seconds)."""
+    items = afollow(store, call, actor_id, name, offset, timeout, include_discarded)
+    try:
+        async for item in items:
+            if item is None:
+                return
+            yield item
+    finally:
+        await items.aclose()

@@ -177,3 +177,13 @@ def test_bad_names_offsets_and_values_are_refused(h):
     h.drain()
     assert handle.workflow_state() in ("failed", "suspended")
     assert list(handle.read_stream("out")) == []
+
+
+def test_a_run_that_died_after_writing_an_item_but_before_recording_it_does_not_write_it_again(h):
+    h.setup(wf=WAITER)
+    actor_id = h.start()
+    # what a run killed between the item's write and the commit of its history entry leaves behind
+    h.runtime.store.stream_write(actor_id, "out", "hello", write_key="out~w0")
+    h.run(actor_id)
+    assert _values(h.runtime.store.stream_read(actor_id, "out", 0, 10).items) == [(0, "hello"), (1, {"n": 1})]
+    assert h.history(actor_id)["out~w0"].data["offset"] == 0

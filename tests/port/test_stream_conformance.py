@@ -133,3 +133,25 @@ def test_a_waiting_reader_is_woken_by_a_write_from_another_thread(h):
     finally:
         watch.close()
     assert watch.notifies is (h.kind in ("memory", "postgres"))
+
+
+def test_concurrent_writers_to_one_stream_get_dense_distinct_offsets(h):
+    actor = h.new_actor()
+    offsets: list[int] = []
+
+    def write(tag: str) -> None:
+        try:
+            for n in range(25):
+                offsets.append(h.store.stream_write(actor, "s", f"{tag}{n}", attempt=1, step_key=tag).offset)
+        finally:
+            h.store.close_thread_connection()
+
+    threads = [threading.Thread(target=write, args=(tag,)) for tag in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(offsets) == list(range(50))
+    items = h.store.stream_read(actor, "s", 0, 100).items
+    assert [i.offset for i in items] == list(range(50))
+    assert [i.value for i in items if i.value.startswith("a")] == [f"a{n}" for n in range(25)]

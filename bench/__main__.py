@@ -61,6 +61,10 @@ FULL: dict[str, dict[str, Any]] = {
     "P8": {
         "ours": {"actors": 10000, "batch": 100, "rounds": 4, "tenants": 1000, "limit": 10, "singles": 500}
     },
+    "P9": {
+        "ours": {"items": 1000, "latency_items": 200, "gap": 0.005},
+        "dbos": {"items": 1000, "latency_items": 200, "gap": 0.005},
+    },
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
@@ -89,8 +93,12 @@ SMOKE: dict[str, dict[str, Any]] = {
         "dbos": {"workflows": 20, "processes": 2, "concurrency": 2},
     },
     "P8": {"ours": {"actors": 200, "batch": 50, "rounds": 1, "tenants": 20, "limit": 10, "singles": 50}},
+    "P9": {
+        "ours": {"items": 20, "latency_items": 5, "gap": 0.005},
+        "dbos": {"items": 20, "latency_items": 5, "gap": 0.005},
+    },
 }
-ORDER = ["P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8"]
+ORDER = ["P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9"]
 
 
 # P2GL's CPU load: this many processes spinning in a loop beside both sides (default: one per core).

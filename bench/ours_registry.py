@@ -106,8 +106,27 @@ async def timer_run(ctx: Any) -> None:
     await ctx.step("woke", lambda step: report({"actor": ctx.actor_id, "late": time.time() - due}))
 
 
+# P9: one step writes ``items`` stream items (each value: the wall clock at its write), ``gap`` seconds apart;
+# the step's output is the seconds the writes took. The workflow's end closes the stream.
+async def streamer_run(ctx: Any) -> float:
+    spec = ctx.input or {}
+
+    def write_items(step: Any) -> float:
+        stream = step.stream("out")
+        gap = float(spec.get("gap", 0.0))
+        t0 = time.perf_counter()
+        for _ in range(int(spec.get("items", 0))):
+            if gap:
+                time.sleep(gap)
+            stream.write(time.time())
+        return time.perf_counter() - t0
+
+    return await ctx.step("write", write_items, timeout=600)
+
+
 registry = setup(
     use={
+        "bench_streamer": workflow(run=streamer_run),
         "bench_sequential": workflow(run=sequential_run),
         "bench_parallel": workflow(run=parallel_run),
         "bench_sequential_long": workflow(run=sequential_long_run),

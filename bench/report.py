@@ -229,6 +229,33 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
                 _sum(_get(ours, "create_seconds"), _get(ours, "sleep_seconds") or 1.0),
             ),
         ]
+    if bench == "P9":
+        rate_o, rate_d = _get(ours, "items_per_s"), _get(dbos, "items_per_s")
+        o50, d50 = _get(ours, "p50_ms"), _get(dbos, "p50_ms")
+        o99, d99 = _get(ours, "p99_ms"), _get(dbos, "p99_ms")
+        r_rate, r50 = _div(rate_o, rate_d), _div(o50, d50)
+        return [
+            _row(
+                "items/s written by one step",
+                rate_o,
+                rate_d,
+                None,
+                r_rate,
+                ">= 1x DBOS",
+                _cmp(r_rate, ">=", 1.0),
+            ),
+            _row(
+                "write -> reader (other process) p50 ms",
+                o50,
+                d50,
+                None,
+                r50,
+                "ours/DBOS <= 1.0",
+                _cmp(r50, "<=", 1.0),
+            ),
+            _row("write -> reader p99 ms", o99, d99, None, _div(o99, d99)),
+            _row("items the reader got", _get(ours, "n"), _get(dbos, "n")),
+        ]
     if bench == "P3":
         ratio = _get(ours, "end_over_start")
         rows = _get(ours, "history_rows")
@@ -393,7 +420,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| bench | metric | ours | DBOS | limit | ratio | target | met |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8"):
+    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9"):
         for r in (results.get(bench) or {}).get("rows", []):
             out.append(
                 f"| {bench} | {r['metric']} | {_fmt(r['ours'])} | {_fmt(r['dbos'])} | {_fmt(r['limit'])} | "

@@ -26,6 +26,7 @@ from .examples import (
     scatter_gather,
     setup_teardown,
     shop_order,
+    support_agent,
     timeout,
     timeout_fallback,
     versioning,
@@ -67,6 +68,7 @@ ACTORS = {
     "cron_actor": cron.cron_actor,
     "setup_run_teardown_actor": setup_teardown.setup_run_teardown_actor,
     "crash_demo_actor": crash_demo.crash_demo_actor,
+    "support_agent_actor": support_agent.support_agent_actor,
 }
 
 #: the examples and the workflow that runs Django tasks (settings.TASKS, docs/howto/django-tasks.md)

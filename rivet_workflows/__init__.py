@@ -43,6 +43,7 @@ from .engine.model.errors import (
     StepNestingError,
     StepOnlyError,
     StoreRejectedError,
+    StreamClosedError,
     TooManyWaitingSendsError,
     WorkflowFailure,
     WorkflowFinishedError,
@@ -50,6 +51,7 @@ from .engine.model.errors import (
     WorkflowTimeoutError,
 )
 from .engine.model.failures import ErrorInfo, StepFailure, TryFailure
+from .engine.model.records import StreamItem
 from .engine.operate.dry_run import ReplayReport
 from .engine.operate.repairs import ReplayPlan
 from .engine.run.context import WorkflowContext
@@ -97,6 +99,8 @@ __all__ = [
     "JoinError",
     "Loop",
     "MessageAlreadyCompletedError",
+    "StreamClosedError",
+    "StreamItem",
     "NoWorkflowError",
     "PayloadTooLargeError",
     "QueueMessage",

@@ -80,6 +80,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         settings=settings,
         broadcaster=broadcaster.broadcast,
         on_history_change=broadcaster.history_changed,
+        on_stream_item=broadcaster.stream_item,
         observer=build_observer(conf),
     )
     return runtime  # Runtime() binds the registry

@@ -268,3 +268,45 @@ class Dashboard(Actor):
         proxy = True
         verbose_name = "dashboard"
         verbose_name_plural = "dashboard"
+
+
+class StreamItem(models.Model):
+    """One item of an actor's durable stream (DESIGN.md section 17): ``offset`` is dense from 0 per
+    ``(actor, name)``; ``value`` is tagged JSON. ``closes`` marks the row that closes the stream (it takes
+    the offset after the last item and is never shown to readers). ``attempt`` is the step attempt that wrote
+    the item (None for a write of workflow code), ``step_key`` the step's history key, ``discarded`` True
+    once that attempt did not complete; ``write_key`` (a recorded write's history key) makes a recorded
+    write idempotent. Deleted with the actor."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="stream_items", db_index=False)
+    name = models.CharField(max_length=200)
+    offset = models.BigIntegerField()
+    value = models.JSONField(null=True, blank=True)
+    attempt = models.IntegerField(null=True, blank=True)
+    step_key = models.TextField(null=True, blank=True)
+    write_key = models.TextField(null=True, blank=True)
+    discarded = models.BooleanField(default=False)
+    closes = models.BooleanField(default=False)
+    at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "name", "offset"], name="rivet_stream_offset_uniq"),
+            models.UniqueConstraint(
+                fields=["actor", "write_key"],
+                condition=Q(write_key__isnull=False),
+                name="rivet_stream_write_key_uniq",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["actor", "step_key"],
+                condition=Q(step_key__isnull=False),
+                name="rivet_stream_step_idx",
+            )
+        ]
+        ordering = ["actor", "name", "offset"]
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.offset}]"

@@ -5,9 +5,9 @@ What it does, in order (every wait is bounded; it exits 1 with a message when so
 1. starts the fake HTTP service the examples call, and a Celery worker subprocess with beat embedded
    (``celery -A project worker -B --pool=threads``) on the project's database and broker (SQLite and the
    filesystem broker by default; PostgreSQL/Redis with ``DATABASE_URL``/``REDIS_URL``);
-2. starts the crash scenarios (``crash``; ``shop``, whose atomic step placed a ``shop.Order`` row) and
-   SIGKILLs the worker (its whole process group) while both workflows are inside their slow steps, then
-   starts a new worker;
+2. starts the crash scenarios (``crash``; ``shop``, whose atomic step placed a ``shop.Order`` row;
+   ``agent``, a pydantic-ai agent streaming its answer) and SIGKILLs the worker (its whole process group)
+   while the workflows are inside their slow steps, then starts a new worker;
 3. starts every other scenario (``scenarios.enabled()``), sending real messages through the client, and
    prints progress until each reaches its expected end state;
 4. prints each actor's final state and a trace read from history (step, status, attempts, duration) and a
@@ -215,8 +215,18 @@ class Demo:
         rest = [s for s in self.chosen if s not in first]
         # the first worker runs the code "before the deploy" when a deploy scenario is chosen
         self.start_worker(registry=before_deploy.REGISTRY_PATH if deploys else None)
-        for scenario in first:
-            self.start_scenario(scenario)
+        if crashes and not self.args.no_crash:
+            # every crash and deploy scenario must be at its point when the worker is killed: start those
+            # whose point lasts longest first (a head start, then slow steps of seconds) and the deploy
+            # scenarios, whose point lasts about a second (a loop's idle sleep), last
+            leads = [s for s in crashes if s.lead_point is not None]
+            self._start_and_wait(leads, "lead_point", deadline)
+            self._start_and_wait([s for s in crashes if s not in leads], "crash_point", deadline)
+            for scenario in deploys:
+                self.start_scenario(scenario)
+        else:
+            for scenario in first:
+                self.start_scenario(scenario)
         if first:
             self._restart_phase(crashes, deploys, deadline)
         for scenario in rest:
@@ -243,6 +253,24 @@ class Demo:
         if not ok:
             _say(f"worker log: {self.workers[-1].log_path}\n{self.workers[-1].tail()}")
         return 0 if ok else 1
+
+    def _start_and_wait(self, chosen: list[scenarios.Scenario], point: str, deadline: float) -> None:
+        """Start ``chosen`` and wait (at most 30 s) until each reached its ``point`` (a Scenario field)."""
+        for scenario in chosen:
+            self.start_scenario(scenario)
+        limit = min(deadline, time.monotonic() + 30)
+        while chosen and time.monotonic() < limit:
+            if all(s.name in self.failed or self._reached(s, getattr(s, point)) for s in chosen):
+                return
+            time.sleep(0.05)
+        if chosen:
+            self.log(f"{', '.join(s.name for s in chosen)}: {point} not reached in time; going on")
+
+    def _reached(self, scenario: scenarios.Scenario, point: Any) -> bool:
+        try:
+            return bool(point(self.runs[scenario.name]))
+        except Exception:  # not readable yet
+            return False
 
     def _restart_phase(
         self, crashes: list[scenarios.Scenario], deploys: list[scenarios.Scenario], deadline: float
@@ -319,6 +347,8 @@ class Demo:
             self._crash_report(self.runs["crash"])
         if "shop" in self.runs:
             self._shop_report(self.runs["shop"])
+        if "agent" in self.runs:
+            self._agent_report(self.runs["agent"])
         _say()
         _say("=" * 100)
         _say(f"{'scenario':<18} {'result':<7} {'time':>7}  detail")
@@ -358,6 +388,36 @@ class Demo:
         _say("Atomic step across the crash (the Order row commits with the step, or not at all):")
         _say(f"  shop.Order rows for the checkout: {orders} (placed before the kill: not placed again)")
         _say(f"  ship started {ships}x (the killed attempt is retried)")
+
+    def _agent_report(self, run: scenarios.ScenarioRun) -> None:
+        names = ("model-1", "tool:lookup_order", "model-2", "tool:refund", "model-3:start", "model-3:done")
+        try:
+            counts = {n: scenarios.agent_count(run, n) for n in names}
+        except Exception as exc:  # the report is best effort
+            _say(f"\nSupport agent: cannot read ({type(exc).__name__}: {exc})")
+            return
+        _say()
+        _say("Durable agent across the crash (model requests and tool calls counted by the fake service):")
+        _say(
+            f"  model request 1 sent {counts['model-1']}x, lookup_order called {counts['tool:lookup_order']}x, "
+            f"model request 2 sent {counts['model-2']}x, refund paid {counts['tool:refund']}x "
+            "(completed before the crash: not repeated)"
+        )
+        _say(
+            f"  model request 3 (the streamed answer) started {counts['model-3:start']}x, "
+            f"finished {counts['model-3:done']}x (the killed request is sent again)"
+        )
+        try:
+            items = scenarios.agent_stream(run, include_discarded=True)
+        except Exception as exc:  # the report is best effort
+            _say(f"  stream 'answer': cannot read ({type(exc).__name__}: {exc})")
+            return
+        discarded = [i for i in items if i.discarded]
+        kept = "".join(str(i.value) for i in items if not i.discarded)
+        _say(
+            f"  stream 'answer': {len(items)} items, {len(discarded)} of the killed attempt marked discarded; "
+            f"a reader sees: {_short(kept, 60)}"
+        )
 
     def _destroy_actors(self) -> None:
         """Destroy the scenarios' actors and the helper actors their workflows created during this run

@@ -17,7 +17,7 @@ from typing import Any
 
 from rivet_workflows.engine.model import ports
 
-from . import crash_demo, fake_service, shop_order, timeout
+from . import crash_demo, fake_service, shop_order, support_agent, timeout
 
 # --- running a scenario --------------------------------------------------------------------------------
 
@@ -126,6 +126,10 @@ class Scenario:
     timeout: float = 30.0
     #: the demo SIGKILLs the worker the first time this returns True (None: never)
     crash_point: Callable[[ScenarioRun], bool] | None = None
+    #: demo only: a crash scenario that needs a head start (many steps before its slow one) is started
+    #: first, and the other crash and deploy scenarios only once this returns True, so that every one of
+    #: them is inside its slow step or at its deploy point when the worker is killed (None: no head start)
+    lead_point: Callable[[ScenarioRun], bool] | None = None
     #: demo only: the scenario starts under the old code (first worker) and must reach this point before
     #: the worker is replaced by one running the current code (None: not a deploy scenario)
     deploy_point: Callable[[ScenarioRun], bool] | None = None
@@ -353,6 +357,58 @@ def _check_crash(run: ScenarioRun) -> list[str]:
 
 def _crash_point(run: ScenarioRun) -> bool:
     return _crash_count(run, "slow-work:start") >= 1
+
+
+#: seconds the support agent takes to stream its answer (the demo kills the worker meanwhile, once the
+#: other crash and deploy scenarios, started when the answer began, reached their points)
+AGENT_ANSWER_SECONDS = 8.0
+
+
+def agent_count(run: ScenarioRun, name: str) -> int:
+    """How many times the support agent's model request or tool ``name`` ran (fake-service counter)."""
+    return run.service.count(f"/counters/{support_agent.counter_name(run.key('agent'), name)}")
+
+
+def _start_agent(run: ScenarioRun) -> None:
+    handle = run.actor(
+        "agent",
+        "support_agent_actor",
+        input={"order_id": run.key("order"), "answer_seconds": AGENT_ANSWER_SECONDS},
+    )
+    handle.send("approval", {"approved": True})  # the support lead approves the refund up front
+
+
+def _check_agent(run: ScenarioRun) -> list[str]:
+    e = Expect().workflow(run, "agent", ports.COMPLETED)
+    for name in ("model-1", "model-2", "model-3:done", "tool:lookup_order", "tool:refund"):
+        e.eq(f"{name} ran", agent_count(run, name), 1)
+    state = run.state("agent")
+    e.eq("refunded", state["refunded"], "30.00")
+    e.true("answer", "refunded 30.00 EUR" in (state["answer"] or ""), state["answer"])
+    streamed = "".join(item.value for item in agent_stream(run))
+    e.eq("streamed answer (items of the killed attempt skipped)", streamed, state["answer"])
+    return e.problems
+
+
+def agent_stream(run: ScenarioRun, include_discarded: bool = False) -> list:
+    """The items of the support agent's ``answer`` stream (it is closed once the workflow finished)."""
+    handle = run.handles["agent"]
+    return list(handle.read_stream("answer", timeout=0.5, include_discarded=include_discarded))
+
+
+def _streamed(run: ScenarioRun) -> int:
+    """How many words of the answer were streamed so far (a short read: it ends 0.05 s after the last)."""
+    if agent_count(run, "model-3:start") < 1:
+        return 0
+    return len(list(run.handles["agent"].read_stream("answer", timeout=0.05)))
+
+
+def _agent_lead_point(run: ScenarioRun) -> bool:
+    return _streamed(run) >= 2  # the answer is being streamed
+
+
+def _agent_point(run: ScenarioRun) -> bool:
+    return _streamed(run) >= 2
 
 
 #: seconds the shop example's ship step takes (the demo kills the worker in it)
@@ -608,6 +664,15 @@ SCENARIOS: dict[str, Scenario] = {
             crash_point=_shop_point,
             needs_db=True,
         ),
+        Scenario(
+            "agent",
+            "pydantic-ai agent streaming its answer across a worker kill",
+            _start_agent,
+            _check_agent,
+            timeout=90,
+            crash_point=_agent_point,
+            lead_point=_agent_lead_point,
+        ),
         Scenario("payment_flow", "try_ block (payment flow)", _start_payment_flow, _check_payment_flow),
         Scenario("fan_in_out", "fan-out / fan-in (join)", _start_fan_in_out, _check_fan_in_out),
         Scenario("scatter_gather", "scatter-gather across actors", _start_scatter, _check_scatter),
@@ -710,6 +775,7 @@ SKELETON_SCENARIOS = [
     "setup_teardown",
     "crash",
     "shop",
+    "agent",
     "fan_in_out",
     "scatter_gather",
     "coordinator",

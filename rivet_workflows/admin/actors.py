@@ -119,6 +119,22 @@ def _family_links(store: Any, record: Any) -> tuple[dict | None, list[dict]]:
     return parent, [link(child) for child in store.list_children(record.actor_id)]
 
 
+#: how many of each stream's last items the trace page shows (DESIGN.md section 17)
+STREAM_TAIL = 10
+
+
+def _stream_tails(store: ports.Store, actor_id: str) -> list[dict]:
+    """Each durable stream of the actor with its last ``STREAM_TAIL`` items (discarded ones marked), newest
+    last, for the trace page."""
+    tails = []
+    for name in store.stream_names(actor_id):
+        tail = store.stream_tail(actor_id, name, STREAM_TAIL)
+        items = [{"item": i, "text": pretty(i.value)} for i in tail.items]
+        length = tail.items[-1].offset + 1 if tail.items else 0
+        tails.append({"name": name, "items": items, "closed": tail.closed, "length": length})
+    return tails
+
+
 def _audit_item(row: Any) -> dict:
     """An audit row for the trace page: the row, the archived entries' keys and their pretty JSON."""
     entries = audit.archived_records(row)
@@ -445,6 +461,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
                 for m in queue
             ],
             "crons": [{"entry": c, "fires": list(c.fires.order_by("-id")[:10])} for c in crons],
+            "streams": _stream_tails(store, record.actor_id),
             "operator_actions": [
                 _audit_item(row) for row in store.operator_actions(record.actor_id, limit=50)
             ],

@@ -358,3 +358,34 @@ class RepairOut(Schema):
     deleted: list[str]
     reset: list[str]
     workflowState: str
+
+
+class StreamItemOut(Schema):
+    """One item of a durable stream (DESIGN.md section 17): ``offset`` (dense from 0), ``value`` (plain
+    JSON: ISO times, decimal strings), ``attempt`` (the step attempt that wrote it; null for a write of
+    workflow code), ``discarded`` (its attempt did not complete) and ``at`` (when it was written)."""
+
+    offset: int
+    value: Any
+    attempt: int | None
+    discarded: bool
+    at: datetime
+
+
+class StreamPageOut(Schema):
+    """A page of a stream (``Accept: application/json``): ``items`` in offset order, ``closed`` (the stream
+    is closed and this page reaches its end), ``next_offset`` (the ``offset`` to ask for next)."""
+
+    items: list[StreamItemOut]
+    closed: bool
+    next_offset: int
+
+
+class StreamQuery(Schema):
+    """``offset``: the first offset returned (default 0; a ``Last-Event-ID: N`` header wins: N + 1);
+    ``limit``: the most items of a JSON page (1-500, default 100); ``include_discarded``: also the items of
+    step attempts that did not complete (default false)."""
+
+    offset: int = Field(0, ge=0, le=inputs.MAX_OFFSET)
+    limit: int = Field(100, ge=1, le=MAX_PAGE)
+    include_discarded: bool = False

@@ -16,7 +16,9 @@ from ..engine.client.sending import database_turn, waiting_send_slot
 from ..engine.model import errors, ports, serde
 from ..engine.model.keys import normalize_key
 from ..engine.operate import forks, inspector, repairs, retrying
+from ..engine.run.history import check_name
 from . import schemas as s
+from . import streams as stream_views
 from .auth import ApiAuth, principal_of
 from .errors import raised
 
@@ -228,6 +230,40 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "parent_id": record.parent_id,
         "children": [child.actor_id for child in rt.store.list_children(record.actor_id)],
     }
+
+
+@router.get(
+    "/actors/{actor_id}/streams/{name}",
+    response={200: s.StreamPageOut, **_errors(404)},
+    **_auth(access.READ),
+    summary="Read a durable stream",
+)
+def read_stream(request: HttpRequest, actor_id: ActorId, name: Name, params: Query[s.StreamQuery]) -> Any:
+    """The actor's durable stream ``name`` (DESIGN.md section 17, docs/howto/streams.md). With ``Accept:
+    application/json``: a page ``{items: [{offset, value, attempt, discarded, at}], closed, next_offset}``
+    at once. Otherwise Server-Sent Events (``text/event-stream``): each item as an event whose ``id:`` is
+    its offset and ``data:`` its JSON value, new items as they are written, a comment line every 15 s of
+    silence, and ``event: close`` once the stream is closed (or the workflow finished). The first item is
+    ``offset``, unless a ``Last-Event-ID: N`` header (an SSE client's reconnection) asks to resume after N.
+    Items of step attempts that did not complete are left out unless ``include_discarded``. Operation
+    ``read``."""
+    _record(request, actor_id, access.READ)
+    streams_name = inputs_stream_name(name)
+    offset = stream_views.start_offset(request, params.offset)
+    store = runtime().store
+    if "application/json" in request.headers.get("Accept", ""):
+        return stream_views.page(
+            store, actor_id, streams_name, offset, params.limit, params.include_discarded
+        )
+    return stream_views.sse_response(request, store, actor_id, streams_name, offset, params.include_discarded)
+
+
+def inputs_stream_name(name: str) -> str:
+    """``name`` checked as a stream name (``InvalidValueError``, 422, for one with "/", ":" or a leading "~")."""
+    try:
+        return check_name(name, "stream")
+    except ValueError as exc:
+        raise InvalidValueError(str(exc), where="name") from exc
 
 
 # --- actions and queues ----------------------------------------------------------------------------

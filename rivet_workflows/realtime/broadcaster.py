@@ -100,6 +100,13 @@ def broadcast(actor_id: str, name: str, args: list) -> None:
     send_to_group(actor_id, {"type": "rivet.event", "name": name, "args": list(args)})
 
 
+def stream_item(actor_id: str, name: str, offset: int, value: Any) -> None:
+    """``Runtime.on_stream_item``: push item ``offset`` of the stream ``name`` (``value`` in tagged JSON form)
+    to the actor's WebSocket clients as ``{"type": "stream", "name", "offset", "value"}`` (best effort: a
+    client that must not miss one reads the stream itself, DESIGN.md section 17)."""
+    send_to_group(actor_id, {"type": "rivet.stream", "name": name, "offset": offset, "value": value})
+
+
 #: seconds a history push waits so the further changes of a burst (a run's next steps) ride on it
 HISTORY_PUSH_DELAY = 0.1
 #: seconds after which a scheduled push that never started (its loop stopped) no longer holds back others

@@ -10,7 +10,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import HttpRequest
 
-from ..engine.model import errors
+from ..engine.model import errors, serde
+from ..engine.operate import inspector
 from . import broadcaster
 
 #: close codes: no or a wrong credential; a caller that may not read this actor; an unknown actor
@@ -162,6 +163,12 @@ class ActorEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def rivet_event(self, message: dict) -> None:
         await self.send_json({"type": "event", "name": message["name"], "args": message.get("args", [])})
+
+    async def rivet_stream(self, message: dict) -> None:
+        value, _ = inspector.plain(serde.from_json(message.get("value")))
+        await self.send_json(
+            {"type": "stream", "name": message["name"], "offset": message["offset"], "value": value}
+        )
 
     async def rivet_history(self, message: dict) -> None:
         await self.send_json({"type": "history", "actor_id": message.get("actor_id", self.actor_id)})

@@ -36,6 +36,7 @@ from .postgres_flow import admit as _admit
 from .postgres_flow import candidates
 from .postgres_flow import flow_params as _flow_params
 from .postgres_queues import ENDED_NOTIFY_SQL, PostgresQueues, ended_notify_params
+from .postgres_streams import PostgresStreams
 
 _ACTOR = models.Actor._meta.db_table
 _ENTRY = models.HistoryEntry._meta.db_table
@@ -145,7 +146,7 @@ def _returning(commit: ports.Commit, changes: dict[str, Any]) -> tuple[str, bool
     ), want_state
 
 
-class PostgresStore(PostgresQueues, DjangoStore):
+class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
     """``DjangoStore`` on PostgreSQL with the hot paths in raw SQL (see the module docstring).
 
     Same contract and thread-safety as ``DjangoStore``, and its constructor plus ``prepared_statements``

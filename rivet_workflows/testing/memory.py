@@ -26,10 +26,17 @@ from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_flow import MemoryFlowMixin
 from .memory_queues import MemoryQueueMixin, matches
+from .memory_streams import MemoryStreamsMixin
 
 
 class MemoryStore(
-    MemoryFlowMixin, MemoryActionMixin, MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore
+    MemoryFlowMixin,
+    MemoryActionMixin,
+    MemoryAuditMixin,
+    MemoryCronMixin,
+    MemoryQueueMixin,
+    MemoryStreamsMixin,
+    ports.BaseStore,
 ):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
@@ -67,6 +74,7 @@ class MemoryStore(
         self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
         self._init_audit()
+        self._init_streams()
 
     def __repr__(self) -> str:
         return f"<MemoryStore actors={len(self._actors)}>"
@@ -272,6 +280,7 @@ class MemoryStore(
             self._by_key.pop((row.name, json.dumps(row.key, sort_keys=True, separators=(",", ":"))), None)
             self._history.pop(actor_id, None)
             self._drop_audit(actor_id)
+            self._drop_streams(actor_id)
             for message_id in self._queue.pop(actor_id, []):
                 self._messages.pop(message_id, None)
             self._changed.notify_all()

@@ -31,6 +31,7 @@ def fast_examples(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(timeout, "CHARGE_TIMEOUT", 0.5)
     monkeypatch.setattr(scenarios, "CRASH_SLOW_SECONDS", 0.2)
     monkeypatch.setattr(scenarios, "SHOP_SHIP_SECONDS", 0.2)
+    monkeypatch.setattr(scenarios, "AGENT_ANSWER_SECONDS", 0.2)
     assert crash_demo  # the crash actor reads slow_seconds from its input
 
 

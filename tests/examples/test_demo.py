@@ -83,3 +83,22 @@ def test_demo_recovers_a_killed_worker_without_rerunning_completed_steps(demo_en
     assert "still running: NOT expected" not in out
     for name in ("version_gate_actor", "versioned_deploy_actor", "queue_worker_actor", "rpc_actor"):
         assert re.search(rf"\n{name} .*workflow: \w+\n  still running, as expected: \w", out), name
+
+
+def test_demo_agent_killed_mid_answer_repeats_no_completed_model_request_or_tool_call(demo_env):
+    pytest.importorskip("pydantic_ai")
+    env = demo_env
+    migrated = _manage(["migrate", "-v0"], env, timeout=120)
+    assert migrated.returncode == 0, migrated.stderr
+    demo = _manage(["rivet", "demo", "--", "--only", "agent", "--timeout", "120"], env, timeout=180)
+    out = demo.stdout
+    assert demo.returncode == 0, out[-3000:] + demo.stderr[-2000:]
+    assert "SIGKILLed worker #1" in out
+    assert "1/1 scenarios ok" in out
+    # the fake service counted the model function's and the tools' runs across the kill
+    assert "model request 1 sent 1x, lookup_order called 1x, model request 2 sent 1x, refund paid 1x" in out
+    assert "model request 3 (the streamed answer) started 2x, finished 1x" in out
+    # the worker was killed after a few words of the answer were streamed: they stay, marked discarded
+    streamed = re.search(r"stream 'answer': (\d+) items, (\d+) of the killed attempt marked discarded", out)
+    assert streamed, out[-3000:]
+    assert int(streamed[2]) >= 2 and int(streamed[1]) == int(streamed[2]) + 21  # the answer's 21 words

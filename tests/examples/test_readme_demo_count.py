@@ -1,5 +1,5 @@
 """The manual's account of ``make demo`` (docs/tutorial/demo.md, and the count in README.md) matches what it runs: the number of scenarios ported from the spec
-plus the demo's own (``crash``, ``shop``) is the count the demo prints (``N/N scenarios ok``)."""
+plus the demo's own (``crash``, ``shop``, ``agent``) is the count the demo prints (``N/N scenarios ok``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_the_readme_counts_the_scenarios_the_demo_runs():
     ported, ported_list, own, own_list = int(found[1]), found[2], WORDS[found[3]], found[4]
     own_names = re.findall(r"`(\w+)`", own_list)[:own]
     enabled = [s.name for s in scenarios.enabled()]
-    assert set(own_names) <= set(enabled) and own_names == ["crash", "shop"]
+    assert set(own_names) <= set(enabled) and own_names == ["crash", "shop", "agent"]
     assert ported + own == len(enabled)  # what "N/N scenarios ok" prints
     assert f"{len(enabled)}/{len(enabled)} scenarios ok" in text
     assert len(ported_list.split(", ")) >= 10  # the list names the ported scenarios

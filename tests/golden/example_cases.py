@@ -99,6 +99,12 @@ def _record_crash(d: Driver) -> dict:
     return {"crash": run.handles["crash"]}
 
 
+def _record_agent(d: Driver) -> dict:
+    with _patched(scenarios, "AGENT_ANSWER_SECONDS", 0.0):
+        run = _drive(d, "agent")
+    return {"agent": run.handles["agent"]}
+
+
 def _placed_without_a_database(step: Any) -> int:
     """``shop_order.place_order`` as the recording sees it: the in-memory store has no ``shop.Order`` table,
     so the row is left out; the step's output, state change and history are the same (order id 1)."""
@@ -226,6 +232,12 @@ CASES = [
     _case("setup_teardown", ("ticker",)),
     _case("crash", ("crash",), _record_crash, "the crash demo's three steps (run without a crash)"),
     _case("shop", ("shop",), _record_shop, "the shop's atomic step and its ship step (run without a crash)"),
+    _case(
+        "agent",
+        ("agent",),
+        _record_agent,
+        "pydantic-ai agent: model requests and tool calls as steps, an approval on a queue (run without a crash)",
+    ),
     _case("payment_flow", ("flow",)),
     _case("fan_in_out", ("fan",)),
     _case("scatter_gather", ("scatter",)),

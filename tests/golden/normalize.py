@@ -1,4 +1,5 @@
-"""Compare exported histories up to what may differ between two recordings: ids and timestamps.
+"""Compare exported histories up to what may differ between two recordings: ids, timestamps
+and measured durations.
 
 ``normalize(exported)`` keeps what is behaviour (entry keys, locations, kinds, data and outputs, statuses,
 attempts, errors' name and message, which timestamps are set, the actor's values and workflow state) and
@@ -20,10 +21,14 @@ from rivet_workflows.engine.run.history import parent_key
 _HEX_ID = re.compile(r"\b[0-9a-f]{32}\b")
 #: an ISO 8601 instant inside a string (``2026-01-01T00:00:00.000148+00:00``)
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)?")
+#: an ISO 8601 duration measured at run time (a pydantic-ai model response's ``duration``: ``PT0.013481S``)
+_DURATION = re.compile(r"^PT(?:\d+H)?(?:\d+M)?\d+(?:\.\d+)?S$")
 _TIMESTAMPS = ("lastAttemptAt", "createdAt", "completedAt", "rollbackCompletedAt")
 
 
 def _text(value: str) -> str:
+    if _DURATION.match(value):
+        return "<duration>"
     return _INSTANT.sub("<instant>", _HEX_ID.sub("<id>", value))
 
 

@@ -147,6 +147,7 @@ EXTRAS = {
     "server": ["gunicorn.app.wsgiapp"],
     "otel": ["opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"],
     "metrics": ["prometheus_client"],
+    "ai": ["pydantic_ai", "rivet_workflows.contrib.pydantic_ai"],
 }
 
 

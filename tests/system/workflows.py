@@ -412,8 +412,36 @@ overdue_actor = workflow(
 )
 
 
+# --- durable streams ----------------------------------------------------------------------------------
+
+#: items the ``speak`` step writes per attempt; the kill point ``stream-mid`` fires after the tenth
+STREAM_TOKENS = 20
+
+
+def _speak(step: Any) -> str:
+    for n in range(STREAM_TOKENS):
+        step.stream("tokens").write(f"t{n}")
+        effect(step.actor_id, "token", f"{step.attempt}:{n}")
+        if n == 9:
+            maybe_kill("stream-mid")
+        time.sleep(0.02)
+    return "spoken"
+
+
+async def run_streamer(ctx: Any) -> str:
+    """A recorded write, a step streaming ``STREAM_TOKENS`` items, a recorded write; the end closes it."""
+    await ctx.stream("tokens").write("begin")
+    await ctx.step("speak", _speak, retry_backoff_base=0.05)
+    await ctx.stream("tokens").write("end")
+    return "done"
+
+
+streamer_actor = workflow(run=run_streamer)
+
+
 registry = setup(
     use={
+        "streamer": streamer_actor,
         "limited": limited_actor,
         "per_tenant": per_tenant_actor,
         "rated": rated_actor,

@@ -28,6 +28,9 @@ READS = {
     "cron_next_deadline": (),
     "flow_retry_at": ("ACTOR",),
     "operator_actions": ("ACTOR",),
+    "stream_read": ("ACTOR", "s", 0, 10),
+    "stream_names": ("ACTOR",),
+    "stream_tail": ("ACTOR", "s", 5),
 }
 WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
@@ -56,6 +59,11 @@ WRITES = {
     "cron_record_fire": ("c1", None, 1),
     "set_paused": ("ACTOR", True),
     "record_operator_action": (ports.OperatorActionRecord(actor_id="ACTOR", action="pause", who="me"),),
+    "stream_write": ("ACTOR", "s", 1),
+    "stream_close": ("ACTOR", "s"),
+    "stream_close_all": ("ACTOR",),
+    "stream_discard": ("ACTOR", "step", 2),
+    "watch_stream": ("ACTOR",),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..actor import actions, bridge, queries
@@ -16,6 +16,7 @@ from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
 from ..model.settings import to_seconds
 from ..operate import forks, repairs, retrying
+from ..run import streams
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
@@ -582,3 +583,28 @@ class ActorHandle:
     arecord = _twin(record)
     astate = _twin(state)
     aworkflow_state = _twin(workflow_state)
+
+    # --- durable streams ------------------------------------------------------------------------------
+
+    def read_stream(
+        self, name: str, offset: int = 0, timeout: float | None = None, include_discarded: bool = False
+    ) -> Iterator[ports.StreamItem]:
+        """Iterate the actor's durable stream ``name`` (DESIGN.md section 17, docs/howto/streams.md):
+        ``StreamItem(offset, value, attempt, discarded, at)`` from ``offset`` (the first offset returned)
+        on, blocking for new items until the stream is closed (``close()`` or the workflow's end: the
+        iterator then ends) or ``timeout`` seconds (float; None: no limit) pass with nothing new. Items of
+        step attempts that did not complete are skipped unless ``include_discarded``. Waiting holds no
+        database connection (PostgreSQL: LISTEN/NOTIFY; elsewhere a short poll). ``ActorNotFoundError``
+        (also when the actor is destroyed while reading), ``ValueError`` for a bad name or offset."""
+        return streams.read_stream(
+            self.runtime.store, self.actor_id, name, offset, timeout, include_discarded
+        )
+
+    def aread_stream(
+        self, name: str, offset: int = 0, timeout: float | None = None, include_discarded: bool = False
+    ) -> AsyncIterator[ports.StreamItem]:
+        """``read_stream`` as an async iterator (``async for item in handle.aread_stream(name)``): store
+        calls run off the event loop and the wait holds no thread."""
+        return streams.aread_stream(
+            self.runtime.store, bridge.call, self.actor_id, name, offset, timeout, include_discarded
+        )

@@ -257,6 +257,15 @@ def workflow_finished(actor_id: str, workflow_state: str, queue: str) -> Workflo
     )
 
 
+class StreamClosedError(RivetWorkflowsError):
+    """A write to a durable stream that is closed (``ctx.stream(name).close()`` ran, or the workflow
+    finished): nothing is written (DESIGN.md section 17). ``metadata``: ``actor_id``, ``stream``."""
+
+    group = "stream"
+    code = "stream_closed"
+    http_status = 409
+
+
 class MessageAlreadyCompletedError(RivetWorkflowsError):
     """This queue message was already completed."""
 

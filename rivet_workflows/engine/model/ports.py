@@ -51,6 +51,8 @@ from .records import EntryRecord as EntryRecord
 from .records import Flow as Flow
 from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
+from .records import StreamItem as StreamItem
+from .records import StreamPage as StreamPage
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -472,6 +474,69 @@ class Store(Protocol):
     def cron_next_deadline(self) -> datetime | None:
         """The earliest ``next_fire_at`` of any entry of a live actor, or None."""
 
+    # --- durable streams (DESIGN.md section 17) -------------------------------------------------------
+    # A stream is (actor, name): items at dense offsets from 0, then at most one closing row. It is closed
+    # by that row or when the actor's workflow is finished (FINISHED_STATES). Items go with their actor.
+
+    @abstractmethod
+    def stream_write(
+        self,
+        actor_id: str,
+        name: str,
+        value: Any,
+        *,
+        attempt: int | None = None,
+        step_key: str | None = None,
+        write_key: str | None = None,
+    ) -> StreamItem:
+        """Append ``value`` (already checked by the serializer) to the stream ``name`` of ``actor_id`` at the
+        next offset and commit at once (its own transaction, or the caller's when it is in one); return the
+        item. ``attempt``/``step_key``: the step attempt writing it (``stream_discard`` marks it later).
+        ``write_key``: a recorded write's key; when an item with that key exists already it is returned and
+        nothing is written (a recorded write is exactly once). ``StreamClosedError`` when the stream is
+        closed, ``ActorNotFoundError``, ``SerializationError``. Waiting readers are woken."""
+
+    @abstractmethod
+    def stream_close(self, actor_id: str, name: str) -> bool:
+        """Close the stream ``name`` (a closing row after its last item); True when this call closed it,
+        False when it was closed already. Waiting readers are woken. ``ActorNotFoundError``."""
+
+    @abstractmethod
+    def stream_close_all(self, actor_id: str) -> list[str]:
+        """Close every stream of ``actor_id`` that is open (the workflow finished); the names closed now."""
+
+    @abstractmethod
+    def stream_discard(self, actor_id: str, step_key: str, before_attempt: int) -> int:
+        """Mark ``discarded`` the items the step at ``step_key`` wrote in attempts ``< before_attempt`` (those
+        attempts did not complete); returns how many changed. Unknown actor: 0."""
+
+    @abstractmethod
+    def stream_read(
+        self, actor_id: str, name: str, offset: int, limit: int, *, include_discarded: bool = False
+    ) -> StreamPage:
+        """Up to ``limit`` rows of the stream from ``offset`` on, without waiting: a ``StreamPage`` whose
+        ``closed`` says the stream is closed and this page reaches its end (nothing will follow). Discarded items are skipped (but counted in
+        ``next_offset``) unless ``include_discarded``. A stream never written is empty and open (closed once
+        the workflow finished). ``ActorNotFoundError`` for an unknown or destroyed actor."""
+
+    @abstractmethod
+    def stream_names(self, actor_id: str) -> list[str]:
+        """The names of the actor's streams (any row written), sorted."""
+
+    def stream_tail(self, actor_id: str, name: str, count: int) -> StreamPage:
+        """The last ``count`` items of the stream (discarded included), oldest first, for the admin trace.
+        Default: one ``stream_read`` from ``max(0, length - count)`` after reading the length."""
+        ...
+
+    def watch_stream(self, actor_id: str) -> watches.SendWatch:
+        """A watch a waiting reader takes before it reads (``ActorHandle.read_stream``): its ``wait(timeout)``
+        returns early (True) when an item is written to any stream of the actor, a stream closes or the
+        workflow ends, if the store can tell (``notifies``); else it sleeps out the window and the reader
+        looks again (the reader then keeps windows short: ``STREAM_POLL_SECONDS``). PostgresStore:
+        LISTEN/NOTIFY on the process's listening connection; MemoryStore: its change notification.
+        Default: the polling ``SendWatch``."""
+        ...
+
     # --- connections -------------------------------------------------------------------------------
     def close_thread_connection(self) -> None:
         """Close what the calling thread holds open (a database connection); called by threads the engine
@@ -566,6 +631,18 @@ class BaseStore(Store):
 
     def release_connection(self) -> None:
         return None
+
+    def stream_tail(self, actor_id: str, name: str, count: int) -> StreamPage:
+        offset = 0
+        while True:  # the length: walk the pages (a store overrides this with one query)
+            page = self.stream_read(actor_id, name, offset, 1000, include_discarded=True)
+            if not page.items:
+                break
+            offset = page.next_offset
+        return self.stream_read(actor_id, name, max(0, offset - count), count, include_discarded=True)
+
+    def watch_stream(self, actor_id: str) -> watches.SendWatch:
+        return watches.SendWatch()
 
     def close_thread_connection(self) -> None:
         return None

@@ -191,6 +191,32 @@ class OperatorActionRecord:
     id: str = ""
 
 
+@dataclass(frozen=True)
+class StreamItem:
+    """One item of a durable stream (DESIGN.md section 17): ``offset`` (int, dense from 0 per actor and
+    stream name), ``value`` (the decoded value), ``attempt`` (the 1-based step attempt that wrote it; None
+    for a write of workflow code), ``discarded`` (True when that attempt did not complete) and ``at`` (aware
+    UTC datetime, the store's clock when it was written)."""
+
+    offset: int
+    value: Any
+    attempt: int | None
+    discarded: bool
+    at: datetime
+
+
+@dataclass(frozen=True)
+class StreamPage:
+    """What one read of a stream returns (``Store.stream_read``): ``items`` in offset order, ``closed``
+    (the stream is closed and this page reaches its end: nothing follows these items)
+    and ``next_offset`` (the offset to read from next: past every row the read looked at, discarded ones
+    included)."""
+
+    items: list[StreamItem]
+    closed: bool
+    next_offset: int
+
+
 class _Unset:
     __slots__ = ()
 

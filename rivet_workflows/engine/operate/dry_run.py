@@ -107,6 +107,17 @@ class ReadOnlyStore(ports.BaseStore):
     def close_thread_connection(self) -> None:
         self._store.close_thread_connection()
 
+    def stream_read(
+        self, actor_id: str, name: str, offset: int, limit: int, *, include_discarded: bool = False
+    ) -> ports.StreamPage:
+        return self._store.stream_read(actor_id, name, offset, limit, include_discarded=include_discarded)
+
+    def stream_names(self, actor_id: str) -> list[str]:
+        return self._store.stream_names(actor_id)
+
+    def stream_tail(self, actor_id: str, name: str, count: int) -> ports.StreamPage:
+        return self._store.stream_tail(actor_id, name, count)
+
     # --- writes: refused -----------------------------------------------------------------------------
 
     def get_or_create_actor(
@@ -251,6 +262,30 @@ class ReadOnlyStore(ports.BaseStore):
 
     def record_operator_action(self, action: ports.OperatorActionRecord) -> ports.OperatorActionRecord:
         return self._refuse("record_operator_action")
+
+    def stream_write(
+        self,
+        actor_id: str,
+        name: str,
+        value: Any,
+        *,
+        attempt: int | None = None,
+        step_key: str | None = None,
+        write_key: str | None = None,
+    ) -> ports.StreamItem:
+        return self._refuse("stream_write")
+
+    def stream_close(self, actor_id: str, name: str) -> bool:
+        return self._refuse("stream_close")
+
+    def stream_close_all(self, actor_id: str) -> list[str]:
+        return self._refuse("stream_close_all")
+
+    def stream_discard(self, actor_id: str, step_key: str, before_attempt: int) -> int:
+        return self._refuse("stream_discard")
+
+    def watch_stream(self, actor_id: str) -> Any:
+        return self._refuse("watch_stream")
 
 
 class _DrySession(RunSession):

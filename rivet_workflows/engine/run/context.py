@@ -15,6 +15,7 @@ from .primitives import branches as br
 from .primitives.waits import WorkflowQueue
 from .results import RaceResult, StepResult, TryResult
 from .step_context import ActorIdentity
+from .streams import WorkflowStream
 
 if TYPE_CHECKING:
     from .session import RunSession
@@ -39,6 +40,8 @@ class WorkflowContext(ActorIdentity):
         #: True once a rollback_checkpoint ran in this scope or an enclosing one
         self._checkpoint = False
         self.queue = WorkflowQueue(self)
+        #: writes per stream name started in this scope (``stream``: the keys of the writes)
+        self._stream_writes: dict[str, int] = {}
 
     # --- identity ------------------------------------------------------------------------------------
 
@@ -276,6 +279,12 @@ class WorkflowContext(ActorIdentity):
     def rollback_checkpoint(self, name: Any) -> Awaitable[None]:
         """Enable ``rollback=`` handlers on later steps of this scope (ENGINE-SEMANTICS.md section 7)."""
         return self._run(name, "rollback checkpoint", lambda key: blocks.run_checkpoint(self, key, name))
+
+    def stream(self, name: str) -> WorkflowStream:
+        """The actor's durable stream ``name`` (DESIGN.md section 17): ``await ctx.stream(name).write(value)``
+        appends a value (returns its offset) and ``await ctx.stream(name).close()`` closes it, each recorded
+        in the history: exactly once, a replay writes nothing again. ``ValueError`` for a bad name."""
+        return WorkflowStream(self, name)
 
     # --- loops ---------------------------------------------------------------------------------------
 

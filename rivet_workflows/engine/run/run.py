@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 
 from ..actor import actions, bridge
 from ..model import errors, observe, ports, serde
-from . import rollback, suspension
+from . import rollback, streams, suspension
 from .context import WorkflowContext
 from .heartbeat import Heartbeat
 from .history import ROOT, History
@@ -205,8 +205,20 @@ class _Run:
         except errors.EvictedSignal:
             return self._report(report, session)
         report.outcome = outcome
+        if outcome.workflow_state in ports.FINISHED_STATES:
+            await self._close_streams(session)
         await self._close(session, c)
         return self._report(report, session)
+
+    async def _close_streams(self, session: RunSession) -> None:
+        """The workflow finished: close the durable streams its history mentions (DESIGN.md section 17),
+        which wakes their waiting readers; a run that wrote no stream makes no store call."""
+        names = session.streams | streams.streams_of(session.history.entries.values())
+        if names:
+            try:
+                await session.call(session.store.stream_close_all, session.actor_id)
+            except errors.StoreUnavailable:  # the finished workflow reads closed anyway
+                logger.warning("closing the streams of actor %s failed", session.actor_id)
 
     @staticmethod
     def _report(report: RunReport, session: RunSession) -> RunReport:

@@ -92,6 +92,8 @@ class RunSession:
         self.vars: Any = None
         #: completed steps with a rollback handler, by entry key: (name, handler, options, output)
         self.rollbacks: dict[str, tuple[str, Any, Any, Any]] = {}
+        #: names of the durable streams this run wrote or closed (closed with the workflow's end)
+        self.streams: set[str] = set()
         self._state: Any = actor.state
         self._state_changed = False
         self._stop_at = stop_at

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 
 from ..model import errors, serde
 from .reentrancy import RUNNING_STEP_OF
+from .streams import StepStream
 
 if TYPE_CHECKING:
     from ..model.roles import SessionRole
@@ -91,6 +92,8 @@ class StepContext(ActorIdentity):
         self.idempotency_key = idempotency_key(session.actor_id, location, generation)
         self.queue = _StepQueue(self)
         self.cancelled = threading.Event()
+        #: names of the durable streams this attempt wrote to (``stream``)
+        self.streams_written: set[str] = set()
 
     @property
     def state(self) -> Any:
@@ -121,6 +124,13 @@ class StepContext(ActorIdentity):
         Raises ``SerializationError`` if ``args`` do not serialize."""
         payload = serde.to_json(list(args), where=f"event {event!r} arguments")
         self._session.runtime.broadcast(self._session.actor_id, event, payload)
+
+    def stream(self, name: str) -> Any:
+        """The actor's durable stream ``name`` for this attempt (DESIGN.md section 17):
+        ``step.stream(name).write(value)`` commits the item at once (a reader sees it while the step
+        runs) and returns its offset; ``await step.stream(name).awrite(value)`` in an async body. Items of
+        an attempt that does not complete are marked discarded. ``ValueError`` for a bad name."""
+        return StepStream(self, name)
 
     def destroy(self) -> None:
         """Destroy the actor once this run has committed."""

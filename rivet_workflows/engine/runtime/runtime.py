@@ -25,7 +25,8 @@ class Runtime:
 
         ``store`` implements ``ports.Store``; ``dispatcher`` implements ``ports.Dispatcher``; ``broadcaster`` is
         ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
-        ``on_history_change(actor_id)``; ``observer`` an ``observe.Observer`` (tracing and metrics, DESIGN.md section 14;
+        ``on_history_change(actor_id)``; ``on_stream_item(actor_id, stream, offset, value_json)`` (None:
+        stream items are not pushed); ``observer`` an ``observe.Observer`` (tracing and metrics, DESIGN.md section 14;
     None: no-op). Creating a runtime binds ``registry`` to it. ``owner`` identifies this
         process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
     """
@@ -39,6 +40,7 @@ class Runtime:
         broadcaster: Callable[[str, str, list], Any] | None = None,
         on_history_change: Callable[[str], Any] | None = None,
         observer: observe.Observer | None = None,
+        on_stream_item: Callable[[str, str, int, Any], Any] | None = None,
     ) -> None:
         self.store = store
         self.dispatcher = dispatcher
@@ -46,6 +48,8 @@ class Runtime:
         self.settings = settings if settings is not None else Settings()
         self.broadcaster = broadcaster
         self.on_history_change = on_history_change
+        #: ``on_stream_item(actor_id, stream, offset, value_json)``: a stream item was written (WebSocket push)
+        self.on_stream_item = on_stream_item
         #: tracing and metrics hooks (``engine.observe``; the default does nothing)
         self.observer = observer if observer is not None else observe.Observer()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -72,6 +76,16 @@ class Runtime:
             self.on_history_change(actor_id)
         except Exception:
             logger.exception("history-change notification for actor %s failed", actor_id)
+
+    def push_stream(self, actor_id: str, name: str, offset: int, value: Any) -> None:
+        """Tell the actor's subscribers that item ``offset`` (``value`` in ``serde.to_json`` form) of the
+        stream ``name`` was written (DESIGN.md section 17); errors are logged, never raised."""
+        if self.on_stream_item is None:
+            return
+        try:
+            self.on_stream_item(actor_id, name, offset, value)
+        except Exception:
+            logger.exception("stream push of %r for actor %s failed", name, actor_id)
 
     def wake(self, actor_id: str) -> None:
         """Hand ``actor_id`` to the dispatcher; a failing dispatcher is logged (the sweep catches up)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...model import errors, observe, ports, serde
 from ...model.settings import to_seconds
-from .. import retry
+from .. import retry, streams
 from ..reentrancy import RUNNING_STEP_OF
 from ..results import StepResult
 from ..session import RunSession, mark_reported
@@ -133,6 +133,7 @@ async def _worker_lost(
     entry.status = ports.ENTRY_EXHAUSTED
     entry.data["failure"] = {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
     session.writes.record(entry)
+    await streams.discard_attempts(session, entry.key, entry.attempts + 1)  # the lost attempt's items
     logger.warning(
         "step %r of actor %s (%s) exhausted: %s",
         name,
@@ -273,6 +274,8 @@ async def run_step(
         entry.data = retry.start_attempt(entry.data, entry.attempts, now)
         session.writes.record(entry)
         step = StepContext(session, key, entry.attempts, entry.data.get("generation", 0))
+        if entry.attempts > 1:  # an earlier attempt failed or its worker died: its stream items are void
+            await streams.discard_attempts(session, key, entry.attempts)
         ephemeral = options.ephemeral and not session.lock.in_use
         if ephemeral:
             if not session.lock.held and not session.state_changed:
@@ -319,6 +322,9 @@ async def run_step(
             attempt.end(ports.ENTRY_COMPLETED)
             if not options.atomic:  # an atomic step's outcome is committed already
                 _complete(entry, output, session.stamp())
+                if step.streams_written:  # the workflow's end closes them (streams.streams_of)
+                    entry.data["streams"] = sorted(step.streams_written)
+                    session.streams.update(step.streams_written)
                 session.writes.record(entry)
             if rollback is not None:
                 session.collect_rollback(key, name, rollback, options, output)
@@ -330,6 +336,9 @@ async def run_step(
             return output
 
         # --- the attempt failed -------------------------------------------------------------------
+        if step.streams_written:
+            await streams.discard_attempts(session, key, entry.attempts + 1)
+            session.streams.update(step.streams_written)
         if timed_out:
             error = {
                 "name": "TimeoutError",

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import actions, bridge, errors, ports, queries, repairs, retrying, serde
+from . import actions, bridge, data_schedules, errors, ports, queries, repairs, retrying, serde
 from .cancel import cancel as cancel_workflow
 from .delivery import send_message
 from .flow import flow_of
@@ -48,6 +48,13 @@ class Client:
 
     def __getitem__(self, name: str) -> ActorTypeClient:
         return ActorTypeClient(self.runtime, self.runtime.registry.get(name))
+
+    @property
+    def schedules(self) -> data_schedules.SchedulesClient:
+        """Schedules stored as data (``create``/``get``/``list``/``pause``/``resume``/``trigger``/``backfill``/
+        ``delete``; DESIGN.md section 20). An actor type named ``schedules`` is reached as
+        ``client["schedules"]``."""
+        return data_schedules.SchedulesClient(self.runtime, self)
 
     def __getattr__(self, name: str) -> ActorTypeClient:
         runtime = self.__dict__.get("runtime")

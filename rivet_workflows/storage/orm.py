@@ -38,6 +38,7 @@ from .connection import Connections, writes_only_through
 from .cron import CronStorage
 from .flow import FLOW_VALUES, Admission, FlowStorage, lease_free
 from .queues import QueueStorage
+from .schedules import ScheduleStorage
 
 
 def lease_fence(actor_id: str, token: int) -> Q:
@@ -80,7 +81,14 @@ class Written:
 
 
 class DjangoStore(
-    Connections, FlowStorage, AuditStorage, ActionStorage, CronStorage, QueueStorage, ports.BaseStore
+    Connections,
+    FlowStorage,
+    AuditStorage,
+    ActionStorage,
+    CronStorage,
+    ScheduleStorage,
+    QueueStorage,
+    ports.BaseStore,
 ):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 

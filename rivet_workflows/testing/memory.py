@@ -26,10 +26,17 @@ from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_flow import MemoryFlowMixin
 from .memory_queues import MemoryQueueMixin, matches
+from .memory_schedules import MemoryScheduleMixin
 
 
 class MemoryStore(
-    MemoryFlowMixin, MemoryActionMixin, MemoryAuditMixin, MemoryCronMixin, MemoryQueueMixin, ports.BaseStore
+    MemoryFlowMixin,
+    MemoryActionMixin,
+    MemoryAuditMixin,
+    MemoryCronMixin,
+    MemoryScheduleMixin,
+    MemoryQueueMixin,
+    ports.BaseStore,
 ):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 
@@ -66,6 +73,7 @@ class MemoryStore(
         self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
         self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
+        self._init_data_schedules()
         self._init_audit()
 
     def __repr__(self) -> str:

@@ -14,7 +14,8 @@ Invariants:
   for daylight saving).
 * Catch-up after downtime (``catchup``): ``"one"`` fires the most recent missed tick once (``fire.missed``
   counts the ticks skipped), ``"all"`` fires every missed tick in order (at most ``MAX_CATCHUP_TICKS`` per
-  sweep pass; the next pass goes on), ``"none"`` fires only a tick reached within ``CATCHUP_GRACE_SECONDS``.
+  sweep pass; the next pass goes on), ``"none"`` fires a tick only when the sweep reaches it before the next
+  tick and within ``CATCHUP_GRACE_SECONDS`` (after downtime nothing fires until the next tick).
 * A paused schedule has no ``next_fire_at``; resuming plans the first tick after now (ticks that passed
   while paused are not fired: ``backfill`` them if wanted).
 """
@@ -38,7 +39,7 @@ logger = logging.getLogger("rivet_workflows")
 
 #: the smallest ``every`` (seconds)
 MIN_EVERY_SECONDS = 1.0
-#: catchup="none": a tick reached at most this many seconds late still fires
+#: catchup="none": a tick reached at most this many seconds late (and before the next tick) still fires
 CATCHUP_GRACE_SECONDS = 60.0
 #: catchup="all": ticks fired per schedule per sweep pass (a longer backlog goes on at the next pass)
 MAX_CATCHUP_TICKS = 1000
@@ -132,7 +133,7 @@ def plan(record: ports.ScheduleRecord, now: datetime) -> tuple[list[datetime], d
     latest, passed = _latest_tick(record, due, now)
     upcoming = next_tick(record, latest)
     if record.catchup == records.CATCHUP_NONE:
-        on_time = (now - latest).total_seconds() <= CATCHUP_GRACE_SECONDS
+        on_time = passed == 1 and (now - latest).total_seconds() <= CATCHUP_GRACE_SECONDS
         return ([latest] if on_time else []), upcoming, passed - (1 if on_time else 0)
     return [latest], upcoming, passed - 1
 

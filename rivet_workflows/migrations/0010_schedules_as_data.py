@@ -5,50 +5,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rivet_workflows', '0009_flow_controls'),
+        ("rivet_workflows", "0009_flow_controls"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Schedule',
+            name="Schedule",
             fields=[
-                ('schedule_id', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('actor', models.CharField(max_length=200)),
-                ('key', models.JSONField(blank=True, null=True)),
-                ('cron', models.CharField(blank=True, max_length=200, null=True)),
-                ('every', models.FloatField(blank=True, null=True)),
-                ('timezone', models.CharField(default='UTC', max_length=64)),
-                ('input', models.JSONField(blank=True, null=True)),
-                ('action', models.CharField(blank=True, max_length=200, null=True)),
-                ('args', models.JSONField(blank=True, default=list)),
-                ('catchup', models.CharField(default='one', max_length=8)),
-                ('paused', models.BooleanField(default=False)),
-                ('next_fire_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('last_fired_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField()),
+                ("schedule_id", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("actor", models.CharField(max_length=200)),
+                ("key", models.JSONField(blank=True, null=True)),
+                ("cron", models.CharField(blank=True, max_length=200, null=True)),
+                ("every", models.FloatField(blank=True, null=True)),
+                ("timezone", models.CharField(default="UTC", max_length=64)),
+                ("input", models.JSONField(blank=True, null=True)),
+                ("action", models.CharField(blank=True, max_length=200, null=True)),
+                ("args", models.JSONField(blank=True, default=list)),
+                ("catchup", models.CharField(default="one", max_length=8)),
+                ("paused", models.BooleanField(default=False)),
+                ("next_fire_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("last_fired_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['schedule_id'],
+                "ordering": ["schedule_id"],
             },
         ),
         migrations.CreateModel(
-            name='ScheduleFire',
+            name="ScheduleFire",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tick', models.DateTimeField()),
-                ('fired_at', models.DateTimeField()),
-                ('how', models.CharField(default='sweep', max_length=10)),
-                ('status', models.CharField(default='claimed', max_length=10)),
-                ('actor_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('missed', models.IntegerField(default=0)),
-                ('schedule', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='fires', to='rivet_workflows.schedule')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tick", models.DateTimeField()),
+                ("fired_at", models.DateTimeField()),
+                ("how", models.CharField(default="sweep", max_length=10)),
+                ("status", models.CharField(default="claimed", max_length=10)),
+                ("actor_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("missed", models.IntegerField(default=0)),
+                (
+                    "schedule",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="fires",
+                        to="rivet_workflows.schedule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tick'],
-                'constraints': [models.UniqueConstraint(fields=('schedule', 'tick'), name='rivet_schedulefire_tick_uniq')],
+                "ordering": ["tick"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("schedule", "tick"), name="rivet_schedulefire_tick_uniq")
+                ],
             },
         ),
     ]

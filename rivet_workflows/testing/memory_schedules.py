@@ -116,7 +116,9 @@ class MemoryScheduleMixin:
     def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ports.ScheduleFireRecord]:
         """The fire log by tick (the newest ``limit``)."""
         with self._lock:
-            rows = sorted((r for k, r in self._schedule_fires.items() if k[0] == schedule_id), key=lambda r: r.tick)
+            rows = sorted(
+                (r for k, r in self._schedule_fires.items() if k[0] == schedule_id), key=lambda r: r.tick
+            )
             if limit is not None:
                 rows = rows[-limit:] if limit > 0 else []
             return [copy.deepcopy(r) for r in rows]

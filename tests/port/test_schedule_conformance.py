@@ -12,7 +12,9 @@ from tests.conftest import run_in_threads
 from .support import HOUR, StoreHarness
 
 
-def _create(h: StoreHarness, schedule_id: str = "s1", *, due_in: timedelta = -HOUR, **fields) -> ports.ScheduleRecord:
+def _create(
+    h: StoreHarness, schedule_id: str = "s1", *, due_in: timedelta = -HOUR, **fields
+) -> ports.ScheduleRecord:
     record = ports.ScheduleRecord(
         schedule_id=schedule_id,
         actor="order",
@@ -34,7 +36,12 @@ def test_created_schedule_reads_back_as_written(h: StoreHarness) -> None:
     got = h.store.schedule_get("s1")
     assert got == created
     assert (got.key, got.every, got.input, got.args, got.action, got.catchup) == (
-        ["a", 1], 3600.0, {"n": 1}, [1, "two"], "tick", "all",
+        ["a", 1],
+        3600.0,
+        {"n": 1},
+        [1, "two"],
+        "tick",
+        "all",
     )
     assert got.created_at is not None and got.last_fired_at is None
     assert h.store.schedule_get("nope") is None

@@ -16,6 +16,9 @@ Invariants:
   counts the ticks skipped), ``"all"`` fires every missed tick in order (at most ``MAX_CATCHUP_TICKS`` per
   sweep pass; the next pass goes on), ``"none"`` fires a tick only when the sweep reaches it before the next
   tick and within ``CATCHUP_GRACE_SECONDS`` (after downtime nothing fires until the next tick).
+* A sweep fires the ticks it planned in tick order; two sweeps may serve neighbouring ticks at the same time
+  (a backlog and the live tick), so the order of service across workers is not guaranteed. ``backfill``
+  fires its ticks in order.
 * A paused schedule has no ``next_fire_at``; resuming plans the first tick after now (ticks that passed
   while paused are not fired: ``backfill`` them if wanted).
 """

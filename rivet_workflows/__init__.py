@@ -5,6 +5,7 @@
 
 from .engine.client import ActorHandle, Client, SendResult
 from .engine.context import WorkflowContext
+from .engine.data_schedules import ScheduleInfo
 from .engine.definitions import (
     ActorDefinition,
     Concurrency,
@@ -27,6 +28,7 @@ from .engine.errors import (
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
+    InvalidScheduleError,
     JoinError,
     MessageAlreadyCompletedError,
     NoWorkflowError,
@@ -39,6 +41,8 @@ from .engine.errors import (
     RivetWorkflowsError,
     RollbackCheckpointError,
     RollbackError,
+    ScheduleAlreadyExistsError,
+    ScheduleNotFoundError,
     SerializationError,
     StepExhaustedError,
     StepNestingError,
@@ -113,6 +117,10 @@ __all__ = [
     "RivetWorkflowsError",
     "RollbackCheckpointError",
     "RollbackError",
+    "InvalidScheduleError",
+    "ScheduleAlreadyExistsError",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "ScheduledFireInfo",
     "SendResult",
     "SerializationError",

@@ -8,7 +8,9 @@ Invariants:
 
 * A tick fires at most once, whoever reaches it (sweeps on several workers, ``trigger``, ``backfill``): the
   fire log row ``(schedule, tick)`` is unique and is inserted (``Store.schedule_claim_tick``) before the fire
-  runs. A crash between the claim and the fire loses that one fire; its row stays ``claimed``.
+  runs. A crash between the claim and the fire: a schedule without an action gets the fire finished by a
+  later sweep (``refire_stale``: its get_or_create key is fixed by the tick, so no second actor); with an
+  action that one fire is lost (the action may have run) and its row stays ``claimed``.
 * ``every`` ticks are aligned to multiples of ``every`` seconds since 1970-01-01 UTC (``every=3600`` fires
   on the hour); cron ticks are wall-clock slots of the expression in ``timezone`` (``engine.slots`` rules
   for daylight saving).
@@ -48,6 +50,8 @@ CATCHUP_GRACE_SECONDS = 60.0
 MAX_CATCHUP_TICKS = 1000
 #: the most ticks one ``backfill`` call may fire
 MAX_BACKFILL_TICKS = 10_000
+#: a fire of a schedule without an action still ``claimed`` after this many seconds is run again
+STALE_FIRE_SECONDS = 60.0
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -255,6 +259,14 @@ def fire(
     )
     if not store.schedule_claim_tick(log):
         return None
+    return _run_fire(runtime, client, record, log)
+
+
+def _run_fire(
+    runtime: RuntimeRole, client: Any, record: ports.ScheduleRecord, log: ports.ScheduleFireRecord
+) -> ports.ScheduleFireRecord:
+    """Run the claimed fire ``log`` of ``record`` and record its outcome (``fire``'s second half)."""
+    store, tick, missed = runtime.store, log.tick, log.missed
     try:
         handle = client[record.actor].get_or_create(fire_key(record, tick), record.input)
         log.actor_id = handle.actor_id
@@ -310,7 +322,30 @@ def fire_due(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
         for tick in ticks:
             if fire(runtime, client, record, tick, records.FIRE_SWEEP, missed) is not None:
                 fired += 1
-    return fired
+    return fired + refire_stale(runtime, client, limit)
+
+
+def refire_stale(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
+    """Finish the fires of schedules without an action that stayed ``claimed`` for more than
+    ``STALE_FIRE_SECONDS`` (the worker that claimed them died before it started the actor).
+
+    Such a fire is a get_or_create of a key fixed by the tick, so running it again cannot start a second
+    actor: it is taken over (``schedule_retake_fire``, a compare-and-set, one taker) and run. A fire with an
+    action is never run again (the action may have run): it stays ``claimed``. Returns the fires finished.
+    """
+    store = runtime.store
+    now = store.now()
+    done = 0
+    for row in store.schedule_stale_fires(now - timedelta(seconds=STALE_FIRE_SECONDS), limit):
+        record = store.schedule_get(row.schedule_id)
+        if record is None or record.action is not None:
+            continue
+        if not store.schedule_retake_fire(row.schedule_id, row.tick, row.fired_at, now):
+            continue  # another sweep took it over
+        row.fired_at = now
+        _run_fire(runtime, client, record, row)
+        done += 1
+    return done
 
 
 # --- the client -------------------------------------------------------------------------------------

@@ -111,6 +111,9 @@ class ReadOnlyStore(ports.BaseStore):
     def schedule_next_deadline(self) -> datetime | None:
         return self._store.schedule_next_deadline()
 
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ports.ScheduleFireRecord]:
+        return self._store.schedule_stale_fires(before, limit)
+
     def operator_actions(
         self, actor_id: str, *, limit: int | None = None
     ) -> list[ports.OperatorActionRecord]:
@@ -137,6 +140,11 @@ class ReadOnlyStore(ports.BaseStore):
 
     def schedule_claim_tick(self, fire: ports.ScheduleFireRecord) -> bool:
         return self._refuse("schedule_claim_tick")
+
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        return self._refuse("schedule_retake_fire")
 
     def schedule_fire_done(
         self, schedule_id: str, tick: datetime, status: str, actor_id: str | None, error: dict | None

@@ -468,6 +468,18 @@ class Store(Protocol):
         """Record the outcome of a claimed fire (``status`` ok | error); no-op if the row is gone."""
 
     @abstractmethod
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ScheduleFireRecord]:
+        """Fires still ``claimed`` whose ``fired_at`` is before ``before`` (their firer died or hangs), of
+        schedules without an action, oldest first, at most ``limit``."""
+
+    @abstractmethod
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        """If the fire ``(schedule_id, tick)`` is still ``claimed`` with ``fired_at == expected_fired_at``,
+        set its ``fired_at`` to ``fired_at``; True = this caller takes the fire over."""
+
+    @abstractmethod
     def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ScheduleFireRecord]:
         """The fire log of ``schedule_id`` ordered by tick (the newest ``limit`` when given)."""
 

@@ -162,6 +162,25 @@ class ScheduleStorage:
             status=status, actor_id=actor_id, error=serde.to_json(error) if error is not None else None
         )
 
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ports.ScheduleFireRecord]:
+        """Claimed fires older than ``before`` of schedules without an action, oldest first."""
+        if limit <= 0:
+            return []
+        rows = self._schedule_fires().filter(
+            status=records.FIRE_CLAIMED, fired_at__lt=before, schedule__action__isnull=True
+        )
+        return [_fire(row) for row in rows.order_by("fired_at", "id")[:limit]]
+
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        """One conditional UPDATE on a claimed fire's ``fired_at``; True = this caller won."""
+        with self._atomic():
+            rows = self._schedule_fires().filter(
+                schedule_id=schedule_id, tick=tick, status=records.FIRE_CLAIMED, fired_at=expected_fired_at
+            )
+            return rows.update(fired_at=fired_at) == 1
+
     def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ports.ScheduleFireRecord]:
         """The fire log by tick (the newest ``limit``)."""
         rows = self._schedule_fires().filter(schedule_id=schedule_id)

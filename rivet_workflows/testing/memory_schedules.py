@@ -113,6 +113,31 @@ class MemoryScheduleMixin:
             if row is not None:
                 row.status, row.actor_id, row.error = status, actor_id, copy.deepcopy(error)
 
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ports.ScheduleFireRecord]:
+        """Claimed fires older than ``before`` of schedules without an action, oldest first."""
+        with self._lock:
+            rows = [
+                r
+                for (schedule_id, _), r in self._schedule_fires.items()
+                if r.status == records.FIRE_CLAIMED
+                and r.fired_at < before
+                and schedule_id in self._schedules
+                and self._schedules[schedule_id].action is None
+            ]
+            rows.sort(key=lambda r: (r.fired_at, r.schedule_id, r.tick))
+            return [copy.deepcopy(r) for r in rows[: max(limit, 0)]]
+
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        """Compare-and-set ``fired_at`` of a claimed fire."""
+        with self._lock:
+            row = self._schedule_fires.get((schedule_id, tick))
+            if row is None or row.status != records.FIRE_CLAIMED or row.fired_at != expected_fired_at:
+                return False
+            row.fired_at = fired_at
+            return True
+
     def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ports.ScheduleFireRecord]:
         """The fire log by tick (the newest ``limit``)."""
         with self._lock:

@@ -125,3 +125,20 @@ def test_concurrent_claims_of_one_tick_have_one_winner(h: StoreHarness) -> None:
     won = run_in_threads(lambda i: h.store.schedule_claim_tick(_fire(h, tick, "sweep")), 6)
     assert won.count(True) == 1
     assert len(h.store.schedule_fires("s1")) == 1
+
+
+def test_stale_claimed_fires_of_schedules_without_action_are_retaken_once(h: StoreHarness) -> None:
+    _create(h, "plain")
+    _create(h, "acting", action="tick")
+    tick = h.store.now().replace(microsecond=0)
+    for schedule_id in ("plain", "acting"):
+        assert h.store.schedule_claim_tick(_fire(h, tick, schedule_id=schedule_id))
+    assert h.store.schedule_claim_tick(_fire(h, tick + HOUR, schedule_id="plain"))
+    h.store.schedule_fire_done("plain", tick + HOUR, "ok", "a1", None)  # finished: not stale
+    assert h.store.schedule_stale_fires(h.store.now() - HOUR, 10) == []
+    (stale,) = h.store.schedule_stale_fires(h.store.now() + HOUR, 10)
+    assert (stale.schedule_id, stale.tick, stale.status) == ("plain", tick, "claimed")
+    later = stale.fired_at + timedelta(minutes=5)
+    assert h.store.schedule_retake_fire("plain", tick, stale.fired_at, later) is True
+    assert h.store.schedule_retake_fire("plain", tick, stale.fired_at, later) is False
+    assert h.store.schedule_fires("plain")[0].fired_at == later

@@ -206,3 +206,25 @@ def test_next_tick_of_every_is_on_multiples_since_the_epoch() -> None:
     assert data_schedules.next_tick(record, datetime(2026, 1, 1, 1, tzinfo=UTC)) == datetime(
         2026, 1, 1, 2, tzinfo=UTC
     )
+
+
+def test_a_fire_left_claimed_by_a_dead_worker_is_finished_once_without_an_action_only() -> None:
+    clock = ManualClock(START)
+    runtime = _runtime(clock)
+    schedules = runtime.client().schedules
+    schedules.create("runs", actor="report", every=3600)
+    schedules.create("acts", actor="ticker", key="t", every=3600, action="tick")
+    tick = datetime(2026, 1, 1, tzinfo=UTC)
+    for schedule_id in ("runs", "acts"):  # what a worker killed right after its claim leaves
+        claim = ports.ScheduleFireRecord(schedule_id=schedule_id, tick=tick, fired_at=clock(), how="backfill")
+        assert runtime.store.schedule_claim_tick(claim)
+    clock.advance(data_schedules.STALE_FIRE_SECONDS - 1)
+    assert data_schedules.refire_stale(runtime, runtime.client()) == 0  # maybe still running
+    clock.advance(2)
+    assert data_schedules.refire_stale(runtime, runtime.client()) == 1
+    assert data_schedules.refire_stale(runtime, runtime.client()) == 0
+    (runs,) = schedules.fires("runs")
+    assert (runs.status, runs.actor_id is not None) == ("ok", True)
+    assert _reports(runtime) == [["runs", tick.isoformat()]]
+    (acts,) = schedules.fires("acts")
+    assert acts.status == "claimed"  # its action may have run: never run again

@@ -29,6 +29,7 @@ READS = {
     "schedule_due": (10,),
     "schedule_fires": ("s",),
     "schedule_next_deadline": (),
+    "schedule_stale_fires": (None, 10),
     "flow_retry_at": ("ACTOR",),
     "operator_actions": ("ACTOR",),
 }
@@ -61,6 +62,7 @@ WRITES = {
     "schedule_delete": ("s",),
     "schedule_advance": ("s", None, None),
     "schedule_claim_tick": (None,),
+    "schedule_retake_fire": ("s", None, None, None),
     "schedule_fire_done": ("s", None, "ok", None, None),
     "set_paused": ("ACTOR", True),
     "record_operator_action": (ports.OperatorActionRecord(actor_id="ACTOR", action="pause", who="me"),),

@@ -54,7 +54,7 @@ class Client:
         """Schedules stored as data (``create``/``get``/``list``/``pause``/``resume``/``trigger``/``backfill``/
         ``delete``; DESIGN.md section 20). An actor type named ``schedules`` is reached as
         ``client["schedules"]``."""
-        return data_schedules.SchedulesClient(self.runtime, self)
+        return data_schedules.SchedulesClient(self.runtime)
 
     def __getattr__(self, name: str) -> ActorTypeClient:
         runtime = self.__dict__.get("runtime")

@@ -245,11 +245,11 @@ def fire_key(record: ports.ScheduleRecord, tick: datetime) -> list:
 
 
 def fire(
-    runtime: RuntimeRole, client: Any, record: ports.ScheduleRecord, tick: datetime, how: str, missed: int = 0
+    runtime: RuntimeRole, record: ports.ScheduleRecord, tick: datetime, how: str, missed: int = 0
 ) -> ports.ScheduleFireRecord | None:
     """Claim ``tick`` in the fire log and, if this caller won it, fire it; None when the tick was taken.
 
-    The fire get_or_creates ``client[record.actor]`` at ``fire_key`` with the schedule's input, then runs
+    The fire get_or_creates ``runtime.client()[record.actor]`` at ``fire_key`` with the schedule's input, then runs
     ``action(c, ScheduledFireInfo, *args)`` when the schedule has an action. Never raises for the fire
     itself: an error is logged and recorded in the fire log (status ``error``). Returns the fire log row.
     """
@@ -259,16 +259,16 @@ def fire(
     )
     if not store.schedule_claim_tick(log):
         return None
-    return _run_fire(runtime, client, record, log)
+    return _run_fire(runtime, record, log)
 
 
 def _run_fire(
-    runtime: RuntimeRole, client: Any, record: ports.ScheduleRecord, log: ports.ScheduleFireRecord
+    runtime: RuntimeRole, record: ports.ScheduleRecord, log: ports.ScheduleFireRecord
 ) -> ports.ScheduleFireRecord:
     """Run the claimed fire ``log`` of ``record`` and record its outcome (``fire``'s second half)."""
     store, tick, missed = runtime.store, log.tick, log.missed
     try:
-        handle = client[record.actor].get_or_create(fire_key(record, tick), record.input)
+        handle = runtime.client()[record.actor].get_or_create(fire_key(record, tick), record.input)
         log.actor_id = handle.actor_id
         if record.action is not None:
             info = slots.ScheduledFireInfo(
@@ -300,7 +300,7 @@ def _run_fire(
     return log
 
 
-def fire_due(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
+def fire_due(runtime: RuntimeRole, limit: int = 100) -> int:
     """Fire the due ticks of every due, unpaused schedule (the sweep and ``drain()`` call this).
 
     ``schedule_advance`` (compare-and-set on ``next_fire_at``) decides which sweep plans a schedule's
@@ -320,12 +320,12 @@ def fire_due(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
         if not store.schedule_advance(record.schedule_id, record.next_fire_at, upcoming):  # type: ignore[arg-type]
             continue  # another sweep planned these ticks
         for tick in ticks:
-            if fire(runtime, client, record, tick, records.FIRE_SWEEP, missed) is not None:
+            if fire(runtime, record, tick, records.FIRE_SWEEP, missed) is not None:
                 fired += 1
-    return fired + refire_stale(runtime, client, limit)
+    return fired + refire_stale(runtime, limit)
 
 
-def refire_stale(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
+def refire_stale(runtime: RuntimeRole, limit: int = 100) -> int:
     """Finish the fires of schedules without an action that stayed ``claimed`` for more than
     ``STALE_FIRE_SECONDS`` (the worker that claimed them died before it started the actor).
 
@@ -343,7 +343,7 @@ def refire_stale(runtime: RuntimeRole, client: Any, limit: int = 100) -> int:
         if not store.schedule_retake_fire(row.schedule_id, row.tick, row.fired_at, now):
             continue  # another sweep took it over
         row.fired_at = now
-        _run_fire(runtime, client, record, row)
+        _run_fire(runtime, record, row)
         done += 1
     return done
 
@@ -357,9 +357,8 @@ class SchedulesClient:
     Every method takes the schedule id; an unknown id raises ``ScheduleNotFoundError``.
     """
 
-    def __init__(self, runtime: RuntimeRole, client: Any) -> None:
+    def __init__(self, runtime: RuntimeRole) -> None:
         self.runtime = runtime
-        self._client = client
 
     def _record(self, schedule_id: str) -> ports.ScheduleRecord:
         record = self.runtime.store.schedule_get(schedule_id)
@@ -440,7 +439,7 @@ class SchedulesClient:
         record = self._record(schedule_id)
         store = self.runtime.store
         for _ in range(3):  # the tick is unique: a trigger in the same microsecond takes the next one
-            done = fire(self.runtime, self._client, record, store.now(), records.FIRE_TRIGGER)
+            done = fire(self.runtime, record, store.now(), records.FIRE_TRIGGER)
             if done is not None:
                 return done
         raise errors.StoreRejectedError(f"could not claim a trigger tick of schedule {schedule_id!r}")
@@ -465,7 +464,7 @@ class SchedulesClient:
                 )
         fires = []
         for tick in ticks:
-            done = fire(self.runtime, self._client, record, tick, records.FIRE_BACKFILL)
+            done = fire(self.runtime, record, tick, records.FIRE_BACKFILL)
             if done is not None:
                 fires.append(done)
         return fires

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import actions, data_schedules, errors, ports, serde
-from .client import Client
 from .slots import ScheduledFireInfo, plan_fire
 
 if TYPE_CHECKING:
@@ -116,7 +115,7 @@ def sweep_schedules(
     get_or_create, plus the schedule's action if it has one). Returns the number of fires."""
     fired = fire_due(runtime, limit, runner)
     try:
-        fired += data_schedules.fire_due(runtime, Client(runtime), limit)
+        fired += data_schedules.fire_due(runtime, limit)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
     return fired

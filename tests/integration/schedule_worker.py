@@ -41,14 +41,13 @@ def main(seconds: float) -> None:
 
     django.setup()
     from rivet_workflows.engine import data_schedules
-    from rivet_workflows.engine.client import Client
 
     rt = runtime()
     end = time.monotonic() + seconds
     fired = 0
     while time.monotonic() < end:
         try:
-            fired += data_schedules.fire_due(rt, Client(rt), 100)
+            fired += data_schedules.fire_due(rt, 100)
         except Exception as exc:  # SQLite "database is locked" under contention: the next pass retries
             print(f"sweep failed: {exc!r}", flush=True)
         time.sleep(0.01)

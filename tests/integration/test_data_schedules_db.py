@@ -100,7 +100,7 @@ def test_threads_racing_a_due_tick_with_trigger_and_backfill_fire_it_once() -> N
 
     def one(i: int) -> int:
         if i % 2:
-            return data_schedules.fire_due(rt, Client(rt), 10)
+            return data_schedules.fire_due(rt, 10)
         return len(schedules.backfill("race", tick, tick + timedelta(seconds=1)))
 
     assert sum(run_in_threads(one, 6)) == 1

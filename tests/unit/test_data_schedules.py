@@ -219,10 +219,10 @@ def test_a_fire_left_claimed_by_a_dead_worker_is_finished_once_without_an_action
         claim = ports.ScheduleFireRecord(schedule_id=schedule_id, tick=tick, fired_at=clock(), how="backfill")
         assert runtime.store.schedule_claim_tick(claim)
     clock.advance(data_schedules.STALE_FIRE_SECONDS - 1)
-    assert data_schedules.refire_stale(runtime, runtime.client()) == 0  # maybe still running
+    assert data_schedules.refire_stale(runtime) == 0  # maybe still running
     clock.advance(2)
-    assert data_schedules.refire_stale(runtime, runtime.client()) == 1
-    assert data_schedules.refire_stale(runtime, runtime.client()) == 0
+    assert data_schedules.refire_stale(runtime) == 1
+    assert data_schedules.refire_stale(runtime) == 0
     (runs,) = schedules.fires("runs")
     assert (runs.status, runs.actor_id is not None) == ("ok", True)
     assert _reports(runtime) == [["runs", tick.isoformat()]]

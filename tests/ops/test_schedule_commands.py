@@ -79,3 +79,11 @@ def test_bad_input_is_a_command_error(runtime, args, message) -> None:
     with pytest.raises(CommandError, match=message.replace("(", r"\(")):
         rivet(*args)
     assert not models.Schedule.objects.exists()
+
+
+def test_prune_forgets_schedule_fires_older_than_its_cutoff(runtime) -> None:
+    rivet("create", "nightly", "--actor", "order", "--cron", "0 3 * * *")
+    rivet("backfill", "nightly", "2020-01-01T00:00Z", "2020-01-03T00:00Z")
+    rivet("trigger", "nightly")
+    call_command("rivet", "prune", "--older-than", "30", stdout=io.StringIO(), stderr=io.StringIO())
+    assert [f.how for f in runtime.client().schedules.fires("nightly")] == ["trigger"]

@@ -28,12 +28,12 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import actions, errors, ports, records, serde, slots
+from . import actions, bridge, errors, ports, records, serde, slots
 from .keys import normalize_key
 from .settings import to_seconds
 
@@ -351,10 +351,22 @@ def refire_stale(runtime: RuntimeRole, limit: int = 100) -> int:
 # --- the client -------------------------------------------------------------------------------------
 
 
+def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``a``-prefixed async twin of a ``SchedulesClient`` method (``bridge.call``)."""
+
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await bridge.call(method, self, *args, **kwargs)
+
+    twin.__name__ = f"a{method.__name__}"
+    twin.__doc__ = f"Async twin of ``{method.__name__}``."
+    return twin
+
+
 class SchedulesClient:
     """``client().schedules``: create and operate schedules stored as data (DESIGN.md section 20).
 
-    Every method takes the schedule id; an unknown id raises ``ScheduleNotFoundError``.
+    Every method takes the schedule id; an unknown id raises ``ScheduleNotFoundError``. Each has an
+    ``a``-prefixed async twin (``await schedules.atrigger("nightly")``).
     """
 
     def __init__(self, runtime: RuntimeRole) -> None:
@@ -478,3 +490,13 @@ class SchedulesClient:
         """The fire log of ``schedule_id`` in tick order (the newest ``limit``); ScheduleNotFoundError."""
         self._record(schedule_id)
         return self.runtime.store.schedule_fires(schedule_id, limit)
+
+    acreate = _twin(create)
+    aget = _twin(get)
+    alist = _twin(list)
+    apause = _twin(pause)
+    aresume = _twin(resume)
+    atrigger = _twin(trigger)
+    abackfill = _twin(backfill)
+    adelete = _twin(delete)
+    afires = _twin(fires)

@@ -228,3 +228,19 @@ def test_a_fire_left_claimed_by_a_dead_worker_is_finished_once_without_an_action
     assert _reports(runtime) == [["runs", tick.isoformat()]]
     (acts,) = schedules.fires("acts")
     assert acts.status == "claimed"  # its action may have run: never run again
+
+
+def test_the_async_twins_do_what_the_sync_methods_do() -> None:
+    import asyncio
+
+    runtime = _runtime(ManualClock(START))
+    schedules = runtime.client().schedules
+
+    async def main():
+        await schedules.acreate("a", actor="report", every=60)
+        await schedules.apause("a")
+        fire = await schedules.atrigger("a")
+        return await schedules.aget("a"), fire, await schedules.alist()
+
+    info, fire, listed = asyncio.run(main())
+    assert info.paused and fire.status == "ok" and [s.schedule_id for s in listed] == ["a"]

@@ -3,6 +3,7 @@
 # Importing this package never imports Django: the engine is pure Python (a test asserts that
 # `import rivet_workflows.engine` loads no Django). Django-bound helpers import lazily.
 
+from .engine.actor.data_schedules import ScheduleInfo
 from .engine.actor.slots import ScheduledFireInfo
 from .engine.client.client import ActorHandle, Client, SendResult
 from .engine.model.definitions import (
@@ -26,6 +27,7 @@ from .engine.model.errors import (
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
+    InvalidScheduleError,
     JoinError,
     MessageAlreadyCompletedError,
     NoWorkflowError,
@@ -38,6 +40,8 @@ from .engine.model.errors import (
     RivetWorkflowsError,
     RollbackCheckpointError,
     RollbackError,
+    ScheduleAlreadyExistsError,
+    ScheduleNotFoundError,
     SerializationError,
     StepExhaustedError,
     StepNestingError,
@@ -117,6 +121,10 @@ __all__ = [
     "RivetWorkflowsError",
     "RollbackCheckpointError",
     "RollbackError",
+    "InvalidScheduleError",
+    "ScheduleAlreadyExistsError",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "ScheduledFireInfo",
     "SendResult",
     "SerializationError",

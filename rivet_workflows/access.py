@@ -10,7 +10,8 @@ or whatever a project's ``API_AUTH`` returns. Then, for an operation on an actor
   token may see (``INSPECTION``: list, read, inspect) and operate (``OPERATOR``: replay, operate); a
   Django user holding ``use_actor_api`` may use the actor API, an active staff user holding ``view_actor``
   may see, and one holding ``view_actor`` and ``replay_workflow`` may also operate: operating an actor
-  requires seeing it, so ``replay_workflow`` alone gives nothing; dev mode may do everything;
+  requires seeing it, so ``replay_workflow`` alone gives nothing; whoever may use the actor API or operate
+  may also manage schedules (``SCHEDULE``); dev mode may do everything;
 * the **project hook** (``hook_allows``): ``RIVET_WORKFLOWS["AUTHORIZE"]``, a dotted path to
   ``authorize(request, actor_name, operation, actor_id) -> bool``, is asked for every operation on an
   actor the role rule let through and may refuse it (falsy -> 403 / close code 4403). It only narrows.
@@ -51,14 +52,20 @@ INSPECT = "inspect"
 REPLAY = "replay"
 #: pause, resume and cancel
 OPERATE = "operate"
+#: create, pause, resume, trigger, backfill and delete schedules stored as data (DESIGN.md section 20);
+#: listing and reading them are ``list`` and ``read``
+SCHEDULE = "schedule"
 #: every operation, in the order of the manual's table (docs/howto/authorization.md)
-OPERATIONS = (LIST, READ, CREATE, CALL, QUERY, SEND, INSPECT, REPLAY, OPERATE)
+OPERATIONS = (LIST, READ, CREATE, CALL, QUERY, SEND, INSPECT, REPLAY, OPERATE, SCHEDULE)
 #: the operations of the actor API
 ACTOR_API = frozenset({LIST, READ, CREATE, CALL, QUERY, SEND})
 #: seeing an actor: the read-only operations of the inspector
 INSPECTION = frozenset({LIST, READ, INSPECT})
 #: changing an actor as an operator
 OPERATOR = frozenset({REPLAY, OPERATE})
+#: managing schedules: given to whoever may use the actor API (a schedule creates actors and calls their
+#: actions) and to operators (pausing, triggering and backfilling is operations work)
+SCHEDULING = frozenset({SCHEDULE})
 
 #: principals: the API token, the inspector token, dev mode (anonymous while DEV_MODE is on)
 API_TOKEN = "api-token"
@@ -151,15 +158,15 @@ def allowed_operations(principal: Any) -> frozenset[str]:
     if principal == DEV_MODE:
         return frozenset(OPERATIONS)
     if principal == INSPECTOR_TOKEN:
-        return INSPECTION | OPERATOR
+        return INSPECTION | OPERATOR | SCHEDULING
     user = _user(principal)
-    if user is None:
-        return ACTOR_API  # the API token, or a principal a project's API_AUTH accepted
-    allowed: frozenset[str] = ACTOR_API if _has_perm(user, USE_PERMISSION) else frozenset()
+    if user is None:  # the API token, or a principal a project's API_AUTH accepted
+        return ACTOR_API | SCHEDULING
+    allowed: frozenset[str] = ACTOR_API | SCHEDULING if _has_perm(user, USE_PERMISSION) else frozenset()
     if is_inspector_user(user):
         allowed |= INSPECTION
         if _has_perm(user, REPLAY_PERMISSION):  # operating an actor requires seeing it
-            allowed |= OPERATOR
+            allowed |= OPERATOR | SCHEDULING
     return allowed
 
 
@@ -186,7 +193,12 @@ def hook_allows(request: Any, actor_name: str | None, operation: str, actor_id: 
 
 def _role_refusal(principal: Any, operation: str) -> str:
     """Why the role rule refuses ``operation`` to ``principal``: what it would need."""
-    if operation in OPERATOR:
+    if operation == SCHEDULE:
+        needed = (
+            f"permission {USE_PERMISSION!r} (or the API token), or staff permissions {VIEW_PERMISSION!r} "
+            f"and {REPLAY_PERMISSION!r} (or the inspector token)"
+        )
+    elif operation in OPERATOR:
         needed = f"staff permissions {VIEW_PERMISSION!r} and {REPLAY_PERMISSION!r} (or the inspector token)"
     elif operation == INSPECT:
         needed = f"staff permission {VIEW_PERMISSION!r} (or the inspector token)"

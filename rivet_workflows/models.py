@@ -215,6 +215,55 @@ class CronFire(models.Model):
         return f"{self.cron_id} @ {self.fired_at} ({self.status})"
 
 
+class Schedule(models.Model):
+    """A schedule managed as data (``client().schedules``, DESIGN.md section 20): fires actor type ``actor``
+    at ``key`` (null: a new actor per tick) on ``cron`` in ``timezone`` or ``every`` seconds."""
+
+    schedule_id = models.CharField(max_length=200, primary_key=True)
+    actor = models.CharField(max_length=200)
+    key = models.JSONField(null=True, blank=True)
+    cron = models.CharField(max_length=200, null=True, blank=True)
+    every = models.FloatField(null=True, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    input = models.JSONField(null=True, blank=True)
+    action = models.CharField(max_length=200, null=True, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    catchup = models.CharField(max_length=8, default="one")
+    paused = models.BooleanField(default=False)
+    next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["schedule_id"]
+
+    def __str__(self) -> str:
+        return self.schedule_id
+
+
+class ScheduleFire(models.Model):
+    """One tick of a ``Schedule`` that was fired: unique per (schedule, tick), inserted before the fire."""
+
+    id = models.BigAutoField(primary_key=True)
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="fires")
+    tick = models.DateTimeField()
+    fired_at = models.DateTimeField()
+    how = models.CharField(max_length=10, default="sweep")
+    status = models.CharField(max_length=10, default="claimed")
+    actor_id = models.CharField(max_length=64, null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    missed = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "tick"], name="rivet_schedulefire_tick_uniq"),
+        ]
+        ordering = ["tick"]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} @ {self.tick} ({self.status})"
+
+
 class FlowStart(models.Model):
     """One run start (a claim) of a rate-limited actor: ``RateLimit(count, per)`` counts them per group
     ``(name, group)`` over the last ``per`` seconds; rows older than the window are deleted by later claims.

@@ -303,7 +303,8 @@ PRUNE_BATCH = 500
 def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Track = _no_progress) -> int:
     """Delete finished actors (completed, failed, cancelled) not updated for ``older_than_days`` days, with
     their history, messages and schedules (``PRUNE_BATCH`` actors at a time, ``track`` showing the
-    progress), and one-off scheduled actions that fired before then. Returns how many actors were (or,
+    progress), one-off scheduled actions that fired before then, and the fire log rows of schedules stored
+    as data whose tick is before then. Returns how many actors were (or,
     with ``dry``, would be) deleted. Raises ValueError for a negative age.
     """
     if older_than_days < 0:
@@ -323,6 +324,9 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Tra
             next_fire_at__isnull=True,
             last_fired_at__lt=cutoff,
         ).delete()
+        # the fire log of schedules stored as data: ticks before the cutoff are forgotten (a backfill of
+        # that range would fire them again)
+        models.ScheduleFire.objects.filter(tick__lt=cutoff).delete()
     return count
 
 

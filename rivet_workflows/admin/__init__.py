@@ -12,5 +12,6 @@ from __future__ import annotations
 
 from .actors import ActorAdmin
 from .dashboard import DashboardAdmin
+from .schedules import ScheduleAdmin
 
-__all__ = ["ActorAdmin", "DashboardAdmin"]
+__all__ = ["ActorAdmin", "DashboardAdmin", "ScheduleAdmin"]

@@ -14,6 +14,7 @@ from ninja import NinjaAPI
 
 from . import errors
 from .parser import BoundedJSONParser
+from .schedules import router as schedules_router
 from .views import router
 
 #: URL names of the schema and docs pages
@@ -57,5 +58,6 @@ api = RivetAPI(
 )
 errors.install(api)
 api.add_router("", router)
+api.add_router("", schedules_router)
 
 __all__ = ["api", "router"]

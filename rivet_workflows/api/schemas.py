@@ -389,3 +389,90 @@ class StreamQuery(Schema):
     offset: int = Field(0, ge=0, le=inputs.MAX_OFFSET)
     limit: int = Field(100, ge=1, le=MAX_PAGE)
     include_discarded: bool = False
+
+
+# --- schedules (DESIGN.md section 20) -------------------------------------------------------------------
+
+Name200 = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)]
+
+
+class ScheduleIn(StrictSchema):
+    """``POST /schedules``: the schedule ``scheduleId`` firing actor type ``actor`` at ``key`` (omitted or
+    null: a new actor ``[scheduleId, tick ISO]`` per tick) on ``cron`` (5 fields, read in ``timezone``) or
+    every ``every`` seconds (at least 1), with ``input`` (tagged values decoded); ``action``/``args``: an
+    action run on the actor at each fire; ``catchup``: one | all | none; ``paused``: created paused."""
+
+    scheduleId: Name200
+    actor: Name200
+    key: Key | None = None
+    cron: str | None = Field(None, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
+    every: StrictFloat | Annotated[int, Field(strict=True)] | None = None
+    timezone: str = Field("UTC", min_length=1, max_length=64, pattern=inputs.TEXT_PATTERN)
+    input: Any = None
+    action: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
+    args: list[Any] = []
+    catchup: Literal["one", "all", "none"] = "one"
+    paused: StrictBool = False
+
+
+class BackfillIn(StrictSchema):
+    """``POST /schedules/{id}/backfill``: fire each tick in ``[start, end)`` (ISO 8601 with an offset) that
+    was not fired yet, in order."""
+
+    start: datetime
+    end: datetime
+
+
+class ScheduleOut(Schema):
+    """A schedule (``ScheduleInfo``): ``input`` is ``null`` and listed in ``redacted`` for a caller that may
+    not ``inspect``; ``types`` as in ``ActorDetail``."""
+
+    scheduleId: str
+    actor: str
+    key: list[Any] | None
+    cron: str | None
+    every: float | None
+    timezone: str
+    paused: bool
+    nextFireAt: datetime | None
+    lastFiredAt: datetime | None
+    action: str | None
+    args: list[Any]
+    input: Any = None
+    catchup: str
+    createdAt: datetime | None
+    redacted: list[str] = []
+    types: dict[str, str] | None = None
+
+
+class SchedulePage(Schema):
+    """``GET /schedules``: every schedule the caller may list, by id."""
+
+    items: list[ScheduleOut]
+
+
+class ScheduleFireOut(Schema):
+    """One fire: the ``tick`` served, ``how`` (sweep | trigger | backfill), ``status`` (claimed | ok |
+    error), the actor it started (``actorId``), the ``error`` (type and message) of a failed fire."""
+
+    scheduleId: str
+    tick: datetime
+    firedAt: datetime
+    how: str
+    status: str
+    actorId: str | None
+    error: dict[str, Any] | None
+    missed: int
+
+
+class ScheduleFiresOut(Schema):
+    """``items``: fires in tick order."""
+
+    items: list[ScheduleFireOut]
+
+
+class ScheduleDeletedOut(Schema):
+    """``DELETE /schedules/{id}``: ``deleted`` is always true (an unknown id is a 404)."""
+
+    scheduleId: str
+    deleted: bool

@@ -38,6 +38,7 @@ from .connection import Connections, writes_only_through
 from .cron import CronStorage
 from .flow import FLOW_VALUES, Admission, FlowStorage, lease_free
 from .queues import QueueStorage
+from .schedules import ScheduleStorage
 from .streams import StreamStorage
 
 
@@ -87,6 +88,7 @@ class DjangoStore(
     ActionStorage,
     CronStorage,
     QueueStorage,
+    ScheduleStorage,
     StreamStorage,
     ports.BaseStore,
 ):

@@ -26,6 +26,7 @@ from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_flow import MemoryFlowMixin
 from .memory_queues import MemoryQueueMixin, matches
+from .memory_schedules import MemoryScheduleMixin
 from .memory_streams import MemoryStreamsMixin
 
 
@@ -35,6 +36,7 @@ class MemoryStore(
     MemoryAuditMixin,
     MemoryCronMixin,
     MemoryQueueMixin,
+    MemoryScheduleMixin,
     MemoryStreamsMixin,
     ports.BaseStore,
 ):
@@ -73,6 +75,7 @@ class MemoryStore(
         self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
         self._wake_cursor = threading.local()  # per listening thread: how many of _wakes it has seen
         self._init_schedules()
+        self._init_data_schedules()
         self._init_audit()
         self._init_streams()
 

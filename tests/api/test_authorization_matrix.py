@@ -172,7 +172,12 @@ def make_world(rivet) -> dict:
         rivet.drain()
     finally:
         test_registry.FLAGS["broken"] = False
+    models.Schedule.objects.all().delete()
+    for schedule_id in ("sched", "doomed"):
+        rivet.client.schedules.create(schedule_id, actor="counter", every=3600)
     world = {
+        "schedule": "sched",  # the schedule routes' target; ``doomed`` is the one DELETE removes
+        "doomed": "doomed",
         "order": order.actor_id,
         "bulk_order": bulk_order.actor_id,
         "counter": rivet.client.counter.get_or_create("c").actor_id,
@@ -200,7 +205,9 @@ def sample(schema: dict, components: dict, name: str = "") -> Any:
         props = schema.get("properties", {})
         return {key: sample(props[key], components, key) for key in schema.get("required", [])}
     if kind == "string":
-        return "counter" if name == "name" else "x"
+        if schema.get("format") == "date-time":
+            return "2026-01-01T00:00:00Z"
+        return "counter" if name in ("name", "actor") else "x"
     return {"integer": 0, "number": 0, "boolean": False, "array": []}.get(kind)
 
 
@@ -217,17 +224,22 @@ def api_request(method: str, path: str, operation: dict, world: dict) -> tuple[s
         else world["order"]
     )
     values = {"actor_id": actor, "action": "increment", "query": "count", "queue": "approval"}
+    values["schedule_id"] = world["doomed"] if method == "DELETE" else world["schedule"]
     url = API + re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "x"), path)
     body = None
     if "requestBody" in operation:
         content = operation["requestBody"]["content"]["application/json"]["schema"]
         body = json.dumps(sample(content, components))
+    if (method, path) == ("POST", "/schedules"):  # a valid definition whose id is taken: 409 when let in
+        body = json.dumps({"scheduleId": world["schedule"], "actor": "counter", "every": 3600})
     return url, body
 
 
 def call_api(client: Client, caller: Caller, method: str, url: str, body: str | None):
     if method == "GET":
         return client.get(url, **caller.headers)
+    if method == "DELETE":
+        return client.delete(url, **caller.headers)
     return client.post(url, body or "null", content_type="application/json", **caller.headers)
 
 
@@ -242,8 +254,12 @@ def outcome_of_api(response, operation: str, world: dict) -> str:
         return str(status)
     assert status < 500, response.content
     if operation == access.LIST and status == 200:
-        listed = {item["actor_id"] for item in response.json()["items"]}
-        return "yes" if world["order"] in listed else "left out"
+        items = response.json()["items"]
+        if response.wsgi_request.path.endswith("/schedules"):
+            listed, wanted = {item["scheduleId"] for item in items}, world["schedule"]
+        else:
+            listed, wanted = {item["actor_id"] for item in items}, world["order"]
+        return "yes" if wanted in listed else "left out"
     assert status in (200, 202, 409), (status, response.content)
     return "yes"
 
@@ -380,6 +396,8 @@ def snapshot() -> dict:
         "entries": models.HistoryEntry.objects.count(),
         "messages": models.QueueMessage.objects.count(),
         "audit": models.OperatorAction.objects.count(),
+        "schedules": sorted(models.Schedule.objects.values_list("schedule_id", "paused", "next_fire_at")),
+        "fires": models.ScheduleFire.objects.count(),
     }
 
 

@@ -101,3 +101,18 @@ def test_drain_command_runs_due_work(celery_runtime, settings):
     call_command("rivet", "drain", "--timeout", "2", stdout=out)
     assert "actors run: 1" in out.getvalue()
     assert actor_row(handle.actor_id).waiting_for == ["approval"]
+
+
+def test_the_celery_sweep_fires_a_due_schedule_and_its_run_goes_through_celery(celery_runtime):
+    schedules = django_runtime.client().schedules
+    schedules.create("naps", actor="napper", every=3600, input=0.2)
+    tick = celery_runtime.store.schedule_get("naps").next_fire_at - timedelta(hours=1)
+    models.Schedule.objects.filter(pk="naps").update(next_fire_at=tick)  # the tick an hour ago is due
+    tasks.sweep()
+    (fire,) = schedules.fires("naps")
+    assert (fire.tick, fire.how, fire.status) == (tick, "sweep", "ok")
+    assert actor_row(fire.actor_id).key == ["naps", tick.isoformat()]  # started: its run is a Celery task
+    wait_until_due(celery_runtime.store, fire.actor_id)  # its nap (0.2 s) ends: the next sweep runs it
+    tasks.sweep()
+    assert celery_runtime.store.get_actor(fire.actor_id).output == "done"
+    assert len(schedules.fires("naps")) == 1  # the next tick is an hour away

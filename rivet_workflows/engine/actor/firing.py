@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..model import errors, ports, serde
-from . import actions
+from . import actions, data_schedules
 from .slots import ScheduledFireInfo, plan_fire
 
 if TYPE_CHECKING:
@@ -99,8 +99,9 @@ def fire_due(
 
 
 def next_deadline(store: Any) -> datetime | None:
-    """The earliest of the store's actor deadline (``next_deadline``) and schedule deadline."""
-    deadlines = [store.next_deadline(), store.cron_next_deadline()]
+    """The earliest of the store's actor deadline (``next_deadline``) and schedule deadlines (``c.cron``
+    entries and schedules stored as data)."""
+    deadlines = [store.next_deadline(), store.cron_next_deadline(), store.schedule_next_deadline()]
     present = [d for d in deadlines if d is not None]
     return min(present) if present else None
 
@@ -110,5 +111,12 @@ def sweep_schedules(
     limit: int = 100,
     runner: Callable[[ports.CronRecord, ScheduledFireInfo], Any] | None = None,
 ) -> int:
-    """``fire_due``: the schedule sweep of the periodic sweep and of ``drain()``."""
-    return fire_due(runtime, limit, runner)
+    """The schedule sweep of the periodic sweep and of ``drain()``: ``fire_due`` (``c.cron`` entries, run by
+    ``runner``) then ``data_schedules.fire_due`` (schedules stored as data, fired here: a fire is a
+    get_or_create, plus the schedule's action if it has one). Returns the number of fires."""
+    fired = fire_due(runtime, limit, runner)
+    try:
+        fired += data_schedules.fire_due(runtime, limit)
+    except Exception:
+        logger.exception("firing due schedules failed; the next sweep retries")
+    return fired

@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..actor import actions, bridge, queries
+from ..actor import actions, bridge, data_schedules, queries
 from ..actor.cancel import cancel as cancel_workflow
 from ..actor.delivery import send_message
 from ..actor.flow import flow_of
@@ -56,6 +56,13 @@ class Client:
 
     def __getitem__(self, name: str) -> ActorTypeClient:
         return ActorTypeClient(self.runtime, self.runtime.registry.get(name), self.parent_id)
+
+    @property
+    def schedules(self) -> data_schedules.SchedulesClient:
+        """Schedules stored as data (``create``/``get``/``list``/``pause``/``resume``/``trigger``/``backfill``/
+        ``delete``; DESIGN.md section 20). An actor type named ``schedules`` is reached as
+        ``client["schedules"]``."""
+        return data_schedules.SchedulesClient(self.runtime)
 
     def __getattr__(self, name: str) -> ActorTypeClient:
         runtime = self.__dict__.get("runtime")

@@ -160,6 +160,32 @@ class ActorNotFoundError(RivetWorkflowsError):
     http_status = 404
 
 
+class ScheduleNotFoundError(RivetWorkflowsError):
+    """No schedule with this id (DESIGN.md section 20); ``metadata``: ``schedule_id``."""
+
+    group = "schedule"
+    code = "schedule_not_found"
+    http_status = 404
+
+
+class ScheduleAlreadyExistsError(RivetWorkflowsError):
+    """A schedule with this id already exists; ``metadata``: ``schedule_id``."""
+
+    group = "schedule"
+    code = "schedule_already_exists"
+    http_status = 409
+
+
+class InvalidScheduleError(RivetWorkflowsError, ValueError):
+    """A schedule's definition is invalid (DESIGN.md section 20): neither or both of ``cron`` and ``every``,
+    ``every`` below 1 s, a cron expression or timezone that does not parse, an unknown ``catchup``, or a
+    backfill range with ``end`` before ``start``. ``metadata``: ``field``. Also a ``ValueError``."""
+
+    group = "schedule"
+    code = "invalid_schedule"
+    http_status = 422
+
+
 class InvalidKeyError(RivetWorkflowsError, TypeError):
     """An actor key must be a string, an integer, or a list of strings and integers.
 

@@ -51,6 +51,8 @@ from .records import EntryRecord as EntryRecord
 from .records import Flow as Flow
 from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
+from .records import ScheduleFireRecord as ScheduleFireRecord
+from .records import ScheduleRecord as ScheduleRecord
 from .records import StreamItem as StreamItem
 from .records import StreamPage as StreamPage
 
@@ -536,6 +538,75 @@ class Store(Protocol):
         LISTEN/NOTIFY on the process's listening connection; MemoryStore: its change notification.
         Default: the polling ``SendWatch``."""
         ...
+
+    # --- schedules as data (DESIGN.md section 20) ---------------------------------------------------
+    # A tick fires only after ``schedule_claim_tick`` inserted its fire log row, unique per (schedule,
+    # tick): of the sweeps, triggers and backfills that reach the same tick exactly one fires it (at most
+    # once: a crash after the claim loses that fire, its row stays ``claimed``). ``schedule_advance`` is a
+    # compare-and-set on ``next_fire_at`` that keeps concurrent sweeps from planning the same ticks twice.
+
+    @abstractmethod
+    def schedule_create(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Insert ``record`` (``created_at`` = now); ``ScheduleAlreadyExistsError`` if the id is taken."""
+
+    @abstractmethod
+    def schedule_get(self, schedule_id: str) -> ScheduleRecord | None:
+        """The schedule ``schedule_id``, or None."""
+
+    @abstractmethod
+    def schedule_list(self) -> list[ScheduleRecord]:
+        """Every schedule, ordered by ``schedule_id``."""
+
+    @abstractmethod
+    def schedule_set_paused(
+        self, schedule_id: str, paused: bool, next_fire_at: datetime | None
+    ) -> ScheduleRecord | None:
+        """Set ``paused`` and ``next_fire_at`` of the schedule; the updated record, or None if unknown."""
+
+    @abstractmethod
+    def schedule_delete(self, schedule_id: str) -> bool:
+        """Delete the schedule and its fire log; True if it existed."""
+
+    @abstractmethod
+    def schedule_due(self, limit: int) -> list[ScheduleRecord]:
+        """Unpaused schedules with ``next_fire_at <= now`` (store clock), earliest first, at most ``limit``."""
+
+    @abstractmethod
+    def schedule_advance(self, schedule_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
+        """If the unpaused schedule's ``next_fire_at`` still equals ``expected`` set it to ``next_fire_at``;
+        True = this caller won."""
+
+    @abstractmethod
+    def schedule_claim_tick(self, fire: ScheduleFireRecord) -> bool:
+        """Insert ``fire`` (status ``claimed``) into the fire log and stamp the schedule's ``last_fired_at``.
+        False, with nothing written, when the log already has ``(fire.schedule_id, fire.tick)``, when the
+        schedule is gone, or, for a sweep fire (``how == "sweep"``), when the schedule is paused."""
+
+    @abstractmethod
+    def schedule_fire_done(
+        self, schedule_id: str, tick: datetime, status: str, actor_id: str | None, error: dict | None
+    ) -> None:
+        """Record the outcome of a claimed fire (``status`` ok | error); no-op if the row is gone."""
+
+    @abstractmethod
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ScheduleFireRecord]:
+        """Fires still ``claimed`` whose ``fired_at`` is before ``before`` (their firer died or hangs), of
+        schedules without an action, oldest first, at most ``limit``."""
+
+    @abstractmethod
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        """If the fire ``(schedule_id, tick)`` is still ``claimed`` with ``fired_at == expected_fired_at``,
+        set its ``fired_at`` to ``fired_at``; True = this caller takes the fire over."""
+
+    @abstractmethod
+    def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ScheduleFireRecord]:
+        """The fire log of ``schedule_id`` ordered by tick (the newest ``limit`` when given)."""
+
+    @abstractmethod
+    def schedule_next_deadline(self) -> datetime | None:
+        """The earliest ``next_fire_at`` of an unpaused schedule, or None."""
 
     # --- connections -------------------------------------------------------------------------------
     def close_thread_connection(self) -> None:

@@ -170,6 +170,60 @@ class CronFireRecord:
     error: dict | None = None
 
 
+#: catch-up policies of a schedule (DESIGN.md section 20): after downtime fire the latest missed tick once,
+#: every missed tick in order, or none of them
+CATCHUP_ONE = "one"
+CATCHUP_ALL = "all"
+CATCHUP_NONE = "none"
+CATCHUP_POLICIES = (CATCHUP_ONE, CATCHUP_ALL, CATCHUP_NONE)
+
+#: how a schedule tick was fired, and the states of its fire log row
+FIRE_SWEEP, FIRE_TRIGGER, FIRE_BACKFILL = "sweep", "trigger", "backfill"
+FIRE_CLAIMED, FIRE_OK, FIRE_ERROR = "claimed", "ok", "error"
+
+
+@dataclass
+class ScheduleRecord:
+    """A schedule managed as data (``client().schedules``, DESIGN.md section 20).
+
+    Fires on ``cron`` (5-field expression, wall clock in ``timezone``) or ``every`` seconds (ticks aligned to
+    multiples of ``every`` since the Unix epoch); each fire get_or_creates the actor ``actor``/``key``
+    (``key`` None: ``[schedule_id, tick ISO]``) with ``input`` and, with ``action``, runs
+    ``action(c, fire, *args)`` on it. ``next_fire_at`` is the next tick the sweep fires (None while paused).
+    """
+
+    schedule_id: str
+    actor: str
+    key: list | None = None
+    cron: str | None = None
+    every: float | None = None
+    timezone: str = "UTC"
+    input: Any = None
+    action: str | None = None
+    args: list = field(default_factory=list)
+    catchup: str = CATCHUP_ONE
+    paused: bool = False
+    next_fire_at: datetime | None = None
+    last_fired_at: datetime | None = None
+    created_at: datetime | None = None
+
+
+@dataclass
+class ScheduleFireRecord:
+    """One row of a schedule's fire log: the ``tick`` served (unique per schedule), ``how`` it was fired
+    (sweep | trigger | backfill), ``status`` (claimed -> ok | error), the ``actor_id`` it started or ran the
+    action on, ``error`` (``serde.error_to_dict``) and ``missed`` (ticks skipped by the catch-up policy)."""
+
+    schedule_id: str
+    tick: datetime
+    fired_at: datetime
+    how: str = FIRE_SWEEP
+    status: str = FIRE_CLAIMED
+    actor_id: str | None = None
+    error: dict | None = None
+    missed: int = 0
+
+
 @dataclass
 class OperatorActionRecord:
     """One audit row: an operator action on an actor (DESIGN.md section 12).

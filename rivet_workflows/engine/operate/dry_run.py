@@ -99,6 +99,24 @@ class ReadOnlyStore(ports.BaseStore):
     def cron_next_deadline(self) -> datetime | None:
         return self._store.cron_next_deadline()
 
+    def schedule_get(self, schedule_id: str) -> ports.ScheduleRecord | None:
+        return self._store.schedule_get(schedule_id)
+
+    def schedule_list(self) -> list[ports.ScheduleRecord]:
+        return self._store.schedule_list()
+
+    def schedule_due(self, limit: int) -> list[ports.ScheduleRecord]:
+        return self._store.schedule_due(limit)
+
+    def schedule_fires(self, schedule_id: str, limit: int | None = None) -> list[ports.ScheduleFireRecord]:
+        return self._store.schedule_fires(schedule_id, limit)
+
+    def schedule_next_deadline(self) -> datetime | None:
+        return self._store.schedule_next_deadline()
+
+    def schedule_stale_fires(self, before: datetime, limit: int) -> list[ports.ScheduleFireRecord]:
+        return self._store.schedule_stale_fires(before, limit)
+
     def operator_actions(
         self, actor_id: str, *, limit: int | None = None
     ) -> list[ports.OperatorActionRecord]:
@@ -119,6 +137,33 @@ class ReadOnlyStore(ports.BaseStore):
         return self._store.stream_tail(actor_id, name, count)
 
     # --- writes: refused -----------------------------------------------------------------------------
+
+    def schedule_create(self, record: ports.ScheduleRecord) -> ports.ScheduleRecord:
+        return self._refuse("schedule_create")
+
+    def schedule_set_paused(
+        self, schedule_id: str, paused: bool, next_fire_at: datetime | None
+    ) -> ports.ScheduleRecord | None:
+        return self._refuse("schedule_set_paused")
+
+    def schedule_delete(self, schedule_id: str) -> bool:
+        return self._refuse("schedule_delete")
+
+    def schedule_advance(self, schedule_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
+        return self._refuse("schedule_advance")
+
+    def schedule_claim_tick(self, fire: ports.ScheduleFireRecord) -> bool:
+        return self._refuse("schedule_claim_tick")
+
+    def schedule_retake_fire(
+        self, schedule_id: str, tick: datetime, expected_fired_at: datetime, fired_at: datetime
+    ) -> bool:
+        return self._refuse("schedule_retake_fire")
+
+    def schedule_fire_done(
+        self, schedule_id: str, tick: datetime, status: str, actor_id: str | None, error: dict | None
+    ) -> None:
+        return self._refuse("schedule_fire_done")
 
     def get_or_create_actor(
         self,

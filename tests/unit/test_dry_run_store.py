@@ -43,6 +43,7 @@ WRITES = {
     "create_actor": ("w", ["b"], None, {}),
     "destroy_actor": ("ACTOR",),
     "defer_start": ("ACTOR", None, ports.UNSET, 5.0, None),
+    "fork_actor": ("ACTOR", "w", ["f"], None, None, []),
     "claim": ("ACTOR", "me", 30.0),
     "claim_and_load": ("ACTOR", "me", 30.0),
     "claim_for_operator": ("ACTOR", "me", 30.0),

@@ -27,6 +27,8 @@ from .engine.errors import (
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
+    InvalidAttributesError,
+    InvalidFilterError,
     JoinError,
     MessageAlreadyCompletedError,
     NoWorkflowError,
@@ -54,6 +56,7 @@ from .engine.executor import DrainSummary
 from .engine.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.repairs import ReplayPlan
 from .engine.results import QueueMessage, RaceResult, StepResult, TryResult
+from .engine.search import ActorPage, ActorSummary, BulkResult
 from .engine.slots import ScheduledFireInfo
 from .engine.step_context import StepContext
 from .engine.types import WorkflowErrorEvent, WorkflowStepContextOf
@@ -85,8 +88,11 @@ __all__ = [
     "ActorDefinition",
     "ActorHandle",
     "ActorNotFoundError",
+    "ActorPage",
+    "ActorSummary",
     "ActorTypeNotRegisteredError",
     "AtomicStepError",
+    "BulkResult",
     "Client",
     "Concurrency",
     "CriticalError",
@@ -94,13 +100,15 @@ __all__ = [
     "EntryInProgressError",
     "ErrorInfo",
     "HistoryDivergedError",
+    "InvalidAttributesError",
+    "InvalidFilterError",
     "JoinError",
     "Loop",
     "MessageAlreadyCompletedError",
     "NoWorkflowError",
     "PayloadTooLargeError",
-    "QueueMessage",
     "QueryNotFoundError",
+    "QueueMessage",
     "QueueNotFoundError",
     "QueueWaitTimeoutError",
     "RaceError",

@@ -66,6 +66,9 @@ class Actor(models.Model):
     #: set while an operator has paused the actor (it is never claimed then)
     paused_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.TextField(null=True, blank=True)
+    #: search attributes (``ctx.set_attributes``): a flat JSON object of scalars, filtered by the listings
+    #: and bulk actions (DESIGN.md section 19); jsonb with a GIN index on PostgreSQL (migration 0010)
+    attributes = models.JSONField(default=dict, blank=True, db_default=models.Value({}, models.JSONField()))
 
     class Meta:
         constraints = [
@@ -80,6 +83,8 @@ class Actor(models.Model):
                 condition=Q(wake_at__isnull=False),
             ),
             models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
+            # listings and bulk actions page by (created_at, actor_id) (DESIGN.md section 19)
+            models.Index(fields=["created_at", "actor_id"], name="rivet_actor_created_idx"),
             # claim_due's order for the actors with a priority (the rest come by wake_at, rivet_actor_due_idx):
             # highest priority first, then earliest wake_at; partial, so sleepers of priority 0 cost nothing
             models.Index(

@@ -64,6 +64,14 @@ class ReadOnlyStore(ports.BaseStore):
     def actor_counts(self) -> observe.ActorCounts:
         return self._store.actor_counts()
 
+    def find_actors(
+        self, query: ports.ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+    ) -> list[ports.ActorRecord]:
+        return self._store.find_actors(query, limit=limit, after=after)
+
+    def count_actors(self, query: ports.ActorFilter) -> int:
+        return self._store.count_actors(query)
+
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         return self._store.suspended_by_other_version(code_version, limit)
 

@@ -42,6 +42,7 @@ from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
 from .records import UNSET as UNSET
+from .records import ActorFilter as ActorFilter
 from .records import ActorRecord as ActorRecord
 from .records import Commit as Commit
 from .records import CommitResult as CommitResult
@@ -161,6 +162,19 @@ class Store(Protocol):
     @abstractmethod
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ActorRecord]:
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
+
+    def find_actors(
+        self, query: ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+    ) -> list[ActorRecord]:
+        """Up to ``limit`` live actors ``query`` selects (``ActorFilter.matches``) ordered by ``(created_at,
+        actor_id)``, strictly after the keyset position ``after`` (a ``(created_at, actor_id)`` pair; None:
+        from the first). A database store answers with one indexed query (PostgreSQL: the attribute filter is
+        a ``jsonb @>`` containment on a GIN index; DESIGN.md section 19). Default: ``list_actors`` filtered."""
+        ...
+
+    def count_actors(self, query: ActorFilter) -> int:
+        """How many live actors ``query`` selects (one query). Default: ``list_actors`` filtered."""
+        ...
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         """Ids of suspended actors whose recorded ``code_version`` (the suspending commit's) is not
@@ -462,6 +476,19 @@ class BaseStore(Store):
 
     def actor_counts(self) -> observe.ActorCounts:
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
+
+    def find_actors(
+        self, query: ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+    ) -> list[ActorRecord]:
+        found = [
+            a
+            for a in self.list_actors(query.name)
+            if query.matches(a) and (after is None or (a.created_at, a.actor_id) > after)
+        ]
+        return sorted(found, key=lambda a: (a.created_at, a.actor_id))[:limit]
+
+    def count_actors(self, query: ActorFilter) -> int:
+        return sum(1 for a in self.list_actors(query.name) if query.matches(a))
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float

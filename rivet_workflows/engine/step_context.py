@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from . import errors, serde
+from .attributes import check_attributes
 from .reentrancy import RUNNING_STEP_OF
 
 if TYPE_CHECKING:
@@ -120,6 +121,12 @@ class StepContext(ActorIdentity):
         Raises ``SerializationError`` if ``args`` do not serialize."""
         payload = serde.to_json(list(args), where=f"event {event!r} arguments")
         self._session.runtime.broadcast(self._session.actor_id, event, payload)
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        """Merge ``attributes`` (a dict of str -> JSON scalar) into the actor's search attributes; written
+        with this step's commit (DESIGN.md section 19). ``InvalidAttributesError`` (a ``CriticalError``: the
+        step fails, not retried) for another value."""
+        self._session.writes.set_attributes(check_attributes(attributes))
 
     def destroy(self) -> None:
         """Destroy the actor once this run has committed."""

@@ -44,6 +44,7 @@ class ActorRow:
     deadline_at: datetime | None = None
     paused_at: datetime | None = None
     pause_reason: str | None = None
+    attributes: dict = dataclasses.field(default_factory=dict)
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -85,6 +86,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         deadline_at=row.deadline_at,
         paused=row.paused_at is not None,
         pause_reason=row.pause_reason,
+        attributes=dict(row.attributes),
     )
 
 

@@ -16,6 +16,8 @@ READS = {
     "find_actor": ("w", ["a"]),
     "list_actors": (),
     "actor_counts": (),
+    "find_actors": (ports.ActorFilter(),),
+    "count_actors": (ports.ActorFilter(state="pending"),),
     "suspended_by_other_version": ("v1", 10),
     "load_history": ("ACTOR",),
     "load_for_run": ("ACTOR",),

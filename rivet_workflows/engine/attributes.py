@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -66,3 +67,26 @@ def merged(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[st
     if len(out) > MAX_ATTRIBUTES:
         raise errors.InvalidAttributesError(f"at most {MAX_ATTRIBUTES} attributes per actor")
     return out
+
+
+def parse_value(text: str) -> Any:
+    """An attribute value written as text (HTTP ``attr.KEY=VALUE``, the commands' ``--attr KEY=VALUE``): a
+    JSON number, ``true``, ``false``, ``null`` or a double-quoted JSON string is that value; anything
+    else is the text itself (``c-42``). Write ``"120"`` (quoted) to match the text 120."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if value is None or isinstance(value, (str, bool, int, float)) else text
+
+
+def parse_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``["customer=c-42", "total=120"]`` -> ``{"customer": "c-42", "total": 120}`` (``parse_value``);
+    ``InvalidAttributesError`` for an item without ``=`` or a bad name."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:
+            raise errors.InvalidAttributesError(f"expected KEY=VALUE, got {pair!r}", attribute=pair)
+        out[key.strip()] = parse_value(text)
+    return check_attributes(out, where="attributes filter")

@@ -65,9 +65,17 @@ class ReadOnlyStore(ports.BaseStore):
         return self._store.actor_counts()
 
     def find_actors(
-        self, query: ports.ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+        self,
+        query: ports.ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
     ) -> list[ports.ActorRecord]:
-        return self._store.find_actors(query, limit=limit, after=after)
+        return self._store.find_actors(
+            query, limit=limit, after=after, newest_first=newest_first, offset=offset
+        )
 
     def count_actors(self, query: ports.ActorFilter) -> int:
         return self._store.count_actors(query)

@@ -164,11 +164,17 @@ class Store(Protocol):
         """Live actors (of type ``name``, or all), oldest first, at most ``limit`` (None: all)."""
 
     def find_actors(
-        self, query: ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+        self,
+        query: ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
     ) -> list[ActorRecord]:
         """Up to ``limit`` live actors ``query`` selects (``ActorFilter.matches``) ordered by ``(created_at,
-        actor_id)``, strictly after the keyset position ``after`` (a ``(created_at, actor_id)`` pair; None:
-        from the first). A database store answers with one indexed query (PostgreSQL: the attribute filter is
+        actor_id)`` (``newest_first``: descending), strictly after the keyset position ``after`` in that order
+        (a ``(created_at, actor_id)`` pair; None: from the first), skipping ``offset`` rows first. A database store answers with one indexed query (PostgreSQL: the attribute filter is
         a ``jsonb @>`` containment on a GIN index; DESIGN.md section 19). Default: ``list_actors`` filtered."""
         ...
 
@@ -478,14 +484,28 @@ class BaseStore(Store):
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
 
     def find_actors(
-        self, query: ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+        self,
+        query: ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
     ) -> list[ActorRecord]:
-        found = [
-            a
-            for a in self.list_actors(query.name)
-            if query.matches(a) and (after is None or (a.created_at, a.actor_id) > after)
-        ]
-        return sorted(found, key=lambda a: (a.created_at, a.actor_id))[:limit]
+        found = sorted(
+            (a for a in self.list_actors(query.name) if query.matches(a)),
+            key=lambda a: (a.created_at, a.actor_id),
+            reverse=newest_first,
+        )
+        if after is not None:
+            found = [
+                a
+                for a in found
+                if (
+                    (a.created_at, a.actor_id) < after if newest_first else (a.created_at, a.actor_id) > after
+                )
+            ]
+        return found[offset : offset + limit]
 
     def count_actors(self, query: ActorFilter) -> int:
         return sum(1 for a in self.list_actors(query.name) if query.matches(a))

@@ -83,10 +83,16 @@ class ActorFilter:
     created_before: datetime | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
+    #: only actors of these types (None: any), and none of ``exclude_names`` (the HTTP listing's
+    #: authorization hook and its ``no_workflow`` state narrow a listing so)
+    names: tuple[str, ...] | None = None
+    exclude_names: tuple[str, ...] = ()
 
     def matches(self, record: ActorRecord) -> bool:
         """True when ``record`` is selected (the rule each store's query implements)."""
         if record.destroyed or (self.name is not None and record.name != self.name):
+            return False
+        if (self.names is not None and record.name not in self.names) or record.name in self.exclude_names:
             return False
         if self.state is not None and record.workflow_state != self.state:
             return False

@@ -151,9 +151,15 @@ class ActorPage:
 
 
 def list_actors(
-    runtime: RuntimeRole, query: ports.ActorFilter, *, limit: int = 100, cursor: str | None = None
+    runtime: RuntimeRole,
+    query: ports.ActorFilter,
+    *,
+    limit: int = 100,
+    cursor: str | None = None,
+    newest_first: bool = False,
 ) -> ActorPage:
-    """Up to ``limit`` (1..``MAX_LIMIT``) actors ``query`` selects, oldest first, after ``cursor``.
+    """Up to ``limit`` (1..``MAX_LIMIT``) actors ``query`` selects, oldest first (``newest_first``: newest
+    first, as the HTTP listing), after ``cursor`` (a page's ``next_cursor`` in the same order).
 
     One indexed query of the store (``Store.find_actors``): one row more than ``limit`` is read to know
     whether a next page exists. ``InvalidFilterError`` for a bad limit or cursor."""
@@ -162,7 +168,7 @@ def list_actors(
             f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}", field="limit"
         )
     after = decode_cursor(cursor) if cursor else None
-    found = runtime.store.find_actors(query, limit=limit + 1, after=after)
+    found = runtime.store.find_actors(query, limit=limit + 1, after=after, newest_first=newest_first)
     page = found[:limit]
     more = len(found) > limit
     return ActorPage(

@@ -212,6 +212,10 @@ class DjangoStore(
         rows = self._actors().filter(destroyed=False)
         if query.name is not None:
             rows = rows.filter(name=query.name)
+        if query.names is not None:
+            rows = rows.filter(name__in=list(query.names))
+        if query.exclude_names:
+            rows = rows.exclude(name__in=list(query.exclude_names))
         if query.state is not None:
             state = query.state
             if state == ports.PAUSED:
@@ -242,14 +246,25 @@ class DjangoStore(
         return q
 
     def find_actors(
-        self, query: ports.ActorFilter, *, limit: int = 100, after: tuple[datetime, str] | None = None
+        self,
+        query: ports.ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
     ) -> list[ports.ActorRecord]:
         """``Store.find_actors``: one query on ``rivet_actor_created_idx`` (keyset on ``(created_at, actor_id)``)."""
         rows = self._matching(query)
         if after is not None:
             created_at, actor_id = after
-            rows = rows.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, actor_id__gt=actor_id))
-        rows = rows.order_by("created_at", "actor_id")[:limit]
+            way = "lt" if newest_first else "gt"
+            rows = rows.filter(
+                Q(**{f"created_at__{way}": created_at})
+                | Q(created_at=created_at, **{f"actor_id__{way}": actor_id})
+            )
+        order = ("-created_at", "-actor_id") if newest_first else ("created_at", "actor_id")
+        rows = rows.order_by(*order)[offset : offset + limit]
         return [mapper.actor_from_model(row) for row in rows]
 
     def count_actors(self, query: ports.ActorFilter) -> int:

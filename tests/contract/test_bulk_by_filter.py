@@ -76,16 +76,21 @@ def test_a_dry_run_writes_nothing_and_names_what_would_change(h):
     assert {label: h.snapshot(aid) for label, aid in ids.items()} == before
 
 
-def test_a_bulk_action_goes_through_every_batch_and_reports_each_actor(h):
+def test_a_bulk_replay_goes_through_every_batch_and_audits_each_actor(h):
     ids = _world(h)
     seen: list[int] = []
     query = search.make_filter(attributes={"customer": "c-42"})
-    result = search.bulk_by_filter(h.runtime, "cancel", query, batch=1, progress=seen.append)
+    result = search.bulk_by_filter(h.runtime, "replay", query, batch=1, progress=seen.append)
     assert seen == [1, 2, 3, 4]
-    # cancelling a failed workflow does nothing (it is finished): only the completed one stays too
-    assert result.matched == 4 and result.changed == 0 and result.unchanged == 4
-    paused = h.runtime.client().bulk("pause", attributes={"customer": "c-42"})
-    assert paused.changed == 0  # finished workflows are never paused
+    assert (result.matched, result.changed) == (4, 4)
+    assert result.actor_ids == [ids["old"], ids["a"], ids["b"], ids["done"]]
+    for label in ("old", "a", "b", "done"):
+        assert [r.action for r in h.runtime.store.operator_actions(ids[label])] == ["bulk_replay_all"]
+    assert h.runtime.store.operator_actions(ids["other"]) == []
+    h.drain()
+    assert h.actor(ids["old"]).workflow_state == ports.COMPLETED
+    cancelled = h.runtime.client().bulk("cancel", attributes={"customer": "c-42"})
+    assert (cancelled.matched, cancelled.changed, cancelled.unchanged) == (4, 0, 4)  # finished already
 
 
 def test_an_unknown_action_or_filter_is_refused_before_anything_is_read(h):

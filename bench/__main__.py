@@ -56,6 +56,7 @@ FULL: dict[str, dict[str, Any]] = {
     "P8": {
         "ours": {"actors": 10000, "batch": 100, "rounds": 4, "tenants": 1000, "limit": 10, "singles": 500}
     },
+    "P9": {"ours": {"actors": 100000, "matching": 100, "rounds": 50}},
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
@@ -80,8 +81,9 @@ SMOKE: dict[str, dict[str, Any]] = {
         "dbos": {"workflows": 20, "processes": 2, "concurrency": 2},
     },
     "P8": {"ours": {"actors": 200, "batch": 50, "rounds": 1, "tenants": 20, "limit": 10, "singles": 50}},
+    "P9": {"ours": {"actors": 2000, "matching": 20, "rounds": 5}},
 }
-ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7", "P8"]
+ORDER = ["P1", "P2", "P2G", "P3", "P4", "P5", "P6", "P7", "P8", "P9"]
 
 
 def ours_env() -> dict[str, str]:

@@ -305,7 +305,8 @@ def bulk_action(request: HttpRequest, bulk_action: Name, payload: s.BulkIn) -> A
 def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     """One actor: identity, workflow status, state, input, output, error (plain JSON, with ``types``
     naming the type of each value JSON cannot hold, e.g. ``{"/output/total": "decimal"}``) and lease
-    status. An actor whose type has no run function shows ``workflow_state`` ``no_workflow``.
+    status, and its search ``attributes``. An actor whose type has no run function shows ``workflow_state``
+    ``no_workflow``.
 
     Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
     mode, the inspector token, staff with ``view_actor``); for others they are null and ``redacted``
@@ -329,6 +330,7 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "waiting_for": record.waiting_for,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
+        "attributes": dict(record.attributes or {}),
         **_shown({"state": record.state, "input": actor_input, "output": record.output, "error": error}),
         "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),

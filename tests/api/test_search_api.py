@@ -115,3 +115,24 @@ def test_bulk_needs_the_operator_permission_and_a_known_action(client, world, ri
     paused = _post(client, "/actors/bulk/pause", {"filter": {"name": "counter"}, "reason": "look"}).json()
     assert paused["actor_ids"] == [world["c"]] and paused["matched"] == 1
     assert _audit_rows() == [(world["c"], "bulk_pause", "carol", "look")]
+
+
+def test_an_actor_shows_its_attributes_and_its_history_shows_the_attributes_entry(api, rivet):
+    from rivet_workflows.engine.definitions import setup, workflow
+
+    async def tagged(ctx):
+        await ctx.set_attributes({"customer": "c-42"})
+        await ctx.step("one", lambda step: 1)
+
+    from rivet_workflows.engine import executor
+    from rivet_workflows.engine.runtime import Runtime
+
+    runtime = rivet.runtime
+    local = Runtime(runtime.store, runtime.dispatcher, setup(use={"tagged": workflow(run=tagged)}))
+    handle = local.client().tagged.create("t")
+    executor.drain(local, timeout=5)
+    assert handle.attributes() == {"customer": "c-42"}
+    detail = api.get(f"{API}/actors/{handle.actor_id}").json()
+    assert detail["attributes"] == {"customer": "c-42"}
+    history = api.get(f"{API}/actors/{handle.actor_id}/inspector/workflow-history")
+    assert history.status_code == 200 and "~attributes1" in history.content.decode()

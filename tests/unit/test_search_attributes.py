@@ -129,3 +129,20 @@ def test_a_bad_value_in_workflow_code_writes_no_attribute(make):
     drain(runtime)
     assert handle.workflow_state() in (ports.FAILED, ports.SUSPENDED)
     assert handle.attributes() == {}
+
+
+def _atomic_tag(step):
+    step.set_attributes({"booked": True})
+    return "ok"
+
+
+async def _atomic(ctx):
+    await ctx.step("book", _atomic_tag, atomic=True)
+
+
+def test_an_atomic_step_writes_its_attributes_with_its_commit(make):
+    runtime = make(setup(use={"order": workflow(run=_atomic)}))
+    handle = runtime.client().order.create("o1")
+    drain(runtime)
+    assert handle.workflow_state() == ports.COMPLETED
+    assert handle.attributes() == {"booked": True}

@@ -65,6 +65,7 @@ FULL: dict[str, dict[str, Any]] = {
         "ours": {"items": 1000, "latency_items": 200, "gap": 0.005},
         "dbos": {"items": 1000, "latency_items": 200, "gap": 0.005},
     },
+    "P11": {"ours": {"actors": 100000, "matching": 100, "rounds": 50}},
 }
 SMOKE: dict[str, dict[str, Any]] = {
     "pgbench": {"seconds": 1},
@@ -97,8 +98,9 @@ SMOKE: dict[str, dict[str, Any]] = {
         "ours": {"items": 20, "latency_items": 5, "gap": 0.005},
         "dbos": {"items": 20, "latency_items": 5, "gap": 0.005},
     },
+    "P11": {"ours": {"actors": 2000, "matching": 20, "rounds": 5}},
 }
-ORDER = ["P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9"]
+ORDER = ["P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P11"]
 
 
 # P2GL's CPU load: this many processes spinning in a loop beside both sides (default: one per core).

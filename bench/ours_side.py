@@ -906,6 +906,70 @@ def p9_reader(actor_id: str) -> dict[str, Any]:
     return stats.latency_summary(samples)
 
 
+def p11_search(actors: int = 100000, matching: int = 100, rounds: int = 50) -> dict[str, Any]:
+    """Listing by one search attribute (DESIGN.md section 19): ``actors`` actors, ``matching`` of them per
+    value of ``customer`` (bulk-inserted rows, as ``ctx.set_attributes`` leaves them), then ``rounds`` calls
+    of the store's ``find_actors`` for one customer's first 100 (what ``client().list_actors`` runs): median
+    and p95 ms, and the ``EXPLAIN ANALYZE`` of the query, which should use ``rivet_actor_attributes_gin``."""
+    _django()
+    import uuid
+    from datetime import timedelta
+
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from rivet_workflows import models, storage
+    from rivet_workflows.engine.model import ports
+    from rivet_workflows.storage import key_text
+
+    t0 = time.perf_counter()
+    customers = max(actors // matching, 1)
+    start = timezone.now() - timedelta(days=1)
+    rows = []
+    for i in range(actors):
+        key = [f"p9-{i}"]
+        at = start + timedelta(seconds=i * 86400 / actors)
+        rows.append(
+            models.Actor(
+                actor_id=uuid.uuid4().hex,
+                name="bench_search",
+                key=key,
+                key_text=key_text(key),
+                state={},
+                workflow_state=("completed", "failed", "sleeping")[i % 3],
+                created_at=at,
+                updated_at=at,
+                attributes={"customer": f"c-{i % customers}", "total": i % 1000, "region": f"r{i % 7}"},
+            )
+        )
+        if len(rows) == 5000:
+            with transaction.atomic():
+                models.Actor.objects.bulk_create(rows)
+            rows = []
+    if rows:
+        with transaction.atomic():
+            models.Actor.objects.bulk_create(rows)
+    with connection.cursor() as cur:
+        cur.execute(f"ANALYZE {models.Actor._meta.db_table}")
+    out: dict[str, Any] = {"actors": actors, "matching": matching, "setup_seconds": time.perf_counter() - t0}
+    store = storage.store_for()
+    times: list[float] = []
+    found = 0
+    for r in range(rounds):
+        query = ports.ActorFilter(attributes={"customer": f"c-{(r * 37) % customers}"})
+        t = time.perf_counter()
+        found = len(store.find_actors(query, limit=100))
+        times.append((time.perf_counter() - t) * 1000)
+    out["found"] = found
+    out["list_ms"] = stats.percentile(times, 50)
+    out["list_ms_p95"] = stats.percentile(times, 95)
+    query = ports.ActorFilter(attributes={"customer": "c-1"})
+    plan = store._matching(query).order_by("created_at", "actor_id")[:100].explain(analyze=True)
+    out["explain"] = plan
+    out["uses_gin_index"] = "rivet_actor_attributes_gin" in plan
+    return out
+
+
 BENCHES = {
     "P9": p9_streams,
     "P9R": p9_reader,
@@ -918,6 +982,7 @@ BENCHES = {
     "P6": p6_scale_out,
     "P7": p7_throughput,
     "P8": p8_flow_claim,
+    "P11": p11_search,
 }
 
 if __name__ == "__main__":

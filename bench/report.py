@@ -305,6 +305,31 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             ),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
+    if bench == "P11":
+        ms = _get(ours, "list_ms")
+        uses = None if not ours or "uses_gin_index" not in ours else bool(ours["uses_gin_index"])
+        n = _fmt(_get(ours, "actors"))
+        return [
+            _row(
+                f"list 100 of {n} actors by one attribute, ms (median)",
+                ms,
+                None,
+                20,
+                None,
+                "<= 20 ms",
+                _cmp(ms, "<=", 20),
+            ),
+            _row("same, ms (p95)", _get(ours, "list_ms_p95")),
+            _row(
+                "EXPLAIN shows the GIN index",
+                None if uses is None else float(uses),
+                None,
+                None,
+                None,
+                "yes",
+                uses,
+            ),
+        ]
     if bench == "P8":
         ratio = _get(ours, "limited_over_plain")
         n = _fmt(_get(ours, "actors"))
@@ -420,7 +445,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| bench | metric | ours | DBOS | limit | ratio | target | met |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9"):
+    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P11"):
         for r in (results.get(bench) or {}).get("rows", []):
             out.append(
                 f"| {bench} | {r['metric']} | {_fmt(r['ours'])} | {_fmt(r['dbos'])} | {_fmt(r['limit'])} | "

@@ -27,6 +27,8 @@ from .engine.model.errors import (
     CriticalError,
     EntryInProgressError,
     HistoryDivergedError,
+    InvalidAttributesError,
+    InvalidFilterError,
     InvalidScheduleError,
     JoinError,
     MessageAlreadyCompletedError,
@@ -58,6 +60,7 @@ from .engine.model.failures import ErrorInfo, StepFailure, TryFailure
 from .engine.model.records import StreamItem
 from .engine.operate.dry_run import ReplayReport
 from .engine.operate.repairs import ReplayPlan
+from .engine.operate.search import ActorPage, ActorSummary, BulkResult
 from .engine.run.context import WorkflowContext
 from .engine.run.results import QueueMessage, RaceResult, StepResult, TryResult
 from .engine.run.step_context import StepContext
@@ -91,8 +94,11 @@ __all__ = [
     "ActorDefinition",
     "ActorHandle",
     "ActorNotFoundError",
+    "ActorPage",
+    "ActorSummary",
     "ActorTypeNotRegisteredError",
     "AtomicStepError",
+    "BulkResult",
     "Client",
     "Concurrency",
     "CriticalError",
@@ -100,6 +106,8 @@ __all__ = [
     "EntryInProgressError",
     "ErrorInfo",
     "HistoryDivergedError",
+    "InvalidAttributesError",
+    "InvalidFilterError",
     "JoinError",
     "Loop",
     "MessageAlreadyCompletedError",
@@ -107,8 +115,8 @@ __all__ = [
     "StreamItem",
     "NoWorkflowError",
     "PayloadTooLargeError",
-    "QueueMessage",
     "QueryNotFoundError",
+    "QueueMessage",
     "QueueNotFoundError",
     "QueueWaitTimeoutError",
     "RaceError",

@@ -70,6 +70,10 @@ class Actor(models.Model):
     #: outside a run (DESIGN.md section 20). A plain id, not a foreign key: a child outlives its parent's rows
     parent_actor_id = models.CharField(max_length=32, null=True, blank=True, db_index=True)
 
+    #: search attributes (``ctx.set_attributes``): a flat JSON object of scalars, filtered by the listings
+    #: and bulk actions (DESIGN.md section 19); jsonb with a GIN index on PostgreSQL (migration 0014)
+    attributes = models.JSONField(default=dict, blank=True, db_default=models.Value({}, models.JSONField()))
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["name", "key_text"], name="rivet_actor_name_key_uniq"),
@@ -83,6 +87,8 @@ class Actor(models.Model):
                 condition=Q(wake_at__isnull=False),
             ),
             models.Index(fields=["name", "workflow_state"], name="rivet_actor_name_state_idx"),
+            # listings and bulk actions page by (created_at, actor_id) (DESIGN.md section 19)
+            models.Index(fields=["created_at", "actor_id"], name="rivet_actor_created_idx"),
             # claim_due's order for the actors with a priority (the rest come by wake_at, rivet_actor_due_idx):
             # highest priority first, then earliest wake_at; partial, so sleepers of priority 0 cost nothing
             models.Index(

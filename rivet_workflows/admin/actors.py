@@ -6,12 +6,14 @@ import functools
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -26,6 +28,7 @@ from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine.actor import audit, cancel
 from ..engine.model import errors, ports, serde
+from ..engine.model.attributes import parse_pairs
 from ..engine.operate import forks, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
 from .trace import error_details, pretty, state_badge, trace_rows
@@ -193,6 +196,43 @@ class AwaitingCodeVersionFilter(admin.SimpleListFilter):
         return queryset.filter(awaiting_code_version=value)
 
 
+def attribute_q(pairs: dict[str, Any]) -> Q:
+    """Actors whose search attribute ``key`` equals ``value`` for each pair (JSON key lookups: portable;
+    the API and the commands go through the store, whose PostgreSQL query uses the GIN index)."""
+    q = Q()
+    for key, value in pairs.items():
+        q &= Q(**{f"attributes__{key}": value})
+    return q
+
+
+class AttributeFilter(admin.SimpleListFilter):
+    """The "search attribute" filter (DESIGN.md section 19): the most common ``key=value`` pairs of the
+    most recently created actors; any other pair works as ``?attr=key=value`` or in the search box."""
+
+    title = "search attribute"
+    parameter_name = "attr"
+    #: how many recent actors the choices are read from, and how many choices are shown
+    SAMPLE = 500
+    CHOICES = 15
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        recent = models.Actor.objects.filter(destroyed=False).order_by("-created_at")[: self.SAMPLE]
+        counts: Counter[str] = Counter()
+        for attributes in recent.values_list("attributes", flat=True):
+            for key, value in (attributes or {}).items():
+                counts[f"{key}={json.dumps(value) if not isinstance(value, str) else value}"] += 1
+        return [(pair, pair) for pair, _ in counts.most_common(self.CHOICES)]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            return queryset.filter(attribute_q(parse_pairs([value])))
+        except errors.RivetWorkflowsError:
+            return queryset.none()
+
+
 def operator(request: HttpRequest) -> Any:
     """The admin user as the caller of ``rivet_workflows.access``; also set as ``request.auth``, which is
     where the ``AUTHORIZE`` hook finds the caller (as over HTTP)."""
@@ -215,8 +255,9 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
         "updated_display",
     )
     list_display_links = ("name", "key_display")
-    list_filter = ("name", WorkflowStateFilter, AwaitingCodeVersionFilter)
+    list_filter = ("name", WorkflowStateFilter, AttributeFilter, AwaitingCodeVersionFilter)
     search_fields = ("key_text", "actor_id")
+    search_help_text = "A key or actor id, or search attributes as key=value (customer=c-42 total=120)."
     ordering = ("-updated_at",)
     list_per_page = 50
     empty_value_display = "—"  # the same dash as the "waiting on" and "last error" columns
@@ -242,6 +283,21 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             names = sorted(set(rows.order_by().values_list("name", flat=True).distinct()))
             rows = rows.filter(name__in=[n for n in names if access.allows(request, caller, access.LIST, n)])
         return rows
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
+        """The key and id search, where each ``key=value`` term of the search box filters by that search
+        attribute instead (``attributes.parse_value``: ``total=120`` is the number)."""
+        terms = search_term.split()
+        pairs = [t for t in terms if "=" in t]
+        if not pairs:
+            return super().get_search_results(request, queryset, search_term)
+        try:
+            queryset = queryset.filter(attribute_q(parse_pairs(pairs)))
+        except errors.RivetWorkflowsError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return queryset.none(), False
+        rest = " ".join(t for t in terms if "=" not in t)
+        return super().get_search_results(request, queryset, rest) if rest else (queryset, False)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Seeing actors in the admin is the ``inspect`` operation (docs/howto/authorization.md): staff with

@@ -1,5 +1,6 @@
-"""The actor list's bulk actions (DESIGN.md sections 12, 16): recover, cancel, pause, resume and retry many actors, with a
-confirmation page and a reason, each through the engine as its own button would, one ``bulk_<action>``
+"""The actor list's bulk actions (DESIGN.md sections 12, 16, 19): recover, cancel, pause, resume, retry and replay
+many actors (the ticked rows, or with "select all N" every actor of the filtered list, acted on in batches),
+with a confirmation page and a reason, each through the engine as its own button would, one ``bulk_<action>``
 audit row per actor changed; they need the operations ``replay`` (recover) and ``operate`` (cancel,
 pause, resume) of ``rivet_workflows.access``, asked per actor.
 """
@@ -10,18 +11,21 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import access, display, models, states
+from .. import access, display, states
 from ..engine.operate import bulk as engine_bulk
 from ..engine.operate import inspector
 from .trace import runtime as _runtime
 from .trace import state_badge
 
-#: most actors one bulk action takes (narrow the list with its filters for more)
-BULK_LIMIT = 500
+#: actors listed on the confirmation page (the rest are counted); a "select all N" acts on every one
+CONFIRM_LISTED = 100
+#: actors read per batch when acting (keyset on (created_at, actor_id): no lock on more than one actor)
+BATCH = 200
 
 #: the bulk actions of the actor list: name -> (the verb its messages use, the operation of
 #: ``rivet_workflows.access`` it is); each acts through ``engine.bulk.run``: one ``bulk_<name>`` audit row
@@ -32,6 +36,7 @@ BULK_ACTIONS: dict[str, tuple[str, str]] = {
     "pause": ("pause", access.OPERATE),
     "resume": ("resume", access.OPERATE),
     "retry": ("retry", access.REPLAY),
+    "replay": ("replay", access.REPLAY),
 }
 #: actors named in one message of a bulk action's report (the rest are counted)
 SHOWN_PER_MESSAGE = 20
@@ -42,6 +47,7 @@ _DONE = {
     "pause": "Paused",
     "resume": "Resumed",
     "retry": "Retried",
+    "replay": "Replayed",
 }
 
 
@@ -50,7 +56,14 @@ class BulkActionsMixin:
     ``has_replay_permission`` and ``has_operate_permission`` gate them, and each actor is checked with
     ``access.check`` before it is changed)."""
 
-    actions = ["recover_selected", "cancel_selected", "pause_selected", "resume_selected", "retry_selected"]
+    actions = [
+        "recover_selected",
+        "cancel_selected",
+        "pause_selected",
+        "resume_selected",
+        "retry_selected",
+        "replay_selected",
+    ]
     message_user: Callable[..., Any]
     admin_site: Any
     model: Any
@@ -75,48 +88,57 @@ class BulkActionsMixin:
     def retry_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         return self._bulk(request, queryset, "retry")
 
+    @admin.action(description="Replay selected workflows from the start", permissions=["replay"])
+    def replay_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "replay")
+
     def _bulk(self, request: HttpRequest, queryset: Any, name: str) -> HttpResponse | None:
         """First a confirmation page listing the selected actors (with a reason field); once confirmed
         (``post=yes``), the action on each through the engine, one audit row per actor it changed, and
         the messages of ``_report``: each actor's outcome (one the caller may not operate is refused)."""
         verb, operation = BULK_ACTIONS[name]
-        ids = list(queryset.order_by("-updated_at").values_list("pk", flat=True)[: BULK_LIMIT + 1])
-        if len(ids) > BULK_LIMIT:
-            self.message_user(
-                request,
-                f"A bulk {verb} takes at most {BULK_LIMIT} actors at once; narrow the list with its filters.",
-                messages.ERROR,
-            )
-            return None
+        # "select all N" (Django's select_across): the queryset is the whole filtered list, carried to the
+        # confirmation by the changelist's query string (the form posts back to the same URL), not by ids
+        across = request.POST.get("select_across") == "1"
+        total = queryset.count()
         if request.POST.get("post") != "yes":
-            actors = list(models.Actor.objects.filter(pk__in=ids).order_by("-updated_at"))
+            listed = list(queryset.order_by("-updated_at")[:CONFIRM_LISTED])
             run_less = inspector.run_less_types(_runtime().registry)  # the badge as in the list
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.model._meta,
-                "title": f"{verb.capitalize()} {len(actors)} workflow{'s' if len(actors) != 1 else ''}?",
+                "title": f"{verb.capitalize()} {total} workflow{'s' if total != 1 else ''}?",
                 "verb": verb,
                 "action": f"{name}_selected",
+                "total": total,
+                "more": total - len(listed),
+                "select_across": across,
                 "actors": [
                     {
                         "row": a,
                         "key": display.short_key(a.key),
                         "badge": state_badge(states.shown(a.name, a.workflow_state, a.paused_at, run_less)),
                     }
-                    for a in actors
+                    for a in listed
                 ],
+                "selected_ids": [] if across else list(queryset.values_list("pk", flat=True)),
                 "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
                 "changelist_url": reverse("admin:rivet_workflows_actor_changelist"),
             }
             return TemplateResponse(request, "rivet_workflows/admin/bulk_confirm.html", context)
         who = request.user.get_username()
         reason = request.POST.get("reason") or None
-        names = dict(models.Actor.objects.filter(pk__in=ids).values_list("pk", "name"))
+        engine_bulk.run(_runtime(), name, [], who=who, reason=reason)  # a bad who or action: refused first
+        report = engine_bulk.BulkReport(name)
+        for batch in _batches(queryset):
+            for actor_id, actor_name in batch:
 
-        def allowed(actor_id: str) -> None:  # ForbiddenError: reported as refused for that actor
-            access.check(request, request.user, operation, names.get(actor_id, ""), actor_id)
+                def allowed(actor_id: str, actor_name: str = actor_name) -> None:  # refused for that actor
+                    access.check(request, request.user, operation, actor_name, actor_id)
 
-        report = engine_bulk.run(_runtime(), name, ids, who=who, reason=reason, check=allowed)
+                report.outcomes.append(
+                    engine_bulk.act_on(_runtime(), name, actor_id, who=who, reason=reason, check=allowed)
+                )
         self._report(request, verb, report)
         return None
 
@@ -138,6 +160,24 @@ class BulkActionsMixin:
             self.message_user(request, f"Nothing to {verb}: " + _listed(unchanged), messages.INFO)
         if refused:
             self.message_user(request, "Refused: " + _listed(refused), messages.WARNING)
+
+
+def _batches(queryset: Any, size: int = BATCH) -> Any:
+    """``[(actor_id, name), ...]`` lists of at most ``size`` actors of ``queryset``, oldest first, each read
+    by one short keyset query on ``(created_at, actor_id)``: no long-held cursor, no table lock."""
+    rows = queryset.order_by("created_at", "pk")
+    after: tuple[Any, str] | None = None
+    while True:
+        page = rows
+        if after is not None:
+            page = rows.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1]))
+        found = list(page.values_list("pk", "name", "created_at")[:size])
+        if not found:
+            return
+        yield [(pk, actor_name) for pk, actor_name, _ in found]
+        if len(found) < size:
+            return
+        after = (found[-1][2], found[-1][0])
 
 
 def _listed(outcomes: list[engine_bulk.ActorOutcome]) -> str:

@@ -256,6 +256,9 @@ def _details(entry: ports.EntryRecord) -> tuple[list[Detail], str]:
                 summary = f"{count} messages"
     elif entry.kind == "race":
         summary = f"winner: {data.get('winner')}"
+    elif entry.kind == "attributes":  # ctx.set_attributes (DESIGN.md section 19)
+        values = data.pop("attributes", None) or {}
+        summary = ", ".join(f"{k}={v}" for k, v in values.items())
     if data:
         out.append(Detail("Data", pretty(data)))
     if entry.error:

@@ -146,6 +146,13 @@ class ActorFilter(Schema):
     state: WorkflowState | None = None
     limit: int = Field(50, ge=1, le=MAX_PAGE)
     offset: int = Field(0, ge=0, le=inputs.MAX_OFFSET)
+    #: created strictly after / before these instants (ISO 8601 with an offset; DESIGN.md section 19)
+    createdAfter: datetime | None = None  # noqa: N815 - the HTTP API's camelCase
+    createdBefore: datetime | None = None  # noqa: N815
+    updatedAfter: datetime | None = None  # noqa: N815
+    updatedBefore: datetime | None = None  # noqa: N815
+    #: a page's ``next_cursor``: the next page by keyset (no gap or duplicate while actors are created)
+    cursor: str | None = Field(None, max_length=200)
 
 
 class ActorSummary(Schema):
@@ -157,6 +164,8 @@ class ActorSummary(Schema):
     waiting_for: list[str] = []
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: the search attributes (``ctx.set_attributes``; DESIGN.md section 19)
+    attributes: dict[str, Any] = {}
 
 
 class ActorDetail(ActorSummary):
@@ -180,10 +189,45 @@ class ActorDetail(ActorSummary):
 
 
 class ActorPage(Schema):
+    """A page of ``GET /actors``, newest first: ``count`` actors match; ``next_cursor`` (None on the last
+    page) continues by keyset (pass it as ``cursor``)."""
+
     items: list[ActorSummary]
     count: int
     limit: int
     offset: int
+    next_cursor: str | None = None
+
+
+class BulkFilter(StrictSchema):
+    """Which actors ``POST /actors/bulk/{action}`` acts on (DESIGN.md section 19); an empty filter is every
+    actor."""
+
+    name: str | None = Field(None, max_length=MAX_NAME_CHARS, pattern=inputs.TEXT_PATTERN)
+    state: WorkflowState | None = None
+    attributes: dict[str, str | int | float | bool | None] | None = None
+    createdAfter: datetime | None = None  # noqa: N815
+    createdBefore: datetime | None = None  # noqa: N815
+
+
+class BulkIn(StrictSchema):
+    """``POST /actors/bulk/{action}``: ``filter``, ``reason`` (kept in each actor's audit row), ``dryRun``."""
+
+    filter: BulkFilter = BulkFilter()
+    reason: str | None = Field(None, max_length=2000)
+    dryRun: bool = False  # noqa: N815
+
+
+class BulkOut(Schema):
+    """What a bulk action did: ``matched`` actors, ``changed`` (would change, in a dry run), ``unchanged``
+    (nothing to do, or refused: ``refused`` maps their ids to the reason), ``actor_ids`` changed."""
+
+    matched: int
+    changed: int
+    unchanged: int
+    actor_ids: list[str]
+    refused: dict[str, str] = {}
+    dry_run: bool = False
 
 
 class ActionIn(StrictSchema):

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, models, states, tracing
+from .. import access, inputs, models, tracing
 from ..conf import rivet_settings
 from ..engine.actor import audit, cancel
 from ..engine.actor.delivery import send_message
 from ..engine.client.sending import database_turn, waiting_send_slot
 from ..engine.model import errors, ports, serde
+from ..engine.model.attributes import parse_pairs
 from ..engine.model.keys import normalize_key
-from ..engine.operate import forks, inspector, repairs, retrying
+from ..engine.operate import forks, inspector, repairs, retrying, search
 from ..engine.run.history import check_name
 from . import schemas as s
 from . import streams as stream_views
@@ -145,47 +147,155 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 
-def _summary(row: models.Actor, run_less: frozenset[str]) -> dict:
+def _summary(record: Any, run_less: frozenset[str]) -> dict:
     return {
-        "actor_id": row.actor_id,
-        "name": row.name,
-        "key": list(row.key or []),
-        "workflow_state": states.shown(row.name, row.workflow_state, row.paused_at, run_less),
-        "wake_at": row.wake_at,
-        "waiting_for": list(row.waiting_for or []),
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
+        "actor_id": record.actor_id,
+        "name": record.name,
+        "key": list(record.key or []),
+        "workflow_state": inspector.NO_WORKFLOW if record.name in run_less else record.workflow_state,
+        "wake_at": record.wake_at,
+        "waiting_for": list(record.waiting_for or []),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "attributes": dict(record.attributes or {}),
     }
+
+
+def _attribute_params(request: HttpRequest) -> dict[str, Any] | None:
+    """The ``attr.KEY=VALUE`` query parameters as an attribute filter (``attributes.parse_value``)."""
+    pairs = [f"{k[5:]}={v}" for k, v in request.GET.items() if k.startswith("attr.")]
+    return parse_pairs(pairs) if pairs else None
+
+
+def _listing_filter(
+    request: HttpRequest,
+    name: str | None,
+    state: str | None,
+    attributes: dict[str, Any] | None,
+    times: dict[str, Any],
+    run_less: frozenset[str],
+    operation: str = access.LIST,
+) -> ports.ActorFilter:
+    """The ``ActorFilter`` of a listing or bulk request: the shown ``state`` (``no_workflow``: the types
+    without a run function), and with an ``AUTHORIZE`` hook only the types it lets this caller do
+    ``operation`` to (a ``name`` it refuses is a 403; for a bulk action, ``replay``, refusing every type
+    is a 403 too)."""
+    names: tuple[str, ...] | None = None
+    if state == inspector.NO_WORKFLOW:
+        names, state = tuple(sorted(run_less)), None
+    if rivet_settings.AUTHORIZE:
+        if name:
+            access.check(request, principal_of(request), operation, name)
+        else:
+            known = models.Actor.objects.filter(destroyed=False).values_list("name", flat=True).distinct()
+            allowed = {n for n in known if access.hook_allows(request, n, operation, None)}
+            if operation != access.LIST and known and not allowed:
+                raise access.ForbiddenError(
+                    f"not authorized to {operation} any actor type", operation=operation
+                )
+            names = tuple(sorted(allowed if names is None else allowed & set(names)))
+    query = search.make_filter(name, state, attributes, **times)
+    return dataclasses.replace(
+        query, names=names, exclude_names=tuple(sorted(run_less)) if state is not None else ()
+    )
 
 
 @router.get("/actors", response={200: s.ActorPage, **_errors()}, summary="List actors", **_auth(access.LIST))
 def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
-    """Actors, newest first, filtered by type ``name`` and workflow ``state``; ``limit`` (1..500) and
-    ``offset`` (0..2**53-1). Values outside those bounds, or a ``state`` that is not one of
-    ``schemas.WorkflowState``, are a 422 ``validation_error``. Each actor shows (and filters as) the state
-    ``states.shown`` gives: ``no_workflow`` for a type without a run function (not ``pending``), ``paused``
-    for a paused unfinished actor (not its stored state, e.g. ``sleeping``). Operation ``list``: with an ``AUTHORIZE`` hook, only
-    the types it allows to ``list`` are included (a ``name`` it refuses is a 403)."""
-    run_less = frozenset(inspector.run_less_types(runtime().registry))
-    rows = models.Actor.objects.filter(destroyed=False)
-    if filters.name:
-        rows = rows.filter(name=filters.name)
-    if filters.state:
-        rows = states.filter_state(rows, filters.state, run_less)
-    if rivet_settings.AUTHORIZE:
-        if filters.name:
-            access.check(request, principal_of(request), access.LIST, filters.name)
-        else:
-            names = sorted(set(rows.values_list("name", flat=True)))
-            allowed = [n for n in names if access.hook_allows(request, n, access.LIST, None)]
-            rows = rows.filter(name__in=allowed)
-    count = rows.count()
-    page = rows.order_by("-created_at", "actor_id")[filters.offset : filters.offset + filters.limit]
+    """Actors, newest first, filtered by type ``name``, workflow ``state``, search attributes
+    (``attr.customer=c-42``: equal values; ``attr.total=120`` is the number, ``attr.total="120"`` the text),
+    creation and update time (``createdAfter``, ``createdBefore``, ``updatedAfter``, ``updatedBefore``:
+    ISO 8601 with an offset, exclusive); ``limit`` (1..500) and ``offset`` (0..2**53-1), or ``cursor``: a
+    page's ``next_cursor``, which continues by keyset on ``(created_at, actor_id)`` (no actor skipped or
+    repeated while others are created; DESIGN.md section 19). Values outside those bounds, or a ``state``
+    that is not one of ``schemas.WorkflowState``, are a 422 ``validation_error``; a bad attribute or
+    cursor a 400. Each actor shows (and filters as) the state ``states.shown`` gives: ``no_workflow`` for a
+    type without a run function (not ``pending``), ``paused`` for a paused unfinished actor (not its stored
+    state, e.g. ``sleeping``). Operation ``list``: with an ``AUTHORIZE`` hook, only the types it allows to
+    ``list`` are included (a ``name`` it refuses is a 403)."""
+    rt = runtime()
+    run_less = frozenset(inspector.run_less_types(rt.registry))
+    times = {
+        "created_after": filters.createdAfter,
+        "created_before": filters.createdBefore,
+        "updated_after": filters.updatedAfter,
+        "updated_before": filters.updatedBefore,
+    }
+    for label, when in times.items():
+        if when is not None and when.tzinfo is None:
+            raise errors.InvalidFilterError(
+                f"{label}: give the time with its offset (Z or +01:00)", field=label
+            )
+    query = _listing_filter(request, filters.name, filters.state, _attribute_params(request), times, run_less)
+    after = search.decode_cursor(filters.cursor) if filters.cursor else None
+    offset = 0 if after is not None else filters.offset
+    found = rt.store.find_actors(
+        query, limit=filters.limit + 1, after=after, newest_first=True, offset=offset
+    )
+    page = found[: filters.limit]
+    more = len(found) > filters.limit
     return {
         "items": [_summary(r, run_less) for r in page],
-        "count": count,
+        "count": rt.store.count_actors(query),
         "limit": filters.limit,
-        "offset": filters.offset,
+        "offset": offset,
+        "next_cursor": search.encode_cursor(search.after_key(page[-1])) if more and page else None,
+    }
+
+
+@router.post(
+    "/actors/bulk/{bulk_action}",
+    response={200: s.BulkOut, **_errors(404, 413)},
+    summary="Bulk action by filter",
+    tags=["inspector"],
+    **_auth(access.REPLAY, inspector=True),
+)
+def bulk_action(request: HttpRequest, bulk_action: Name, payload: s.BulkIn) -> Any:
+    """Do ``action`` (``recover``, ``cancel``, ``pause``, ``resume``, ``retry``, ``replay``: the whole
+    workflow) to every actor ``filter`` selects (``{name?, state?, attributes?, createdAfter?,
+    createdBefore?}``, as ``GET /actors``): each actor gets its own button's engine call and an audit row
+    ``bulk_<action>`` (who: the user name, or ``"token"``; ``reason``). Actors are read 200 at a time, each
+    changed in its own transaction: no lock on the table. ``dryRun``: nothing is written; ``changed`` and
+    ``actor_ids`` say what would change. Answers ``{matched, changed, unchanged, actor_ids, refused}``; 404
+    for an unknown action. Operation ``replay`` (the operator permission; DESIGN.md section 19), and with an
+    ``AUTHORIZE`` hook each actor is asked for ``replay`` too (a refused actor is counted in ``refused``)."""
+    action = bulk_action
+    if action not in search.BULK_ACTIONS:
+        raise errors.ActionNotFoundError(
+            f"no bulk action {action!r}; one of: {', '.join(search.BULK_ACTIONS)}", action=action
+        )
+    rt = runtime()
+    run_less = frozenset(inspector.run_less_types(rt.registry))
+    f = payload.filter
+    times = {"created_after": f.createdAfter, "created_before": f.createdBefore}
+    for label, when in times.items():
+        if when is not None and when.tzinfo is None:
+            raise errors.InvalidFilterError(
+                f"{label}: give the time with its offset (Z or +01:00)", field=label
+            )
+    query = _listing_filter(request, f.name, f.state, f.attributes, times, run_less, access.REPLAY)
+    principal = principal_of(request)
+
+    def check(actor_id: str) -> None:
+        if rivet_settings.AUTHORIZE:
+            access.check_actor(request, principal, access.REPLAY, actor_id, rt.store.get_actor)
+
+    result = search.bulk_by_filter(
+        rt,
+        action,
+        query,
+        who=access.operator_name(request.auth, request),
+        reason=payload.reason,
+        dry_run=payload.dryRun,
+        check=check,
+    )
+    return {
+        "matched": result.matched,
+        "changed": result.changed,
+        "unchanged": result.unchanged,
+        "actor_ids": result.actor_ids,
+        "refused": result.refused,
+        "dry_run": payload.dryRun,
     }
 
 
@@ -199,7 +309,8 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
 def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     """One actor: identity, workflow status, state, input, output, error (plain JSON, with ``types``
     naming the type of each value JSON cannot hold, e.g. ``{"/output/total": "decimal"}``) and lease
-    status. An actor whose type has no run function shows ``workflow_state`` ``no_workflow``.
+    status, and its search ``attributes``. An actor whose type has no run function shows ``workflow_state``
+    ``no_workflow``.
 
     Operation ``read``. The input and the error's stack are only shown to callers that may inspect (dev
     mode, the inspector token, staff with ``view_actor``); for others they are null and ``redacted``
@@ -223,6 +334,7 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "waiting_for": record.waiting_for,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
+        "attributes": dict(record.attributes or {}),
         **_shown({"state": record.state, "input": actor_input, "output": record.output, "error": error}),
         "redacted": redacted,
         "in_flight": inspector.in_flight(record, rt.store.now()),

@@ -30,6 +30,14 @@ def add_parsers(subs: Any) -> None:
         "--state", metavar="S", help=f"only this workflow state ({', '.join(ops.LIST_STATES)})"
     )
     listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
+    listing.add_argument(
+        "--attr",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only actors with this search attribute (repeatable)",
+    )
+    listing.add_argument("--since", metavar="ISO", help="only actors created after this instant (ISO 8601)")
+    listing.add_argument("--until", metavar="ISO", help="only actors created before this instant (ISO 8601)")
     show = subs.add_parser(
         "show", help="An actor and its run trace: each history entry with status, attempts and duration."
     )
@@ -93,6 +101,9 @@ def _time(value: Any) -> str:
 def _list(command: Any, options: dict) -> None:
     from .. import django_runtime, ops
 
+    if options.get("attr") or options.get("since") or options.get("until"):
+        _list_by_filter(command, options)
+        return
     try:
         rows, total = ops.list_actors(
             django_runtime.get_runtime(), options.get("name"), options.get("state"), limit=options["limit"]
@@ -370,3 +381,33 @@ def _fork(command: Any, options: dict) -> None:
         f"forked {options['actor_id']} ({where}, {len(result.copied)} entries copied): "
         f"{display.key_json(result.key)} {result.actor_id}"
     )
+
+
+def _list_by_filter(command: Any, options: dict) -> None:
+    """``rivet list --attr/--since/--until``: the actors the filter selects, the newest created first, with
+    their search attributes (``Store.find_actors``; DESIGN.md section 19)."""
+    from .. import django_runtime
+    from .ops_commands import filter_of
+
+    runtime = django_runtime.get_runtime()
+    query = filter_of({**options, "name": [options["name"]] if options.get("name") else None})
+    if options["limit"] < 1:
+        raise CommandError("--limit must be >= 1")
+    records = runtime.store.find_actors(query, limit=options["limit"], newest_first=True)
+    total = runtime.store.count_actors(query)
+    run_less = set(inspector.run_less_types(runtime.registry))
+    cells = [
+        (
+            r.actor_id,
+            r.name,
+            display.short_key(r.key, 40),
+            inspector.NO_WORKFLOW if r.name in run_less else r.workflow_state,
+            display.shorten(json.dumps(r.attributes, sort_keys=True), 60),
+            _time(r.created_at),
+            _time(r.updated_at),
+        )
+        for r in records
+    ]
+    headers = ("actor id", "type", "key", "state", "attributes", "created", "updated")
+    shown = f"{len(records)} of {total}" if total > len(records) else str(total)
+    console.table(command.stdout, headers, cells, title=f"{shown} actor{'' if total == 1 else 's'}")

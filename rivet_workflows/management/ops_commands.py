@@ -116,14 +116,116 @@ def add_parsers(subs: Any) -> None:
     retry.add_argument("--actor", action="append", help="this actor id (repeatable)")
     retry.add_argument("--name", action="append", help="every suspended actor of this type (repeatable)")
     retry.add_argument("--reason", help="why (kept with the retry in each actor's operator actions)")
+    replay = subs.add_parser(
+        "replay",
+        help="Replay whole workflows chosen by a filter (--state, --name, --attr, --since, --until).",
+    )
+    replay.add_argument("--name", action="append", help="only actors of this type")
+    replay.add_argument("--reason", help="why (kept with the replay in each actor's operator actions)")
+    for sub in (recover, replay, *(subs.choices[v] for v in ("pause", "resume", "cancel", "retry"))):
+        add_filter_arguments(sub)
     prune = subs.add_parser("prune", help="Delete finished actors not updated for N days.")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days")
     prune.add_argument("--dry-run", action="store_true", help="count without deleting")
 
 
-HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume", "cancel", "retry"})
+HANDLED = frozenset({"check", "gates", "recover", "prune", "pause", "resume", "cancel", "retry", "replay"})
 #: the past tense of the actions ``rivet pause|resume|cancel|retry`` report
 _DONE = {"pause": "paused", "resume": "resumed", "cancel": "cancelled", "retry": "retried"}
+#: the past tense of every action by filter (DESIGN.md section 19)
+_DONE_BY_FILTER = {**_DONE, "recover": "recovered", "replay": "replayed"}
+
+
+def add_filter_arguments(parser: Any) -> None:
+    """The filter of a bulk action (docs/howto/operating-many-runs.md): any of these makes the command act
+    on every actor the filter selects (with ``--name``: of that one type), in batches, with a progress bar."""
+    parser.add_argument(
+        "--state", metavar="S", help="only actors in this workflow state (e.g. failed, paused)"
+    )
+    parser.add_argument(
+        "--attr",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only actors with this search attribute (repeatable)",
+    )
+    parser.add_argument("--since", metavar="ISO", help="only actors created after this instant (ISO 8601)")
+    parser.add_argument("--until", metavar="ISO", help="only actors created before this instant (ISO 8601)")
+    if not any(a.dest == "dry_run" for a in parser._actions):
+        parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+
+
+def _instant(text: str | None, option: str) -> Any:
+    """An ISO 8601 instant of ``--since``/``--until`` (one without an offset is UTC)."""
+    if text is None:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise CommandError(f"{option}: not an ISO 8601 instant: {text!r}") from exc
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def filter_of(options: dict) -> Any:
+    """The ``ActorFilter`` of the filter options, or None when none is given (CommandError for a bad one)."""
+    from ..engine.model import errors
+    from ..engine.model.attributes import parse_pairs
+    from ..engine.operate import search
+
+    chosen = [options.get(k) for k in ("state", "attr", "since", "until")]
+    if not any(chosen):
+        return None
+    names = options.get("name") or []
+    if len(names) > 1:
+        raise CommandError("with a filter, --name takes one actor type")
+    try:
+        return search.make_filter(
+            names[0] if names else None,
+            options.get("state"),
+            parse_pairs(options.get("attr") or []) or None,
+            _instant(options.get("since"), "--since"),
+            _instant(options.get("until"), "--until"),
+        )
+    except errors.RivetWorkflowsError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _act_by_filter(command: Any, sub: str, query: Any, options: dict) -> None:
+    """``rivet <action> --state/--name/--attr/--since/--until``: the action on every actor the filter
+    selects (``engine.search.bulk_by_filter``: batches, an audit row ``bulk_<action>`` per changed actor, by
+    ``command``), a progress bar on a terminal, then one line per outcome; exit 1 when any was refused."""
+    from .. import django_runtime
+    from ..engine.actor import audit
+    from ..engine.operate import search
+
+    out = command.stdout
+    runtime = django_runtime.get_runtime()
+    dry = bool(options.get("dry_run"))
+    total = search.count(runtime, query)
+    with console.progress(command.stderr) as track:
+        ticks = iter(track(range(total), total, f"{sub} (dry run)" if dry else sub))
+        result = search.bulk_by_filter(
+            runtime,
+            sub,
+            query,
+            who=audit.COMMAND,
+            reason=options.get("reason"),
+            dry_run=dry,
+            progress=lambda _done: next(ticks, None),
+        )
+        for _rest in ticks:  # the bar ends full even when fewer matched than were counted
+            pass
+    verb = f"would be {_DONE_BY_FILTER[sub]}" if dry else _DONE_BY_FILTER[sub]
+    out.write(f"matched: {result.matched}")
+    out.write(f"{verb}: {result.changed} {' '.join(result.actor_ids)}".rstrip())
+    out.write(f"unchanged: {result.unchanged}")
+    for actor_id, why in result.refused.items():
+        out.write(f"  {actor_id} {why}")
+    if result.refused and not dry:
+        raise CommandError(
+            _count(len(result.refused), "actor was", "actors were") + f" not {_DONE_BY_FILTER[sub]}"
+        )
 
 
 def handle(command: Any, sub: str, options: dict) -> None:
@@ -131,6 +233,17 @@ def handle(command: Any, sub: str, options: dict) -> None:
     from .. import django_runtime, ops
 
     out = command.stdout
+    if sub in _DONE_BY_FILTER:
+        query = filter_of(options)
+        if query is not None:
+            _act_by_filter(command, sub, query, options)
+            return
+        if sub == "replay":
+            raise CommandError(
+                "say which workflows to replay: --state, --name with --attr, --since or --until"
+            )
+        if sub in _DONE and options.get("dry_run"):
+            raise CommandError("--dry-run goes with a filter (--state, --attr, --since or --until)")
     if sub == "check":
         include_failed = bool(options.get("include_failed"))
         with console.progress(command.stderr) as track:

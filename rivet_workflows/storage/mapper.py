@@ -46,6 +46,7 @@ ACTOR_COLUMNS: tuple[str, ...] = (
     "paused_at",
     "pause_reason",
     "parent_actor_id",
+    "attributes",
 )
 
 #: history entry columns in the order ``entry_record`` reads them (``id`` is the entry's ``seq``)
@@ -140,7 +141,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
     (actor_id, name, key, state, input_, output, error, workflow_state, wake_at, waiting_for, created_at,
      updated_at, destroyed, lease_owner, lease_expires_at, lease_token, code_version,
      awaiting_code_version, trace_context, replay_generation, concurrency_key, priority,
-     deadline_at, paused_at, pause_reason, parent_actor_id) = values  # fmt: skip
+     deadline_at, paused_at, pause_reason, parent_actor_id, attributes) = values  # fmt: skip
     return ports.ActorRecord(
         actor_id=actor_id,
         name=name,
@@ -168,6 +169,7 @@ def actor_record(values: Sequence[Any]) -> ports.ActorRecord:
         paused=paused_at is not None,
         pause_reason=pause_reason,
         parent_id=parent_actor_id,
+        attributes=dict(attributes or {}),
     )
 
 
@@ -327,6 +329,7 @@ COMMIT_COLUMNS: tuple[str, ...] = (
     "code_version",
     "awaiting_code_version",
     "replay_generation",
+    "attributes",
 )
 
 
@@ -351,6 +354,8 @@ def actor_changes(commit: ports.Commit) -> dict[str, Any]:
         changes["awaiting_code_version"] = commit.awaiting_code_version
     if commit.replay_generation is not ports.UNSET:
         changes["replay_generation"] = int(commit.replay_generation)
+    if isinstance(commit.attributes, dict) and commit.attributes:
+        changes["attributes"] = dict(commit.attributes)  # merged into the stored ones, not replacing them
     return changes
 
 

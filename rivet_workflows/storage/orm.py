@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Count, F, Min, Q
+from django.db.models import Count, F, Min, Q, QuerySet
 from django.db.models.functions import Now
 from django.db.models.sql import Query
 
@@ -166,7 +166,7 @@ class DjangoStore(
         text = mapper.key_text(key)
         try:
             with self._atomic():
-                now = self.now()
+                now = self._creation_instant()
                 row = self._actors().create(
                     name=name,
                     key=list(key),
@@ -255,6 +255,16 @@ class DjangoStore(
             raise
         return mapper.actor_from_model(row)
 
+    def _creation_instant(self) -> datetime:
+        """The database clock, moved past the newest actor's ``created_at`` when the clock has not (SQLite's
+        clock ticks in milliseconds): a listing's keyset on ``(created_at, actor_id)`` then sees every new
+        actor after every existing one, so paging on while actors are created skips none (DESIGN.md 19)."""
+        now = self.now()
+        latest = self._actors().order_by("-created_at").values_list("created_at", flat=True).first()
+        if latest is not None and mapper.utc(latest) >= now:
+            return mapper.utc(latest) + timedelta(microseconds=1)
+        return now
+
     def get_actor(self, actor_id: str) -> ports.ActorRecord:
         """The actor's record; ActorNotFoundError if unknown or destroyed."""
         row = self._actors().filter(pk=actor_id, destroyed=False).first()
@@ -282,6 +292,70 @@ class DjangoStore(
         if name is not None:
             rows = rows.filter(name=name)
         return [mapper.actor_from_model(row) for row in (rows if limit is None else rows[:limit])]
+
+    def _matching(self, query: ports.ActorFilter) -> QuerySet:
+        """The live actors ``query`` selects (``ActorFilter.matches``) as a queryset."""
+        rows = self._actors().filter(destroyed=False)
+        if query.name is not None:
+            rows = rows.filter(name=query.name)
+        if query.names is not None:
+            rows = rows.filter(name__in=list(query.names))
+        if query.exclude_names:
+            rows = rows.exclude(name__in=list(query.exclude_names))
+        if query.state is not None:
+            state = query.state
+            if state == ports.PAUSED:
+                halted = sorted(ports.HALTED_STATES)
+                rows = rows.filter(paused_at__isnull=False).exclude(workflow_state__in=halted)
+            elif state in ports.HALTED_STATES:
+                rows = rows.filter(workflow_state=state)
+            else:
+                rows = rows.filter(workflow_state=state, paused_at__isnull=True)
+        if query.attributes:
+            rows = rows.filter(self._attributes_q(query.attributes))
+        for lookup, value in (
+            ("created_at__gt", query.created_after),
+            ("created_at__lt", query.created_before),
+            ("updated_at__gt", query.updated_after),
+            ("updated_at__lt", query.updated_before),
+        ):
+            if value is not None:
+                rows = rows.filter(**{lookup: value})
+        return rows
+
+    def _attributes_q(self, attributes: dict[str, Any]) -> Q:
+        """Every attribute equal to its value: one JSON key lookup each (``PostgresStore``: one jsonb
+        containment the GIN index serves). The database's JSON equality decides (SQLite reads ``true`` as 1)."""
+        q = Q()
+        for key, value in attributes.items():
+            q &= Q(**{f"attributes__{key}": value})
+        return q
+
+    def find_actors(
+        self,
+        query: ports.ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
+    ) -> list[ports.ActorRecord]:
+        """``Store.find_actors``: one query on ``rivet_actor_created_idx`` (keyset on ``(created_at, actor_id)``)."""
+        rows = self._matching(query)
+        if after is not None:
+            created_at, actor_id = after
+            way = "lt" if newest_first else "gt"
+            rows = rows.filter(
+                Q(**{f"created_at__{way}": created_at})
+                | Q(created_at=created_at, **{f"actor_id__{way}": actor_id})
+            )
+        order = ("-created_at", "-actor_id") if newest_first else ("created_at", "actor_id")
+        rows = rows.order_by(*order)[offset : offset + limit]
+        return [mapper.actor_from_model(row) for row in rows]
+
+    def count_actors(self, query: ports.ActorFilter) -> int:
+        """``Store.count_actors``: one ``COUNT``."""
+        return self._matching(query).count()
 
     def actor_counts(self) -> observe.ActorCounts:
         """``observe.ActorCounts`` in one grouped query on the database clock (one row per type and state)."""
@@ -502,11 +576,14 @@ class DjangoStore(
 
     def _write_actor(self, actor_id: str, token: int, commit: ports.Commit) -> Written | None:
         """Check the fence under the row lock and write the commit's actor columns; None when fenced off."""
-        row = self._actors().select_for_update().filter(lease_fence(actor_id, token)).values("state").first()
+        fields = ("state", "attributes") if isinstance(commit.attributes, dict) else ("state",)
+        row = self._actors().select_for_update().filter(lease_fence(actor_id, token)).values(*fields).first()
         if row is None:
             return None
         now = self.now()
         updates = mapper.actor_changes(commit)
+        if "attributes" in updates:  # merged under the row lock (SQLite: the actor's file lock too)
+            updates["attributes"] = {**(row["attributes"] or {}), **updates["attributes"]}
         state = updates.get("state", row["state"])
         if not commit.lease_only:
             updates["updated_at"] = now

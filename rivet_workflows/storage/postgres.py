@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections
+from django.db.models import Q
 
 from .. import models
 from ..engine.model import errors, ports, serde
@@ -128,6 +129,9 @@ def _actor_sets(commit: ports.Commit, changes: dict[str, Any]) -> tuple[list[str
     if "replay_generation" in changes:
         sets.append("replay_generation = %s")
         params.append(changes["replay_generation"])
+    if "attributes" in changes:  # merged into the stored ones (jsonb ||: a key set again takes the new value)
+        sets.append("attributes = a.attributes || %s::jsonb")
+        params.append(mapper.jsonb(changes["attributes"]))
     release_now = commit.release and not commit.outbox
     if release_now:
         sets.append("lease_owner = NULL, lease_expires_at = NULL, step_lock_until = NULL")
@@ -157,6 +161,11 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
     def __init__(self, using: str = "default", *, prepared_statements: bool = True, **options: Any) -> None:
         super().__init__(using, **options)
         self.prepared_statements = prepared_statements
+
+    def _attributes_q(self, attributes: dict[str, Any]) -> Q:
+        """Every attribute equal to its value as one jsonb containment (``attributes @> {...}``), which the
+        GIN index ``rivet_actor_attributes_gin`` serves (DESIGN.md section 19; ``true`` is not ``1`` here)."""
+        return Q(attributes__contains=dict(attributes))
 
     def _never_ran(self, error: DatabaseError) -> bool:
         """True for SQLSTATE 57P05: the server ended the session for being idle before the call arrived."""
@@ -214,10 +223,11 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
             f"ins AS (INSERT INTO {_ACTOR} (actor_id, name, key, key_text, state, input, output, error, "
             "workflow_state, wake_at, waiting_for, lease_owner, lease_expires_at, lease_token, "
             "step_lock_until, destroyed, created_at, updated_at, trace_context, replay_generation, "
-            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at, parent_actor_id) "
+            "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at, parent_actor_id, "
+            "attributes) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
             f"{wake_sql}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
-            "%s, %s, %s, %s, %s, c.now + %s * interval '1 second', %s FROM c "
+            "%s, %s, %s, %s, %s, c.now + %s * interval '1 second', %s, '{}'::jsonb FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
             f"SELECT {_ACTOR_COLUMNS}, false FROM {_ACTOR} WHERE name = %s AND key_text = %s AND NOT destroyed "

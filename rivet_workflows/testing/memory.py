@@ -70,6 +70,7 @@ class MemoryStore(
         self._messages: dict[str, ports.MessageRecord] = {}
         self._queue: dict[str, list[str]] = {}  # actor_id -> message ids in send order
         self._seq = itertools.count(1)
+        self._created = itertools.count(1)
         #: (name, concurrency group) -> run start instants within the rate window
         self._starts: dict[tuple[str, str], list[datetime]] = {}
         self._wakes: list[str] = []  # actor ids a send made due while released, in order (wait_for_wakes)
@@ -176,7 +177,9 @@ class MemoryStore(
         encoded_state = serde.to_json(state, where="actor state")
         now = self.now()
         row = rows.ActorRow(
-            actor_id=uuid.uuid4().hex,
+            # creation order in the id's first 12 hex digits: a listing's keyset on (created_at, actor_id)
+            # keeps creation order when the (manual) clock stands still (DESIGN.md section 19)
+            actor_id=f"{next(self._created):012x}{uuid.uuid4().hex[12:]}",
             name=name,
             key=serde.to_json(list(key)),
             state=encoded_state,
@@ -496,6 +499,8 @@ class MemoryStore(
             row.awaiting_code_version = c.awaiting_code_version
         if c.replay_generation is not ports.UNSET:
             row.replay_generation = int(c.replay_generation)
+        if isinstance(c.attributes, dict):
+            row.attributes = {**row.attributes, **c.attributes}
         if not c.lease_only:
             row.updated_at = now
 

@@ -45,6 +45,8 @@ class ActorRow:
     paused_at: datetime | None = None
     pause_reason: str | None = None
     parent_id: str | None = None
+
+    attributes: dict = dataclasses.field(default_factory=dict)
     row_lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
 
 
@@ -87,6 +89,7 @@ def actor_record(row: ActorRow) -> ports.ActorRecord:
         paused=row.paused_at is not None,
         pause_reason=row.pause_reason,
         parent_id=row.parent_id,
+        attributes=dict(row.attributes),
     )
 
 

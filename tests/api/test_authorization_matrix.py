@@ -223,7 +223,14 @@ def api_request(method: str, path: str, operation: dict, world: dict) -> tuple[s
         if "{action}" in path or "{query}" in path
         else world["order"]
     )
-    values = {"actor_id": actor, "action": "increment", "query": "count", "queue": "approval"}
+    # a bulk action by filter: resume (nothing in the world is paused, so it changes nothing the walk reads)
+    values = {
+        "actor_id": actor,
+        "action": "increment",
+        "query": "count",
+        "queue": "approval",
+        "bulk_action": "resume",
+    }
     values["schedule_id"] = world["doomed"] if method == "DELETE" else world["schedule"]
     url = API + re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "x"), path)
     body = None

@@ -18,6 +18,8 @@ READS = {
     "list_actors": (),
     "list_children": ("ACTOR",),
     "actor_counts": (),
+    "find_actors": (ports.ActorFilter(),),
+    "count_actors": (ports.ActorFilter(state="pending"),),
     "suspended_by_other_version": ("v1", 10),
     "load_history": ("ACTOR",),
     "load_for_run": ("ACTOR",),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..actor import actions, bridge, data_schedules, queries
@@ -15,7 +16,7 @@ from ..model.keys import MAX_KEY_INT as MAX_KEY_INT
 from ..model.keys import display_part as display_part
 from ..model.keys import normalize_key as normalize_key
 from ..model.settings import to_seconds
-from ..operate import forks, repairs, retrying
+from ..operate import forks, repairs, retrying, search
 from ..run import streams
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
@@ -74,6 +75,62 @@ class Client:
 
     def __dir__(self) -> list[str]:
         return [*super().__dir__(), *self.runtime.registry.names()]
+
+    # --- operating many runs (DESIGN.md section 19, docs/howto/operating-many-runs.md) ----------------
+
+    def list_actors(
+        self,
+        name: str | None = None,
+        state: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> search.ActorPage:
+        """One page of the live actors the filter selects, oldest first: ``ActorPage(items, next_cursor)``,
+        items ``ActorSummary(actor_id, name, key, workflow_state, attributes, created_at, updated_at)``.
+
+        ``name``: the actor type; ``state``: a shown workflow state (``paused`` included); ``attributes``:
+        ``{"customer": "c-42"}`` matches actors whose attribute equals that value (every key given must
+        match); ``created_*``/``updated_*``: aware datetimes, exclusive bounds. ``limit``: 1..1000. Pass
+        ``next_cursor`` as ``cursor`` for the next page (keyset on ``(created_at, actor_id)``: no actor
+        is skipped or repeated while others are created). ``InvalidFilterError``/``InvalidAttributesError``
+        (both ``ValueError``) for a bad filter, limit or cursor."""
+        query = search.make_filter(
+            name, state, attributes, created_after, created_before, updated_after, updated_before
+        )
+        return search.list_actors(self.runtime, query, limit=limit, cursor=cursor)
+
+    def bulk(
+        self,
+        action: str,
+        *,
+        name: str | None = None,
+        state: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        reason: str | None = None,
+        dry_run: bool = False,
+    ) -> search.BulkResult:
+        """Do ``action`` (``recover``, ``cancel``, ``pause``, ``resume``, ``retry`` or ``replay``: replay the
+        whole workflow) to every actor the filter selects (the filter as ``list_actors``); returns
+        ``BulkResult(matched, changed, unchanged, actor_ids, refused)``.
+
+        Each actor gets the engine call of its own button, with an audit row ``bulk_<action>`` (who
+        ``"python"``, ``reason``); an actor with nothing to do or that refuses (in flight, rolled back...)
+        is ``unchanged`` (a refusal's reason in ``refused``) and the others go on. Actors are read 200 at a
+        time by keyset: no lock is held on more than one actor at once. ``dry_run=True`` writes nothing
+        and reports the actors the action would change. ``InvalidFilterError`` for an unknown action or a
+        bad filter, before anything is touched."""
+        query = search.make_filter(name, state, attributes, created_after, created_before)
+        return search.bulk_by_filter(self.runtime, action, query, reason=reason, dry_run=dry_run)
+
+    alist_actors = _twin(list_actors)
+    abulk = _twin(bulk)
 
 
 class ActorTypeClient:
@@ -581,6 +638,11 @@ class ActorHandle:
         """The actor's current stored state (a copy), without running an action."""
         return self.record().state
 
+    def attributes(self) -> dict[str, Any]:
+        """The actor's search attributes (``ctx.set_attributes``; DESIGN.md section 19), a dict of JSON
+        scalars (empty when none were set); ``ActorNotFoundError`` if destroyed."""
+        return dict(self.record().attributes)
+
     def workflow_state(self) -> str:
         """The workflow status: pending, running, sleeping, completed, rolling_back, failed, cancelled,
         suspended (a code error stopped the run: ``retry()`` after the fix) or paused (an operator paused
@@ -615,3 +677,5 @@ class ActorHandle:
         return streams.aread_stream(
             self.runtime.store, bridge.call, self.actor_id, name, offset, timeout, include_discarded
         )
+
+    aattributes = _twin(attributes)

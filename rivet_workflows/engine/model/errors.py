@@ -132,6 +132,23 @@ class QueueWaitTimeoutError(RivetWorkflowsError):
     code = "queue_wait_timeout"
 
 
+class InvalidAttributesError(CriticalError, ValueError):
+    """Search attributes must be a dict of JSON scalars (DESIGN.md section 19).
+
+    Raised by ``ctx.set_attributes`` and ``step.set_attributes`` (a step fails at once: a ``CriticalError``,
+    not retried) and by an attribute filter; ``metadata["attribute"]`` names the offending key."""
+
+    code = "invalid_attributes"
+
+
+class InvalidFilterError(RivetWorkflowsError, ValueError):
+    """A listing or bulk filter is not valid (unknown state or action, naive datetime, bad cursor or limit).
+
+    ``metadata["field"]`` names the field (DESIGN.md section 19); HTTP 400."""
+
+    code = "invalid_filter"
+
+
 class StepOnlyError(RivetWorkflowsError):
     """Actor state, vars, client() and events are only reachable inside a step callback."""
 

@@ -42,6 +42,7 @@ from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
 from .records import UNSET as UNSET
+from .records import ActorFilter as ActorFilter
 from .records import ActorRecord as ActorRecord
 from .records import Commit as Commit
 from .records import CommitResult as CommitResult
@@ -177,6 +178,25 @@ class Store(Protocol):
     def list_children(self, actor_id: str) -> list[ActorRecord]:
         """The live actors whose ``parent_id`` is ``actor_id`` (created from its runs), oldest first
         ([] for an unknown actor; DESIGN.md section 20)."""
+
+    def find_actors(
+        self,
+        query: ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
+    ) -> list[ActorRecord]:
+        """Up to ``limit`` live actors ``query`` selects (``ActorFilter.matches``) ordered by ``(created_at,
+        actor_id)`` (``newest_first``: descending), strictly after the keyset position ``after`` in that order
+        (a ``(created_at, actor_id)`` pair; None: from the first), skipping ``offset`` rows first. A database store answers with one indexed query (PostgreSQL: the attribute filter is
+        a ``jsonb @>`` containment on a GIN index; DESIGN.md section 19). Default: ``list_actors`` filtered."""
+        ...
+
+    def count_actors(self, query: ActorFilter) -> int:
+        """How many live actors ``query`` selects (one query). Default: ``list_actors`` filtered."""
+        ...
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         """Ids of suspended actors whose recorded ``code_version`` (the suspending commit's) is not
@@ -658,6 +678,33 @@ class BaseStore(Store):
 
     def actor_counts(self) -> observe.ActorCounts:
         return observe.count_actors(self.list_actors(), self.now(), FINISHED_STATES)
+
+    def find_actors(
+        self,
+        query: ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
+    ) -> list[ActorRecord]:
+        found = sorted(
+            (a for a in self.list_actors(query.name) if query.matches(a)),
+            key=lambda a: (a.created_at, a.actor_id),
+            reverse=newest_first,
+        )
+        if after is not None:
+            found = [
+                a
+                for a in found
+                if (
+                    (a.created_at, a.actor_id) < after if newest_first else (a.created_at, a.actor_id) > after
+                )
+            ]
+        return found[offset : offset + limit]
+
+    def count_actors(self, query: ActorFilter) -> int:
+        return sum(1 for a in self.list_actors(query.name) if query.matches(a))
 
     def claim_and_load(
         self, actor_id: str, owner: str, lease_seconds: float

@@ -66,6 +66,59 @@ class ActorRecord:
     #: the actor whose run created this one (``step.client()``, ``ctx.spawn``); None: created from outside
     parent_id: str | None = None
 
+    #: the search attributes (``ctx.set_attributes``): a dict of JSON scalars (DESIGN.md section 19)
+    attributes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActorFilter:
+    """Which actors a search or a bulk action selects (DESIGN.md section 19); every field set must match.
+
+    ``name``: the actor type; ``state``: the workflow state an ``ActorRecord`` shows (``paused`` for a paused,
+    unfinished workflow); ``attributes``: every key equal to its value (JSON scalars; ``1`` and ``true``
+    differ); ``created_*``/``updated_*``: aware datetimes, ``after`` exclusive, ``before`` exclusive.
+    Destroyed actors never match."""
+
+    name: str | None = None
+    state: str | None = None
+    attributes: dict | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    #: only actors of these types (None: any), and none of ``exclude_names`` (the HTTP listing's
+    #: authorization hook and its ``no_workflow`` state narrow a listing so)
+    names: tuple[str, ...] | None = None
+    exclude_names: tuple[str, ...] = ()
+
+    def matches(self, record: ActorRecord) -> bool:
+        """True when ``record`` is selected (the rule each store's query implements)."""
+        if record.destroyed or (self.name is not None and record.name != self.name):
+            return False
+        if (self.names is not None and record.name not in self.names) or record.name in self.exclude_names:
+            return False
+        if self.state is not None and record.workflow_state != self.state:
+            return False
+        for key, value in (self.attributes or {}).items():
+            if key not in record.attributes or not same_scalar(record.attributes[key], value):
+                return False
+        return _within(record.created_at, self.created_after, self.created_before) and _within(
+            record.updated_at, self.updated_after, self.updated_before
+        )
+
+
+def _within(when: datetime | None, after: datetime | None, before: datetime | None) -> bool:
+    if after is not None and (when is None or when <= after):
+        return False
+    return before is None or (when is not None and when < before)
+
+
+def same_scalar(a: Any, b: Any) -> bool:
+    """JSON equality of two scalars: ``1 == 1.0``, but ``true`` is not ``1`` and ``"1"`` is not ``1``."""
+    if isinstance(a, (bool, str)) or isinstance(b, (bool, str)) or a is None or b is None:
+        return type(a) is type(b) and a == b
+    return a == b
+
 
 @dataclass
 class EntryRecord:
@@ -313,11 +366,21 @@ class Commit:
     awaiting_code_version: Any = UNSET
     defer_until: Any = UNSET
     replay_generation: Any = UNSET  # the actor's new ``replay_generation`` (an int, set by a replay)
+    #: search attributes merged into the actor's (a dict of JSON scalars; DESIGN.md section 19)
+    attributes: Any = UNSET
 
     @property
     def lease_only(self) -> bool:
         """True when only lease bookkeeping (release, step lock, deferral) is set: it leaves ``updated_at``."""
-        columns = (self.state, self.workflow_state, self.input, self.output, self.error, self.wake_at)
+        columns = (
+            self.state,
+            self.workflow_state,
+            self.input,
+            self.output,
+            self.error,
+            self.wake_at,
+            self.attributes,
+        )
         lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
         return (
             all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))

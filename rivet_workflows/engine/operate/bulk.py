@@ -46,7 +46,7 @@ class ActorOutcome:
 
 @dataclass
 class BulkReport:
-    """The outcome of a bulk ``action`` (``recover``, ``cancel``, ``pause``, ``resume`` or ``retry``), one
+    """The outcome of a bulk ``action`` (``recover``, ``cancel``, ``pause``, ``resume``, ``retry``, ``replay``), one
     ``ActorOutcome`` per actor in the order acted on."""
 
     action: str
@@ -87,6 +87,11 @@ def _retry(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bu
     return retrying.retry(runtime, actor_id, reason, who=who, bulk=bulk)
 
 
+def _replay(runtime: RuntimeRole, actor_id: str, who: str, reason: str | None, bulk: bool) -> bool:
+    repairs.replay(runtime, actor_id, None, who=who, reason=reason, bulk=bulk)
+    return True
+
+
 #: the bulk actions: name -> what it does to one actor (True when it changed it, False when there was
 #: nothing to do; a refusal raises). Each writes an audit row per actor it changed (``bulk_<name>``, or
 #: ``<name>`` for a command's action on chosen actors).
@@ -96,6 +101,7 @@ ACTIONS: dict[str, Callable[[RuntimeRole, str, str, str | None, bool], bool]] = 
     "pause": _pause,
     "resume": _resume,
     "retry": _retry,
+    "replay": _replay,  # the whole workflow from the start (``replay_all``; DESIGN.md section 19)
 }
 
 

@@ -67,6 +67,22 @@ class ReadOnlyStore(ports.BaseStore):
     def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
         return self._store.list_children(actor_id)
 
+    def find_actors(
+        self,
+        query: ports.ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
+    ) -> list[ports.ActorRecord]:
+        return self._store.find_actors(
+            query, limit=limit, after=after, newest_first=newest_first, offset=offset
+        )
+
+    def count_actors(self, query: ports.ActorFilter) -> int:
+        return self._store.count_actors(query)
+
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
         return self._store.suspended_by_other_version(code_version, limit)
 

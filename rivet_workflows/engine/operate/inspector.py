@@ -124,7 +124,7 @@ def entry_completed_at(
             return count.created_at
     if entry.kind == "message" and "body" in (entry.data or {}):
         return None  # an answered message of an older history: its answer's instant was not recorded
-    if entry.kind in ("message", "rollback_checkpoint", "removed", "version_check"):
+    if entry.kind in ("message", "rollback_checkpoint", "removed", "version_check", "attributes"):
         return entry.created_at  # recorded and done at once
     return None
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..model import errors
+from ..model.attributes import check_attributes
 from ..model.keys import normalize_key
 from . import reentrancy
 from .history import check_name, child_key
@@ -39,6 +40,7 @@ class WorkflowContext(ActorIdentity):
         self._names: set[str] = set()
         #: True once a rollback_checkpoint ran in this scope or an enclosing one
         self._checkpoint = False
+        self._attribute_calls = 0  # the n-th ctx.set_attributes of this scope is at ~attributes<n>
         self.queue = WorkflowQueue(self)
         #: writes per stream name started in this scope (``stream``: the keys of the writes)
         self._stream_writes: dict[str, int] = {}
@@ -82,8 +84,9 @@ class WorkflowContext(ActorIdentity):
 
     # --- bookkeeping ---------------------------------------------------------------------------------
 
-    def _begin(self, name: Any, what: str) -> str:
-        """Register the start of a primitive ``name``; returns its location key."""
+    def _begin(self, name: Any, what: str, *, internal: bool = False) -> str:
+        """Register the start of a primitive ``name``; returns its location key. ``internal``: a name the
+        engine made (``set_attributes``), outside the names code may use, so it is not checked."""
         if reentrancy.in_step_of(self._session.actor_id):
             raise errors.StepNestingError(
                 f"{what} {name!r} was called inside a step body: steps do not nest. Call workflow primitives "
@@ -97,7 +100,8 @@ class WorkflowContext(ActorIdentity):
                 name=str(name),
                 running=self._busy,
             )
-        check_name(name, what)
+        if not internal:
+            check_name(name, what)
         if name in self._names:
             raise errors.HistoryDivergedError(
                 f"duplicate entry name {name!r} in scope {self._scope or '(root)'!r}: every {what} in one "
@@ -275,6 +279,21 @@ class WorkflowContext(ActorIdentity):
         if not isinstance(latest, int) or isinstance(latest, bool) or latest < 1:
             raise ValueError(f"latest must be an int >= 1, got {latest!r}")
         return self._run(name, "version gate", lambda key: blocks.run_get_version(self, key, name, latest))
+
+    def set_attributes(self, attributes: dict[str, Any]) -> Awaitable[None]:
+        """Merge ``attributes`` (a dict of str -> JSON scalar: str, int, float, bool, None) into the actor's
+        search attributes, which ``client().list_actors(attributes=...)`` and bulk actions filter on
+        (DESIGN.md section 19); later calls merge (a key set again takes the new value).
+
+        Recorded in the history (an ``attributes`` entry, the n-th call of this scope at ``~attributes<n>``)
+        and written with the run's next commit; a replay that records the same values writes nothing, one
+        that passes other values (the code changed) records and merges those. Removing a call from the code
+        never makes a history diverge. Raises ``InvalidAttributesError`` at once for another value."""
+        values = check_attributes(attributes)
+        self._attribute_calls += 1
+        name = f"~attributes{self._attribute_calls}"
+        key = self._begin(name, "set_attributes", internal=True)
+        return self._guard(lambda key: blocks.run_set_attributes(self, key, name, values), key)
 
     def rollback_checkpoint(self, name: Any) -> Awaitable[None]:
         """Enable ``rollback=`` handlers on later steps of this scope (ENGINE-SEMANTICS.md section 7)."""

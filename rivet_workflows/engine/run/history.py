@@ -209,6 +209,12 @@ class History:
         if key in self._loaded:
             self._unvisited[parent_key(key)] -= 1
 
+    def _optional(self, key: str) -> bool:
+        """True for an entry whose call the code may drop without diverging: a ``ctx.set_attributes``
+        record (it only merged search attributes, which stay as they are)."""
+        entry = self.entries.get(key)
+        return entry is not None and entry.kind == "attributes"
+
     def enter_scope(self, key: str) -> None:
         """Mark the block scope ``key`` (a ``try_`` block, which has no entry of its own) visited."""
         self._mark(key)
@@ -238,7 +244,7 @@ class History:
         if not self._unvisited.get(scope):
             return
         kids = list(self.children.get(scope, ()))
-        unvisited = [k for k in kids if k not in self.visited and k in self._loaded]
+        unvisited = [k for k in kids if k not in self.visited and k in self._loaded and not self._optional(k)]
         if not unvisited:  # pragma: no cover - the counter says there is one
             return
         position = {k: i for i, k in enumerate(kids)}

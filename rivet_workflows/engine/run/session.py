@@ -294,6 +294,7 @@ class RunSession:
 
             def build() -> ports.Commit:
                 body(commit)
+                self.writes.add_attributes(commit)  # the body's step.set_attributes
                 if self.lock.held or self._state_changed:
                     commit.state = self._state  # the body may have assigned a new state object
                 self._stamp_version(commit)  # the body's entries too

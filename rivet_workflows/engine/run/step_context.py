@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from ..model import errors, serde
+from ..model.attributes import check_attributes
 from .reentrancy import RUNNING_STEP_OF
 from .streams import StepStream
 
@@ -131,6 +132,12 @@ class StepContext(ActorIdentity):
         runs) and returns its offset; ``await step.stream(name).awrite(value)`` in an async body. Items of
         an attempt that does not complete are marked discarded. ``ValueError`` for a bad name."""
         return StepStream(self, name)
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        """Merge ``attributes`` (a dict of str -> JSON scalar) into the actor's search attributes; written
+        with this step's commit (DESIGN.md section 19). ``InvalidAttributesError`` (a ``CriticalError``: the
+        step fails, not retried) for another value."""
+        self._session.writes.set_attributes(check_attributes(attributes))
 
     def destroy(self) -> None:
         """Destroy the actor once this run has committed."""

@@ -24,6 +24,8 @@ class WriteBuffer:
         self._complete: list[tuple[str, Any]] = []
         self._outbox: list[tuple[str, str, Any, bool]] = []
         self._taken: set[str] = set()
+        #: search attributes to merge into the actor's with the next commit (DESIGN.md section 19)
+        self._attributes: dict[str, Any] = {}
 
     # --- recording -----------------------------------------------------------------------------------
 
@@ -45,6 +47,17 @@ class WriteBuffer:
         exactly once with it; the store wakes the target like ``Store.send``."""
         self._outbox.append((actor_id, name, body, completable))
 
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        """Merge ``attributes`` (checked already) into the actor's search attributes with the next commit."""
+        self._attributes.update(attributes)
+
+    def add_attributes(self, commit: ports.Commit) -> None:
+        """Move the pending attributes onto ``commit`` (merged over any it carries already)."""
+        if self._attributes:
+            current = commit.attributes if isinstance(commit.attributes, dict) else {}
+            commit.attributes = {**current, **self._attributes}
+            self._attributes = {}
+
     # --- reading -------------------------------------------------------------------------------------
 
     def is_taken(self, message_id: str) -> bool:
@@ -59,7 +72,9 @@ class WriteBuffer:
     @property
     def pending(self) -> bool:
         """True when a write waits for the next commit."""
-        return bool(self.history.has_changes or self._receive or self._complete or self._outbox)
+        return bool(
+            self.history.has_changes or self._receive or self._complete or self._outbox or self._attributes
+        )
 
     # --- committing ----------------------------------------------------------------------------------
 
@@ -74,6 +89,7 @@ class WriteBuffer:
             outbox=self._outbox,
         )
         self._receive, self._complete, self._outbox = [], [], []
+        self.add_attributes(commit)
         return commit
 
     def restore(self, commit: ports.Commit) -> None:
@@ -82,3 +98,5 @@ class WriteBuffer:
         self._receive[:0] = commit.receive_messages
         self._complete[:0] = commit.complete_messages
         self._outbox[:0] = commit.outbox
+        if isinstance(commit.attributes, dict):
+            self._attributes = {**commit.attributes, **self._attributes}

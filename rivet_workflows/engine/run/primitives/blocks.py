@@ -143,3 +143,26 @@ async def run_checkpoint(ctx: WorkflowContextRole, key: str, name: str) -> None:
         checkpoint = history.new(key, "rollback_checkpoint", {"name": name}, now=session.stamp())
         checkpoint.status, checkpoint.completed_at = ports.ENTRY_COMPLETED, checkpoint.created_at
     ctx._checkpoint = True
+
+
+#: the entry kind ``ctx.set_attributes`` records (never a divergence when the code no longer reaches it)
+ATTRIBUTES = "attributes"
+
+
+async def run_set_attributes(ctx: WorkflowContextRole, key: str, name: str, values: dict[str, Any]) -> None:
+    """``ctx.set_attributes``: record the call at ``key`` and merge ``values`` into the actor's attributes
+    with the next commit; a replay recording the same values writes nothing (DESIGN.md section 19)."""
+    session = ctx._session
+    history = session.history
+    entry = history.visit(key, ATTRIBUTES, name)
+    if entry is not None and entry.data.get("attributes") == values:
+        return
+    if session.rolling_back:  # nothing new is written while rolling back
+        return
+    if entry is None:
+        entry = history.new(key, ATTRIBUTES, {"attributes": values}, now=session.stamp())
+        entry.status, entry.completed_at = ports.ENTRY_COMPLETED, entry.created_at
+    else:
+        entry.data = {"attributes": values}
+        session.writes.record(entry)
+    session.writes.set_attributes(values)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import models
-from ..engine import errors, ports, serde
+from ..engine import errors, ports, serde, wake
 from . import mapper
 
 
@@ -64,15 +64,12 @@ class QueueStorage:
             created_at=now,
             trace_context=trace_context,
         )
-        woke = False
-        if row["workflow_state"] not in ports.FINISHED_STATES:
-            waiting = row["waiting_for"] or []
-            if "*" in waiting or name in waiting or row["lease_owner"] is not None:
-                woke = True
-                if row["wake_at"] is None or row["wake_at"] > now:
-                    self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
-            if row["lease_owner"] is not None:
-                self._notify_waiter(actor_id)  # a run holds the lease: it may be in a warm queue wait
+        leased = row["lease_owner"] is not None
+        woke = wake.delivery_wakes(row["workflow_state"], row["waiting_for"], leased, name)
+        if woke and wake.delivered_wake_at(row["wake_at"], now) != row["wake_at"]:
+            self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
+        if woke and leased:
+            self._notify_waiter(actor_id)  # a run holds the lease: it may be in a warm queue wait
         return mapper.message_from_model(message), woke
 
     def _notify_waiter(self, actor_id: str) -> None:

@@ -55,7 +55,8 @@ def send_message(
     stored; a failed workflow accepts it). Returns the stored ``MessageRecord`` (spec: "Queues"; ports: wake rules).
     """
     definition.check_queue(name)
-    serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
+    # encoded once: the store writes this encoding and its record carries ``body`` (no decode)
+    body = serde.encode_once(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
     observation = runtime.observer.send(definition.name or "", actor_id, name)
     try:
         message, hint = runtime.store.send_and_check(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,15 @@ class EntryRecord:
     rollback_completed_at: datetime | None = None
     rollback_error: dict | None = None
     code_version: str | None = None
+    #: per instance, set by a step that encoded its output already: ``serde.Encoded`` whose ``value`` is
+    #: ``data["output"]`` (a store writes its ``json``; not a field: never stored, copied or compared)
+    encoded_output: ClassVar[Any] = None
 
     def copy(self) -> EntryRecord:
-        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+        clone = dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+        if self.encoded_output is not None:
+            clone.encoded_output = self.encoded_output
+        return clone
 
 
 @dataclass

@@ -173,7 +173,7 @@ class PostgresQueues:
             id=str(row[0]),
             actor_id=actor_id,
             name=name,
-            body=serde.from_json(encoded),
+            body=serde.decoded(body if type(body) is serde.Encoded else encoded),
             created_at=mapper.utc(row[1]),
             completable=completable,
             status=ports.MESSAGE_PENDING,

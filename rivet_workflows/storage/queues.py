@@ -70,7 +70,7 @@ class QueueStorage:
             self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
         if woke and leased:
             self._notify_waiter(actor_id)  # a run holds the lease: it may be in a warm queue wait
-        return mapper.message_from_model(message), woke
+        return mapper.message_from_model(message, body=body), woke
 
     def _notify_waiter(self, actor_id: str) -> None:
         """Tell a run of ``actor_id`` listening in a warm wait that a message arrived (delivered when the

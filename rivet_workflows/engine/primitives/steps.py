@@ -156,10 +156,13 @@ async def _worker_lost(
     return True
 
 
-def _complete(entry: ports.EntryRecord, output: Any, now: Any) -> None:
+def _complete(entry: ports.EntryRecord, output: serde.Encoded, now: Any) -> None:
+    """Record a completed attempt; ``output``: the step's output encoded once (``serde.roundtrip_encoded``),
+    whose copy the entry holds and whose encoding the store writes."""
     entry.status = ports.ENTRY_COMPLETED
     entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
-    entry.data["output"] = output
+    entry.data["output"] = output.value
+    entry.encoded_output = output
     entry.completed_at = now
     entry.data = retry.finish_attempt(entry.data, entry.attempts, retry.ATTEMPT_COMPLETED, now)
 
@@ -181,7 +184,7 @@ async def _atomic_attempt(
                 if inspect.iscoroutine(output):
                     output.close()
                 raise TypeError(f"atomic step {name!r}: the body returned an awaitable; it must be sync")
-            output = serde.roundtrip(
+            output = serde.roundtrip_encoded(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
             _check_state(session, name)
@@ -297,7 +300,7 @@ async def run_step(
                 else:
                     output = await run_attempt(fn, step, options.timeout)
             if not options.atomic:
-                output = serde.roundtrip(
+                output = serde.roundtrip_encoded(
                     output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
                 )
                 _check_state(session, name)
@@ -319,6 +322,7 @@ async def run_step(
             if not options.atomic:  # an atomic step's outcome is committed already
                 _complete(entry, output, session.stamp())
                 session.writes.record(entry)
+                output = output.value
             if rollback is not None:
                 session.collect_rollback(key, name, rollback, options, output)
             if ephemeral:

@@ -88,14 +88,15 @@ class EntryRecord:
     rollback_completed_at: datetime | None = None
     rollback_error: dict | None = None
     code_version: str | None = None
-    #: per instance, set by a step that encoded its output already: ``serde.Encoded`` whose ``value`` is
-    #: ``data["output"]`` (a store writes its ``json``; not a field: never stored, copied or compared)
-    encoded_output: ClassVar[Any] = None
+    #: per instance, values of ``data`` encoded already: ``{key: serde.Encoded}`` whose ``value`` is
+    #: ``data[key]`` (a step's output, a received message's body); a store writes their ``json`` instead
+    #: of encoding them again (``serde.entry_data``). Not a field: never stored or compared; ``copy`` keeps it
+    reused: ClassVar[dict[str, Any] | None] = None
 
     def copy(self) -> EntryRecord:
         clone = dataclasses.replace(self, location=list(self.location), data=dict(self.data))
-        if self.encoded_output is not None:
-            clone.encoded_output = self.encoded_output
+        if self.reused is not None:
+            clone.reused = self.reused
         return clone
 
 
@@ -113,6 +114,9 @@ class MessageRecord:
     response: Any = None
     completed_at: datetime | None = None
     trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
+    #: per instance, set by a store that decoded ``body`` from its stored JSON: ``serde.Encoded`` of it,
+    #: so a queue wait's history entry writes that JSON instead of encoding ``body`` again (not a field)
+    encoded_body: ClassVar[Any] = None
 
 
 # --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------

@@ -223,12 +223,20 @@ def roundtrip_encoded(value: Any, *, where: str = "value", max_bytes: int | None
     return Encoded(encoded, from_json(encoded))
 
 
-def entry_data(data: dict, encoded_output: Encoded | None) -> dict:
-    """A history entry's ``data`` to encode: with ``encoded_output`` (``EntryRecord.encoded_output``) in
-    place of ``data["output"]`` when that is still its value, so the store does not encode it again."""
-    if encoded_output is not None and "output" in data and data["output"] is encoded_output.value:
-        return {**data, "output": encoded_output}
-    return data
+def entry_data(data: dict, reused: dict[str, Encoded] | None) -> dict:
+    """A history entry's ``data`` to encode: each value of ``reused`` (``EntryRecord.reused``: data key ->
+    ``Encoded``) in place of ``data[key]`` while that is still its value, so the store does not encode it
+    again."""
+    if not reused:
+        return data
+    swapped = {k: enc for k, enc in reused.items() if k in data and data[k] is enc.value}
+    return {**data, **swapped} if swapped else data
+
+
+def decode_keeping(data: Any) -> Encoded:
+    """``Encoded(data, from_json(data))``: a stored value decoded, its encoding kept for a write of the same
+    value (a received message's body in the history). Errors as :func:`from_json`."""
+    return Encoded(data, from_json(data))
 
 
 def decoded(value: Any) -> Any:

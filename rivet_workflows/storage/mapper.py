@@ -232,11 +232,12 @@ def entry_from_sql(row: Sequence[Any]) -> ports.EntryRecord:
 def message_from_model(row: models.QueueMessage, body: Any = None) -> ports.MessageRecord:
     """The ``MessageRecord`` of a ``QueueMessage`` model instance (its id as a decimal string); ``body``: the
     ``serde.Encoded`` body the row was written from (its value is the record's, not decoded again)."""
-    return ports.MessageRecord(
+    stored = body if type(body) is serde.Encoded else serde.decode_keeping(row.body)
+    record = ports.MessageRecord(
         id=str(row.id),
         actor_id=row.actor_id,
         name=row.name,
-        body=serde.decoded(body if type(body) is serde.Encoded else row.body),
+        body=stored.value,
         created_at=row.created_at,
         completable=row.completable,
         status=row.status,
@@ -244,6 +245,8 @@ def message_from_model(row: models.QueueMessage, body: Any = None) -> ports.Mess
         completed_at=row.completed_at,
         trace_context=row.trace_context,
     )
+    record.encoded_body = stored
+    return record
 
 
 def cron_from_model(row: models.CronEntry) -> ports.CronRecord:
@@ -293,9 +296,7 @@ def entry_values(rec: ports.EntryRecord, created_at: datetime | None) -> dict[st
         "key": rec.key,
         "location": list(rec.location),
         "kind": rec.kind,
-        "data": serde.to_json(
-            serde.entry_data(rec.data, rec.encoded_output), where=f"history entry {rec.key!r}"
-        ),
+        "data": serde.to_json(serde.entry_data(rec.data, rec.reused), where=f"history entry {rec.key!r}"),
         "status": rec.status,
         "attempts": rec.attempts,
         "error": serde.to_json(rec.error, where=f"error of {rec.key!r}"),

@@ -22,9 +22,10 @@ matches = wake.matches  # a wait on ``waiting_for`` takes a message on queue ``n
 
 
 def _message_out(message: ports.MessageRecord) -> ports.MessageRecord:
-    return dataclasses.replace(
-        message, body=serde.from_json(message.body), response=serde.from_json(message.response)
-    )
+    body = serde.decode_keeping(message.body)
+    out = dataclasses.replace(message, body=body.value, response=serde.from_json(message.response))
+    out.encoded_body = body
+    return out
 
 
 class MemoryQueueMixin:

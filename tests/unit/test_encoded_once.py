@@ -60,6 +60,25 @@ def test_a_sent_body_is_encoded_once_and_the_record_is_not_decoded(calls):
     assert calls["decode", BODY] == 0
 
 
+async def _receive(ctx):
+    message = await ctx.queue.next("got", names=["inbox"])
+    await ctx.step("seen", lambda step: step.state.update(seen=sorted(message.body)))
+
+
+def test_a_received_message_is_not_encoded_again_into_its_history_entry(calls):
+    """A queue wait records the message's body as the store holds it: no encode of the body on receipt."""
+    inbox = actor(state={}, queues={"inbox": queue()}, run=workflow(_receive))
+    runtime = make_runtime(setup(use={"inbox": inbox}))
+    handle = runtime.client().inbox.get_or_create("k")
+    handle.send("inbox", {"mark": BODY})
+    calls.clear()
+    drain(runtime)
+    assert handle.workflow_state() == "completed" and handle.state() == {"seen": ["mark"]}
+    history = runtime.store.load_history(handle.actor_id)
+    assert [e.data["body"] for e in history if e.kind == "message" and "body" in e.data] == [{"mark": BODY}]
+    assert calls["encode", BODY] == 0
+
+
 def test_a_step_commit_encodes_its_output_and_the_state_it_leaves(calls):
     """Counts per step commit on the in-memory store (the stores share the encoding calls)."""
     one = actor(state={"mark": ""}, run=workflow(_one_step))

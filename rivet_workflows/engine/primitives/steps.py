@@ -163,7 +163,7 @@ def _complete(entry: ports.EntryRecord, output: serde.Encoded, now: Any) -> None
     entry.status = ports.ENTRY_COMPLETED
     entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
     entry.data["output"] = output.value
-    entry.encoded_output = output
+    entry.reused = {"output": output}
     entry.completed_at = now
     entry.data = retry.finish_attempt(entry.data, entry.attempts, retry.ATTEMPT_COMPLETED, now)
 

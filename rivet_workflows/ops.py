@@ -271,7 +271,7 @@ def recover(
                 if refused is None:
                     report.recovered.append(actor_id)
                 else:
-                    replay_from = refused.metadata.get("replay_from")
+                    replay_from = refused.replay_from
                     report.refused.append(
                         Refused(actor_id, refused.code, repairs.reason(refused), replay_from)
                     )

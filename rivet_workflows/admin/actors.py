@@ -626,7 +626,7 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
     def _refused(self, request: HttpRequest, action: str, exc: errors.RivetWorkflowsError) -> None:
         """The error message of a refused repair (it changed nothing); a divergence also says how to make
         the code fit the history."""
-        hint = exc.metadata.get("hint")
+        hint = exc.hint
         text = f"{action.capitalize()} refused: {exc.message}" + (f" Fix: {hint}." if hint else "")
         self.message_user(request, text, messages.ERROR)
 

@@ -233,13 +233,15 @@ def entry_from_sql(row: Sequence[Any]) -> ports.EntryRecord:
     return entry_record([convert(value) for convert, value in zip(_ENTRY_SQL, row, strict=True)])
 
 
-def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
-    """The ``MessageRecord`` of a ``QueueMessage`` model instance (its id as a decimal string)."""
-    return ports.MessageRecord(
+def message_from_model(row: models.QueueMessage, body: Any = None) -> ports.MessageRecord:
+    """The ``MessageRecord`` of a ``QueueMessage`` model instance (its id as a decimal string); ``body``: the
+    ``serde.Encoded`` body the row was written from (its value is the record's, not decoded again)."""
+    stored = body if type(body) is serde.Encoded else serde.decode_keeping(row.body)
+    record = ports.MessageRecord(
         id=str(row.id),
         actor_id=row.actor_id,
         name=row.name,
-        body=serde.from_json(row.body),
+        body=stored.value,
         created_at=row.created_at,
         completable=row.completable,
         status=row.status,
@@ -248,6 +250,8 @@ def message_from_model(row: models.QueueMessage) -> ports.MessageRecord:
         trace_context=row.trace_context,
         dedup_id=row.dedup_id,
     )
+    record.encoded_body = stored
+    return record
 
 
 def cron_from_model(row: models.CronEntry) -> ports.CronRecord:
@@ -297,7 +301,7 @@ def entry_values(rec: ports.EntryRecord, created_at: datetime | None) -> dict[st
         "key": rec.key,
         "location": list(rec.location),
         "kind": rec.kind,
-        "data": serde.to_json(rec.data, where=f"history entry {rec.key!r}"),
+        "data": serde.to_json(serde.entry_data(rec.data, rec.reused), where=f"history entry {rec.key!r}"),
         "status": rec.status,
         "attempts": rec.attempts,
         "error": serde.to_json(rec.error, where=f"error of {rec.key!r}"),

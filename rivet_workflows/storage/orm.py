@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine.model import errors, observe, ports, serde
+from ..engine.model import errors, observe, ports, serde, wake
 from . import mapper
 from .actions import ActionStorage
 from .audit import AuditStorage
@@ -624,10 +624,9 @@ class DjangoStore(
     def _settle(
         self, actor_id: str, commit: ports.Commit, written: Written, woken: list[str]
     ) -> datetime | None:
-        """The end of the rule: a finished actor is never due; on ``release`` free the lease and make the
-        actor due now if a pending message matches its ``waiting_for`` (not before ``defer_until``, when the
-        commit sets it). Returns the final ``wake_at`` and
-        appends this actor to ``woken`` when a release leaves it due."""
+        """The end of the commit: the wake rule (``engine.wake.settle``) on the actor's columns, the lease
+        freed on ``release``. Returns the final ``wake_at`` and appends this actor to ``woken`` when a
+        release leaves it due, then the group's next due actor when the release freed a slot."""
         final = (
             self._actors()
             .filter(pk=actor_id)
@@ -635,23 +634,21 @@ class DjangoStore(
             .get()
         )
         written.paused = final["paused_at"] is not None
-        wake_at = final["wake_at"]
-        finished = final["workflow_state"] in ports.FINISHED_STATES
+        wake_at = wake.settle(
+            workflow_state=final["workflow_state"],
+            wake_at=final["wake_at"],
+            waiting_for=final["waiting_for"],
+            release=commit.release,
+            now=written.now,
+            has_matching_message=lambda names: self._has_matching_message(actor_id, names),
+            defer_until=commit.defer_until,
+        )
         tail: dict[str, Any] = {}
-        if finished and wake_at is not None:
-            wake_at = tail["wake_at"] = None  # finished actors are never due
+        if wake_at != final["wake_at"]:
+            tail["wake_at"] = wake_at
         if commit.release:
             tail.update(lease_owner=None, lease_expires_at=None, step_lock_until=None)
-            if (
-                not finished
-                and (wake_at is None or wake_at > written.now)
-                and self._has_matching_message(actor_id, final["waiting_for"] or [])
-            ):
-                wake_at = tail["wake_at"] = written.now
-            defer = commit.defer_until
-            if isinstance(defer, datetime) and wake_at is not None and wake_at < defer:
-                wake_at = tail["wake_at"] = defer  # a run left for another code version backs off
-            if wake_at is not None and wake_at <= written.now and actor_id not in woken:
+            if wake.due_now(wake_at, written.now) and actor_id not in woken:
                 woken.append(actor_id)
         if tail:
             self._actors().filter(pk=actor_id).update(**tail)

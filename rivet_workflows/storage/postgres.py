@@ -29,7 +29,7 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 
 from .. import models
-from ..engine.model import errors, ports, serde
+from ..engine.model import errors, ports, serde, wake
 from . import mapper
 from .orm import DjangoStore, Written
 from .postgres_flow import OVERFETCH as _OVERFETCH
@@ -410,9 +410,10 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
     def _settle(
         self, actor_id: str, commit: ports.Commit, written: Written, woken: list[str]
     ) -> datetime | None:
-        """``DjangoStore._settle`` on the columns the fenced UPDATE returned: the lease is freed here only
-        when the outbox kept it (deliveries to a leased actor must see it leased), and the pending-message
-        re-check is one conditional UPDATE."""
+        """``DjangoStore._settle`` on the columns the fenced UPDATE returned (which cleared the ``wake_at``
+        of a finished workflow already, in SQL): the lease is freed here only when the outbox kept it
+        (deliveries to a leased actor must see it leased); the rule is ``engine.wake.settle``, whose
+        pending-message check is one conditional UPDATE making the actor due now."""
         wake_at, now = written.wake_at, written.now
         if not commit.release:
             return wake_at
@@ -424,25 +425,36 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
                     [actor_id],
                 )
                 wake_at = mapper.utc(cursor.fetchone()[0])
-            waiting = list(written.waiting_for or [])
-            finished = written.workflow_state in ports.FINISHED_STATES
-            if not finished and waiting and (wake_at is None or wake_at > now):
-                names = "" if "*" in waiting else " AND m.name = ANY(%s)"
+            made_due: list[datetime] = []
+
+            def due_now_if_message(names: list[str]) -> bool:
+                """The rule's pending-message check, which also writes ``wake_at = now`` when it holds."""
+                any_name = "" if "*" in names else " AND m.name = ANY(%s)"
                 cursor.execute(
                     f"UPDATE {_ACTOR} SET wake_at = %s WHERE actor_id = %s AND EXISTS (SELECT 1 FROM "
-                    f"{_MESSAGE} AS m WHERE m.actor_id = %s AND m.status = %s{names}) RETURNING wake_at",
-                    [now, actor_id, actor_id, ports.MESSAGE_PENDING, *([waiting] if names else [])],
+                    f"{_MESSAGE} AS m WHERE m.actor_id = %s AND m.status = %s{any_name}) RETURNING wake_at",
+                    [now, actor_id, actor_id, ports.MESSAGE_PENDING, *([names] if any_name else [])],
                 )
-                if cursor.fetchone() is not None:
-                    wake_at = now
-            defer = commit.defer_until
-            if isinstance(defer, datetime) and wake_at is not None and wake_at < defer:
-                cursor.execute(f"UPDATE {_ACTOR} SET wake_at = %s WHERE actor_id = %s", [defer, actor_id])
-                wake_at = defer  # a run left for another code version backs off
-        if wake_at is not None and wake_at <= now and actor_id not in woken:
+                if cursor.fetchone() is None:
+                    return False
+                made_due.append(now)
+                return True
+
+            final = wake.settle(
+                workflow_state=written.workflow_state,
+                wake_at=wake_at,
+                waiting_for=written.waiting_for,
+                release=True,
+                now=now,
+                has_matching_message=due_now_if_message,
+                defer_until=commit.defer_until,
+            )
+            if final != (made_due[0] if made_due else wake_at):  # moved past the message check (defer_until)
+                cursor.execute(f"UPDATE {_ACTOR} SET wake_at = %s WHERE actor_id = %s", [final, actor_id])
+        if wake.due_now(final, now) and actor_id not in woken:
             woken.append(actor_id)
         self._wake_next_in_group(actor_id, written.name, written.concurrency_key, now, woken)
-        return wake_at
+        return final
 
     def _wake_next_in_group(
         self, actor_id: str, name: str | None, group: str | None, now: datetime, woken: list[str]
@@ -511,10 +523,18 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
         if row is None:  # fenced off: the upsert joined no row, nothing was written
             return ports.CommitResult(ok=False)
         now, wake_at, workflow_state = mapper.utc(row[0]), mapper.utc(row[1]), row[3]
+        # the UPDATE applied the wake rule in SQL (a one-statement release has no queue wait to re-check)
+        wake_at = wake.settle(
+            workflow_state=workflow_state,
+            wake_at=wake_at,
+            waiting_for=(),
+            release=commit.release,
+            now=now,
+            has_matching_message=lambda names: False,
+        )
         woken: list[str] = []
-        if commit.release and workflow_state not in ports.FINISHED_STATES and wake_at is not None:
-            if wake_at <= now:
-                woken.append(actor_id)
+        if commit.release and wake.due_now(wake_at, now):
+            woken.append(actor_id)
         if commit.release:
             self._wake_next_in_group(actor_id, row[5], row[6], now, woken)
         result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken, paused=bool(row[4]))

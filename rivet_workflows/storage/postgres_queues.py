@@ -192,7 +192,7 @@ class PostgresQueues:
             id=str(row[0]),
             actor_id=actor_id,
             name=name,
-            body=serde.from_json(encoded),
+            body=serde.decoded(body if type(body) is serde.Encoded else encoded),
             created_at=mapper.utc(row[1]),
             completable=completable,
             status=ports.MESSAGE_PENDING,
@@ -218,22 +218,27 @@ class PostgresQueues:
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        return [
-            ports.MessageRecord(
-                id=str(row[0]),
-                actor_id=actor_id,
-                name=row[1],
-                body=serde.from_json(mapper.load_json(row[2])),
-                created_at=mapper.utc(row[3]),
-                completable=row[4],
-                status=row[5],
-                response=serde.from_json(mapper.load_json(row[6])),
-                completed_at=mapper.utc(row[7]),
-                trace_context=mapper.load_json(row[8]),
-                dedup_id=row[9],
-            )
-            for row in rows
-        ]
+        return [self._pending_record(actor_id, row) for row in rows]
+
+    @staticmethod
+    def _pending_record(actor_id: str, row: Any) -> ports.MessageRecord:
+        """The ``MessageRecord`` of a ``pending_messages`` row, its body's stored JSON kept (``encoded_body``)."""
+        body = serde.decode_keeping(mapper.load_json(row[2]))
+        record = ports.MessageRecord(
+            id=str(row[0]),
+            actor_id=actor_id,
+            name=row[1],
+            body=body.value,
+            created_at=mapper.utc(row[3]),
+            completable=row[4],
+            status=row[5],
+            response=serde.from_json(mapper.load_json(row[6])),
+            completed_at=mapper.utc(row[7]),
+            trace_context=mapper.load_json(row[8]),
+            dedup_id=row[9],
+        )
+        record.encoded_body = body
+        return record
 
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         """A warm queue wait: LISTEN on the actor's channel, look for a pending message, then wait up to

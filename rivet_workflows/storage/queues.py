@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError
 
 from .. import models
-from ..engine.model import errors, ports, serde
+from ..engine.model import errors, ports, serde, wake
 from . import mapper
 
 
@@ -84,16 +84,13 @@ class QueueStorage:
             except IntegrityError:
                 first = self._messages().get(actor_id=actor_id, dedup_id=dedup_id)
                 return mapper.message_from_model(first), False
-        woke = False
-        if row["workflow_state"] not in ports.FINISHED_STATES:
-            waiting = row["waiting_for"] or []
-            if "*" in waiting or name in waiting or row["lease_owner"] is not None:
-                woke = True
-                if row["wake_at"] is None or row["wake_at"] > now:
-                    self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
-            if row["lease_owner"] is not None:
-                self._notify_waiter(actor_id)  # a run holds the lease: it may be in a warm queue wait
-        return mapper.message_from_model(message), woke
+        leased = row["lease_owner"] is not None
+        woke = wake.delivery_wakes(row["workflow_state"], row["waiting_for"], leased, name)
+        if woke and wake.delivered_wake_at(row["wake_at"], now) != row["wake_at"]:
+            self._actors().filter(pk=actor_id).update(wake_at=now, updated_at=now)
+        if woke and leased:
+            self._notify_waiter(actor_id)  # a run holds the lease: it may be in a warm queue wait
+        return mapper.message_from_model(message, body=body), woke
 
     def _notify_waiter(self, actor_id: str) -> None:
         """Tell a run of ``actor_id`` listening in a warm wait that a message arrived (delivered when the

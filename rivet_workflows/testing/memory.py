@@ -18,14 +18,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.model import errors, observe, ports, serde
+from ..engine.model import errors, observe, ports, serde, wake
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_actions import MemoryActionMixin
 from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_flow import MemoryFlowMixin
-from .memory_queues import MemoryQueueMixin, matches
+from .memory_queues import MemoryQueueMixin
 from .memory_schedules import MemoryScheduleMixin
 from .memory_streams import MemoryStreamsMixin
 
@@ -533,23 +533,25 @@ class MemoryStore(
         lock and makes the actor due now if a pending message matches its ``waiting_for`` (then, with
         ``defer_until``, not before that instant); this actor joins ``woken`` when the release leaves it
         due."""
-        if row.workflow_state in ports.FINISHED_STATES:
-            row.wake_at = None
+        row.wake_at = wake.settle(
+            workflow_state=row.workflow_state,
+            wake_at=row.wake_at,
+            waiting_for=row.waiting_for,
+            release=release,
+            now=now,
+            has_matching_message=lambda names: any(
+                self._messages[mid].status == ports.MESSAGE_PENDING
+                and wake.matches(names, self._messages[mid].name)
+                for mid in self._queue[row.actor_id]
+            ),
+            defer_until=defer_until,
+        )
         if not release:
             return
         row.lease_owner = None
         row.lease_expires_at = None
         row.step_lock_until = None
-        if row.workflow_state not in ports.FINISHED_STATES and (row.wake_at is None or row.wake_at > now):
-            if any(
-                self._messages[mid].status == ports.MESSAGE_PENDING
-                and matches(row.waiting_for, self._messages[mid].name)
-                for mid in self._queue[row.actor_id]
-            ):
-                row.wake_at = now
-        if isinstance(defer_until, datetime) and row.wake_at is not None and row.wake_at < defer_until:
-            row.wake_at = defer_until
-        if row.wake_at is not None and row.wake_at <= now and row.actor_id not in woken:
+        if wake.due_now(row.wake_at, now) and row.actor_id not in woken:
             woken.append(row.actor_id)
         following = self._next_in_group(row, now)  # a slot freed: wake the next due actor of the group
         if following is not None and following not in woken:

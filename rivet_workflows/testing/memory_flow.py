@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.model import ports
+from ..engine.model import ports, wake
 from . import memory_rows as rows
 from .memory_audit import encode_action
 
@@ -93,24 +93,24 @@ class MemoryFlowMixin:
             self._starts.setdefault(self._group(row), []).append(now)
 
     def _next_in_group(self, row: rows.ActorRow, now: datetime) -> str | None:
-        """The due, unleased, unpaused actor of ``row``'s group to wake when ``row`` frees a slot."""
+        """The due, unleased, unpaused actor of ``row``'s group to wake when ``row`` frees a slot
+        (``engine.wake.next_in_group``)."""
         if row.concurrency_key is None or row.concurrency_limit is None:
             return None
         group = self._group(row)
-        waiting = [
-            r
+        members = (
+            wake.GroupMember(
+                actor_id=r.actor_id,
+                wake_at=r.wake_at,
+                priority=r.priority,
+                created_at=r.created_at,
+                lease_expires_at=r.lease_expires_at if rows.lease_live(r, now) else None,
+                paused=r.paused_at is not None,
+            )
             for r in self._actors.values()
-            if r is not row
-            and r.concurrency_key is not None
-            and self._group(r) == group
-            and r.wake_at is not None
-            and r.wake_at <= now
-            and r.paused_at is None
-            and not rows.lease_live(r, now)
-        ]
-        if not waiting:
-            return None
-        return min(waiting, key=lambda r: (-r.priority, r.wake_at, r.created_at, r.actor_id)).actor_id
+            if r.concurrency_key is not None and self._group(r) == group
+        )
+        return wake.next_in_group(members, releasing=row.actor_id, now=now)
 
     def flow_retry_at(self, actor_id: str) -> datetime | None:
         """When the rate limit lets the due actor ``actor_id`` be claimed (see ``ports.Store.flow_retry_at``)."""

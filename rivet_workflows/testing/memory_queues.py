@@ -15,19 +15,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..engine.model import errors, ports, serde, watches
+from ..engine.model import errors, ports, serde, wake, watches
 from .memory_rows import lease_live
 
-
-def matches(waiting_for: list[str], name: str) -> bool:
-    """True when a wait on ``waiting_for`` takes a message on queue ``name`` (``"*"``: any queue)."""
-    return "*" in waiting_for or name in waiting_for
+matches = wake.matches  # a wait on ``waiting_for`` takes a message on queue ``name`` (the port's rule)
 
 
 def _message_out(message: ports.MessageRecord) -> ports.MessageRecord:
-    return dataclasses.replace(
-        message, body=serde.from_json(message.body), response=serde.from_json(message.response)
-    )
+    body = serde.decode_keeping(message.body)
+    out = dataclasses.replace(message, body=body.value, response=serde.from_json(message.response))
+    out.encoded_body = body
+    return out
 
 
 class MemoryQueueMixin:
@@ -82,14 +80,10 @@ class MemoryQueueMixin:
         )
         self._messages[message.id] = message
         self._queue[actor_id].append(message.id)
-        woke = False
-        if row.workflow_state not in ports.FINISHED_STATES and (
-            matches(row.waiting_for, name) or row.lease_owner is not None
-        ):
-            woke = True
-            if row.wake_at is None or row.wake_at > now:
-                row.wake_at = now
-                row.updated_at = now
+        woke = wake.delivery_wakes(row.workflow_state, row.waiting_for, row.lease_owner is not None, name)
+        if woke and wake.delivered_wake_at(row.wake_at, now) != row.wake_at:
+            row.wake_at = now
+            row.updated_at = now
         return message, woke
 
     def _write_messages(
@@ -161,6 +155,8 @@ class MemoryQueueMixin:
             if hint:
                 self._wakes.append(actor_id)
             self._changed.notify_all()
+            if type(body) is serde.Encoded:  # encoded once by the caller: its value is the record's body
+                return dataclasses.replace(message, body=body.value, response=None), hint
             return _message_out(message), hint
 
     def wait_for_wakes(self, timeout: float) -> list[str]:

@@ -115,7 +115,7 @@ def encode_entry(entry: ports.EntryRecord) -> ports.EntryRecord:
     return dataclasses.replace(
         entry,
         location=serde.to_json(list(entry.location), where=where),
-        data=serde.to_json(dict(entry.data), where=f"{where} data"),
+        data=serde.to_json(serde.entry_data(dict(entry.data), entry.reused), where=f"{where} data"),
         error=serde.to_json(entry.error, where=f"{where} error"),
         rollback_error=serde.to_json(entry.rollback_error, where=f"{where} rollback error"),
     )

@@ -62,7 +62,8 @@ def send_message(
     if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= 200):
         raise ValueError(f"dedup_id must be a non-empty str of at most 200 characters, not {dedup_id!r}")
     definition.check_queue(name)
-    serde.to_json(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
+    # encoded once: the store writes this encoding and its record carries ``body`` (no decode)
+    body = serde.encode_once(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)
     observation = runtime.observer.send(definition.name or "", actor_id, name)
     try:
         message, hint = runtime.store.send_and_check(

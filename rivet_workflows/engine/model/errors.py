@@ -8,8 +8,11 @@ from typing import Any
 class RivetWorkflowsError(Exception):
     """Root of every error rivet_workflows raises.
 
-    Subclasses take their default message from their docstring's first line.
-    Every subclass pickles: keyword-only attributes are carried by ``__reduce__``.
+    Subclasses take their default message from their docstring's first line. Details are typed attributes
+    (None when not given), passed as keywords: ``SerializationError(msg, where=..., path=...)``;
+    ``metadata`` (the HTTP API's ``metadata`` object, the stored error's) is the dict of the details given,
+    in that order. The details any error may carry are declared here; a class declares its own.
+    Every subclass pickles: the details are carried by ``__reduce__``.
     """
 
     #: machine-readable code used by the HTTP API (``{group, code, message, metadata}``)
@@ -17,14 +20,42 @@ class RivetWorkflowsError(Exception):
     group = "workflow"
     http_status = 400
 
-    def __init__(self, message: str | None = None, **metadata: Any) -> None:
+    # -- a step's stored failure, on whichever error it raises (``retry.exhausted_error``)
+    #: the step's name
+    step_name: str | None = None
+    #: the ``try_step`` kind of the failure (critical, rollback, timeout, exhausted, serialization)
+    kind: str | None = None
+    #: attempts the step made
+    attempts: int | None = None
+    #: the last attempt's error (``serde.error_to_dict`` form)
+    error: dict | None = None
+    # -- a refused repair (replay, recover, retry)
+    #: the short text of the refusal (``repairs.reason``)
+    reason: str | None = None
+    #: the entry a replay could start from instead, when one could
+    replay_from: str | None = None
+    #: how to make the code fit the history (a divergence)
+    hint: str | None = None
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
         if message is None:
             message = (type(self).__doc__ or type(self).__name__).strip().splitlines()[0]
         super().__init__(message)
         self.message = message
-        self.metadata = metadata
-        for key, value in metadata.items():
-            setattr(self, key, value)
+        self._details: tuple[str, ...] = ()
+        for name, value in details.items():
+            self.set_detail(name, value)
+
+    def set_detail(self, name: str, value: Any) -> None:
+        """Set the detail attribute ``name`` to ``value`` and list it in ``metadata``."""
+        setattr(self, name, value)
+        if name not in self._details:
+            self._details += (name,)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The details given (name -> value, in the order given): the HTTP error body's ``metadata``."""
+        return {name: getattr(self, name) for name in self._details}
 
     def __reduce__(self):  # noqa: D105 - pickling support
         return (_rebuild, (type(self), self.message, self.metadata))
@@ -99,6 +130,10 @@ class HistoryDivergedError(RivetWorkflowsError):
     """The workflow code no longer matches its recorded history."""
 
     code = "history_diverged"
+    #: the history location (entry key) where the replay diverged
+    location: str | None = None
+    #: how far the replay got (the entries it matched)
+    reached: Any = None
     http_status = 409
 
 
@@ -118,12 +153,16 @@ class JoinError(RivetWorkflowsError):
     """One or more join branches failed."""
 
     code = "join_failed"
+    #: the join's name
+    join: str | None = None
 
 
 class RaceError(RivetWorkflowsError):
     """Every race branch failed."""
 
     code = "race_failed"
+    #: the race's name
+    race: str | None = None
 
 
 class QueueWaitTimeoutError(RivetWorkflowsError):
@@ -159,6 +198,14 @@ class SerializationError(RivetWorkflowsError):
     """A value cannot be serialized for storage."""
 
     code = "serialization_error"
+    #: what the value is (``"step 'charge' output"``)
+    where: str | None = None
+    #: the type that cannot be stored
+    type_name: str | None = None
+    #: where in the value (``$.items[2]``)
+    path: str | None = None
+    #: an unknown or malformed tag (decoding)
+    tag: str | None = None
     http_status = 422
 
 
@@ -166,6 +213,12 @@ class PayloadTooLargeError(RivetWorkflowsError):
     """A serialized value is larger than MAX_PAYLOAD_BYTES."""
 
     code = "payload_too_large"
+    #: what the value is (``"actor state"``)
+    where: str | None = None
+    #: its encoded size, bytes
+    size: int | None = None
+    #: the limit, bytes
+    limit: int | None = None
     http_status = 413
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,16 @@ class EntryRecord:
     rollback_completed_at: datetime | None = None
     rollback_error: dict | None = None
     code_version: str | None = None
+    #: per instance, values of ``data`` encoded already: ``{key: serde.Encoded}`` whose ``value`` is
+    #: ``data[key]`` (a step's output, a received message's body); a store writes their ``json`` instead
+    #: of encoding them again (``serde.entry_data``). Not a field: never stored or compared; ``copy`` keeps it
+    reused: ClassVar[dict[str, Any] | None] = None
 
     def copy(self) -> EntryRecord:
-        return dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+        clone = dataclasses.replace(self, location=list(self.location), data=dict(self.data))
+        if self.reused is not None:
+            clone.reused = self.reused
+        return clone
 
 
 @dataclass
@@ -164,6 +171,9 @@ class MessageRecord:
     trace_context: dict | None = None  # W3C trace context of the send: the receiving run links to it
     #: the sender's deduplication id: unique per actor among its kept messages (DESIGN.md section 20)
     dedup_id: str | None = None
+    #: per instance, set by a store that decoded ``body`` from its stored JSON: ``serde.Encoded`` of it,
+    #: so a queue wait's history entry writes that JSON instead of encoding ``body`` again (not a field)
+    encoded_body: ClassVar[Any] = None
 
 
 # --- cron and one-off schedules (DESIGN.md section 4) ------------------------------------------

@@ -156,6 +156,8 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
             return _tagged("set", _set_items(value, path, where, seen))
         finally:
             seen.discard(marker)
+    if cls is Encoded:  # encoded already (a step's output inside its history entry): used as it is
+        return value.json
     if isinstance(value, datetime):
         return _tagged("datetime", value.isoformat())
     if isinstance(value, date):
@@ -187,6 +189,61 @@ def _encode(value: Any, path: str, where: str, seen: set[int]) -> Any:
     )
 
 
+class Encoded:
+    """A value encoded by :func:`to_json` already, with the Python value it was encoded from.
+
+    A hot path that had to encode a value (for its size check) hands this on instead of the value, so the
+    store writes ``json`` without encoding it again and the record it returns carries ``value`` without
+    decoding what it stored (DESIGN.md section 15: values encoded once). :func:`to_json` returns ``json``
+    for it (after the ``max_bytes`` check); :func:`decoded` returns ``value``.
+    """
+
+    __slots__ = ("json", "value")
+
+    def __init__(self, json: Any, value: Any) -> None:
+        self.json = json
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.json!r})"
+
+
+def encode_once(value: Any, *, where: str = "value", max_bytes: int | None = None) -> Encoded:
+    """``Encoded(to_json(value, ...), value)``: encode ``value`` once for a store. Errors as :func:`to_json`."""
+    return (
+        value if type(value) is Encoded else Encoded(to_json(value, where=where, max_bytes=max_bytes), value)
+    )
+
+
+def roundtrip_encoded(value: Any, *, where: str = "value", max_bytes: int | None = None) -> Encoded:
+    """:func:`roundtrip` that keeps the encoding: ``Encoded(json, copy)`` where ``copy`` is
+    ``from_json(json)`` (what the live path hands on) and ``json`` what the store writes for it, so the
+    commit does not encode the copy again. Errors as :func:`to_json`."""
+    encoded = to_json(value, where=where, max_bytes=max_bytes)
+    return Encoded(encoded, from_json(encoded))
+
+
+def entry_data(data: dict, reused: dict[str, Encoded] | None) -> dict:
+    """A history entry's ``data`` to encode: each value of ``reused`` (``EntryRecord.reused``: data key ->
+    ``Encoded``) in place of ``data[key]`` while that is still its value, so the store does not encode it
+    again."""
+    if not reused:
+        return data
+    swapped = {k: enc for k, enc in reused.items() if k in data and data[k] is enc.value}
+    return {**data, **swapped} if swapped else data
+
+
+def decode_keeping(data: Any) -> Encoded:
+    """``Encoded(data, from_json(data))``: a stored value decoded, its encoding kept for a write of the same
+    value (a received message's body in the history). Errors as :func:`from_json`."""
+    return Encoded(data, from_json(data))
+
+
+def decoded(value: Any) -> Any:
+    """The Python value of ``value`` when it is :class:`Encoded`, else ``from_json(value)`` (a fresh copy)."""
+    return value.value if type(value) is Encoded else from_json(value)
+
+
 def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -> Any:
     """Encode ``value`` into a JSON-compatible structure (tagged JSON, see the module docstring).
 
@@ -197,22 +254,34 @@ def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -
     levels deep, and ``PayloadTooLargeError`` (metadata
     ``where``, ``size``, ``limit``) over ``max_bytes`` (DESIGN.md section 3).
     """
+    if type(value) is Encoded:
+        encoded = value.json
+    else:
+        encoded = _encode_value(value, where)
+    if max_bytes is not None:
+        _check_size(encoded, where, max_bytes)
+    return encoded
+
+
+def _encode_value(value: Any, where: str) -> Any:
+    """One encoding of a value (the serializer call counted by tests/unit/test_encoded_once.py)."""
     try:
-        encoded = _encode(value, "$", where, set())
+        return _encode(value, "$", where, set())
     except RecursionError:
         raise errors.SerializationError(
             f"{where}: cannot serialize a value nested this deeply", where=where, type_name=_type_name(value)
         ) from None
-    if max_bytes is not None:
-        size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-        if size > max_bytes:
-            raise errors.PayloadTooLargeError(
-                f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",
-                where=where,
-                size=size,
-                limit=max_bytes,
-            )
-    return encoded
+
+
+def _check_size(encoded: Any, where: str, max_bytes: int) -> None:
+    size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    if size > max_bytes:
+        raise errors.PayloadTooLargeError(
+            f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",
+            where=where,
+            size=size,
+            limit=max_bytes,
+        )
 
 
 def _decode_tagged(tag: str, payload: Any) -> Any:

@@ -174,7 +174,7 @@ def act_on(
     except errors.WorkflowNotFailedError as exc:
         return ActorOutcome(actor_id, UNCHANGED, repairs.reason(exc))
     except errors.RivetWorkflowsError as exc:
-        replay_from = exc.metadata.get("replay_from")
+        replay_from = exc.replay_from
         return ActorOutcome(actor_id, REFUSED, repairs.reason(exc), exc.code, replay_from)
     except Exception as exc:  # reported for this actor; the caller goes on with the next one
         logger.exception("bulk %s of actor %s failed", action, actor_id)

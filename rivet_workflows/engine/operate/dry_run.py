@@ -454,8 +454,8 @@ def check_actor(
         async_to_sync(_replay)(session)
     except errors.HistoryDivergedError as exc:
         result.outcome, result.message = DIVERGED, str(exc)
-        result.location = getattr(exc, "location", None) or _location_of(exc)
-        result.reached = exc.metadata.get("reached")
+        result.location = exc.location or _location_of(exc)
+        result.reached = exc.reached
         other, version = history.other_version(result.location, runtime.settings.code_version)
         result.other_version = version if other else None
     except (errors.DryRunStop, errors.WaitSignal, errors.RollbackStop):

@@ -141,7 +141,8 @@ def refusal(
     try:
         gone = set(plan_replay(entries, entry_id))
     except (errors.EntryNotFoundError, errors.InvalidReplayTargetError) as exc:
-        exc.metadata.setdefault("reason", f"refused: {exc.message}")
+        if "reason" not in exc.metadata:
+            exc.set_detail("reason", f"refused: {exc.message}")
         return exc
     kept = [e for e in entries if e.key not in gone]
     return _rolled_back(actor_id, kept, _replay_name(entry_id))
@@ -163,7 +164,7 @@ def restartable(
 def reason(error: BaseException) -> str:
     """The short text of a refusal (``metadata["reason"]``), else ``"refused: <code>: <message>"``."""
     if isinstance(error, errors.RivetWorkflowsError):
-        text = error.metadata.get("reason")
+        text = error.reason
         if isinstance(text, str) and text:
             return text
         return f"refused: {error.code.replace('_', ' ')}: {error.message}"
@@ -435,7 +436,7 @@ def check_recover(
         unregistered = isinstance(refused, errors.ActorTypeNotRegisteredError)
         result.outcome = dry_run.ERROR if unregistered else dry_run.REFUSED
         result.message, result.code = reason(refused), refused.code
-        result.replay_from = refused.metadata.get("replay_from")
+        result.replay_from = refused.replay_from
         return result
     return dry_run.check_actor(runtime, actor, history_after_recover(entries), as_state=ports.SLEEPING)
 

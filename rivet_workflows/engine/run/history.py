@@ -179,7 +179,7 @@ class History:
         """What to raise for the divergence ``exc``: ``OtherCodeVersionSignal`` when the entries at its
         ``location`` were written by another code version than this history's ``code_version``, else
         ``exc`` itself."""
-        other, version = self.other_version(exc.metadata.get("location"), self.code_version)
+        other, version = self.other_version(exc.location, self.code_version)
         if other:
             return errors.OtherCodeVersionSignal(version, exc)
         return exc

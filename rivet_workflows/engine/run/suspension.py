@@ -44,9 +44,7 @@ def fails(exc: BaseException, failure_types: tuple[type[BaseException], ...]) ->
     (``ENGINE_FAILURES``, or any error carrying a step's stored failure) or one of ``failure_types``."""
     if isinstance(exc, ENGINE_FAILURES) or isinstance(exc, tuple(failure_types)):
         return True
-    return isinstance(exc, errors.RivetWorkflowsError) and bool(
-        exc.metadata.get("step_name") and exc.metadata.get("kind")
-    )
+    return isinstance(exc, errors.RivetWorkflowsError) and bool(exc.step_name and exc.kind)
 
 
 def suspends(exc: BaseException, settings: Settings) -> bool:

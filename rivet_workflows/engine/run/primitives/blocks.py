@@ -37,19 +37,15 @@ def classify_failure(exc: BaseException) -> tuple[TryFailure, bool] | None:
     a rollback failure, or None for an exception no try block may catch."""
     if isinstance(exc, _NEVER) or not isinstance(exc, Exception):
         return None
-    if (
-        isinstance(exc, errors.RivetWorkflowsError)
-        and exc.metadata.get("step_name")
-        and exc.metadata.get("kind")
-    ):
-        kind = exc.metadata["kind"]
-        error = _clean(exc.metadata.get("error") or serde.error_to_dict(exc))
-        step = retry.failure_dict(kind, exc.metadata["step_name"], exc.metadata.get("attempts", 0), error)
-        return TryFailure("step", exc.metadata["step_name"], error, step), kind == retry.ROLLBACK
+    if isinstance(exc, errors.RivetWorkflowsError) and exc.step_name and exc.kind:
+        kind = exc.kind
+        error = _clean(exc.error or serde.error_to_dict(exc))
+        step = retry.failure_dict(kind, exc.step_name, exc.attempts or 0, error)
+        return TryFailure("step", exc.step_name, error, step), kind == retry.ROLLBACK
     if isinstance(exc, errors.JoinError):
-        return TryFailure("join", exc.metadata.get("join"), _clean(serde.error_to_dict(exc))), False
+        return TryFailure("join", exc.join, _clean(serde.error_to_dict(exc))), False
     if isinstance(exc, errors.RaceError):
-        return TryFailure("race", exc.metadata.get("race"), _clean(serde.error_to_dict(exc))), False
+        return TryFailure("race", exc.race, _clean(serde.error_to_dict(exc))), False
     return TryFailure("block", None, _clean(serde.error_to_dict(exc))), isinstance(exc, errors.RollbackError)
 
 

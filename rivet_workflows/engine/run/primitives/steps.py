@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -158,10 +159,13 @@ async def _worker_lost(
     return True
 
 
-def _complete(entry: ports.EntryRecord, output: Any, now: Any) -> None:
+def _complete(entry: ports.EntryRecord, output: serde.Encoded, now: Any) -> None:
+    """Record a completed attempt; ``output``: the step's output encoded once (``serde.roundtrip_encoded``),
+    whose copy the entry holds and whose encoding the store writes."""
     entry.status = ports.ENTRY_COMPLETED
     entry.data = {k: v for k, v in entry.data.items() if k != "failure"}
-    entry.data["output"] = output
+    entry.data["output"] = output.value
+    entry.reused = {"output": output}
     entry.completed_at = now
     entry.data = retry.finish_attempt(entry.data, entry.attempts, retry.ATTEMPT_COMPLETED, now)
 
@@ -183,7 +187,7 @@ async def _atomic_attempt(
                 if inspect.iscoroutine(output):
                     output.close()
                 raise TypeError(f"atomic step {name!r}: the body returned an awaitable; it must be sync")
-            output = serde.roundtrip(
+            output = serde.roundtrip_encoded(
                 output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
             _check_state(session, name)
@@ -210,6 +214,9 @@ async def _atomic_attempt(
     return record.data["output"]
 
 
+_REPLAYED = object()  # ``_look_up`` found the step's outcome recorded: the output is returned as it is
+
+
 async def run_step(
     ctx: WorkflowContextRole,
     key: str,
@@ -218,17 +225,45 @@ async def run_step(
     options: retry.StepOptions,
     rollback: Callable[..., Any] | None = None,
 ) -> Any:
-    """Replay or execute the step at ``key``; returns its (round-tripped) output or raises its failure."""
+    """Replay or execute the step at ``key``; returns its (round-tripped) output or raises its failure.
+
+    A short composition (DESIGN.md section 15, as DBOS's ``invoke_step``): look up the record
+    (``_look_up``: a recorded outcome is replayed), then attempts (``_attempt``) until one succeeds, each
+    failure recorded (``_record_failure``: retried after its durable backoff, or raised when exhausted).
+    """
     session = ctx._session
-    history = session.history
     if rollback is not None and not ctx._checkpoint:
         raise errors.RollbackCheckpointError(
             f"step {name!r} has a rollback handler but no ctx.rollback_checkpoint(...) precedes it in its "
             "scope; add one before the first step whose effects must be undone",
             step_name=name,
         )
+    entry, now, replayed = await _look_up(ctx, key, name, options, rollback)
+    if entry is None:
+        return replayed
+    while True:
+        attempt = await _attempt(session, entry, key, name, fn, options, rollback, now)
+        if attempt.failure is None:
+            return attempt.output
+        now = None
+        retry_at = await _record_failure(session, entry, name, options, attempt)
+        await session.wait(retry_at)
+
+
+async def _look_up(
+    ctx: WorkflowContextRole,
+    key: str,
+    name: str,
+    options: retry.StepOptions,
+    rollback: Callable[..., Any] | None,
+) -> tuple[ports.EntryRecord | None, Any, Any]:
+    """The step's history entry: ``(entry, now, None)`` to run an attempt (a new entry stamped ``now``, or
+    an unfinished one, its backoff waited out and a lost worker's attempt accounted), or
+    ``(None, None, output)`` when the step completed already. Raises the recorded failure of an exhausted
+    step, and ``RollbackStop`` when a rollback reaches a step that did not complete."""
+    session = ctx._session
+    history = session.history
     entry = history.visit(key, "step", name)
-    now = None
     if entry is None:
         if session.rolling_back:
             raise errors.RollbackStop()
@@ -239,176 +274,226 @@ async def run_step(
             entry.data["generation"] = session.actor.replay_generation
         if rollback is not None:
             entry.data["has_rollback"] = True
-    elif entry.status == ports.ENTRY_COMPLETED:
+        return entry, now, None
+    if entry.status == ports.ENTRY_COMPLETED:
         if rollback is not None:
             session.collect_rollback(key, name, rollback, options, entry.data.get("output"))
-        return entry.data.get("output")
-    elif entry.status == ports.ENTRY_EXHAUSTED:
+        return None, None, entry.data.get("output")
+    if entry.status == ports.ENTRY_EXHAUSTED:
         raise _stored_error(entry, name)
-    else:
-        if session.rolling_back:  # an unfinished step neither retries nor waits out its backoff
-            raise errors.RollbackStop()
-        if entry.status == RUNNING and entry.attempts > 0:
-            # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
-            if await _worker_lost(session, entry, name, options):
-                raise _stored_error(entry, name)
-        if entry.status == ports.ENTRY_FAILED and entry.last_attempt_at is not None:
-            retry_at, _ = _backoff_at(entry, options)
-            if await session.now() < retry_at:
-                await session.wait(retry_at)
+    if session.rolling_back:  # an unfinished step neither retries nor waits out its backoff
+        raise errors.RollbackStop()
+    if entry.status == RUNNING and entry.attempts > 0:
+        # Recorded as running but not by this run: the executor died (or lost its lease) mid-attempt.
+        if await _worker_lost(session, entry, name, options):
+            raise _stored_error(entry, name)
+    if entry.status == ports.ENTRY_FAILED and entry.last_attempt_at is not None:
+        retry_at, _ = _backoff_at(entry, options)
+        if await session.now() < retry_at:
+            await session.wait(retry_at)
+    return entry, None, None
 
-    while True:
-        if session.rolling_back:
-            raise errors.RollbackStop()
-        if session.deadline_at is not None:
-            session.check_deadline(await session.now())  # the workflow's timeout passed: it fails here
-        if session.out_of_time():
-            # drain's timeout passed or the actor was paused: start no new attempt; the workflow stays due
-            raise errors.WaitSignal(await session.now(), frozenset())
-        now = now or session.stamp()
-        prior = (entry.status, entry.attempts, entry.last_attempt_at, entry.error)
-        entry.status = RUNNING
-        entry.attempts += 1
-        entry.last_attempt_at = now
-        entry.error = None
-        entry.data = retry.start_attempt(entry.data, entry.attempts, now)
-        session.writes.record(entry)
-        step = StepContext(session, key, entry.attempts, entry.data.get("generation", 0))
-        if entry.attempts > 1:  # an earlier attempt failed or its worker died: its stream items are void
-            await streams.discard_attempts(session, key, entry.attempts)
-        ephemeral = options.ephemeral and not session.lock.in_use
-        if ephemeral:
-            if not session.lock.held and not session.state_changed:
-                # start from the freshest state (a read; no write of its own)
-                await session.load_stored_state()
-        else:
-            await session.lock.acquire(now)
-            if session.paused:
-                # The commit recording this attempt found the actor paused: undo the attempt (the final
-                # commit writes the entry as it was) and start nothing; the run ends due, for the resume.
-                entry.status, entry.attempts, entry.last_attempt_at, entry.error = prior
-                session.writes.record(entry)
-                session.lock.abandon()
-                raise errors.WaitSignal(await session.now(), frozenset())
-        now = None
-        session.body_will_run()
-        timed_out = False
-        attempt = session.runtime.observer.step(session.actor, name, entry.attempts)
-        try:
-            with session.bodies.track():
-                if options.atomic:
-                    output = await _atomic_attempt(session, entry, name, fn, step)
-                else:
-                    output = await run_attempt(fn, step, options.timeout)
-            if not options.atomic:
-                output = serde.roundtrip(
-                    output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
-                )
-                _check_state(session, name)
-        except (asyncio.CancelledError, errors.WorkflowSignal):
-            attempt.end(observe.ABANDONED)
-            if not ephemeral:
-                session.lock.abandon()
-            raise
-        except errors.StepTimeoutError as exc:
-            timed_out = True
-            failure: BaseException = exc
-        except Exception as exc:
-            failure = exc
-            if isinstance(exc, STATE_ERRORS) and exc.metadata.get("where") == STATE_WHERE:
-                # the state this body left cannot be stored: go on from the last stored state
-                await session.load_stored_state()
-        else:
-            attempt.end(ports.ENTRY_COMPLETED)
-            if not options.atomic:  # an atomic step's outcome is committed already
-                _complete(entry, output, session.stamp())
-                if step.streams_written:  # the workflow's end closes them (streams.streams_of)
-                    entry.data["streams"] = sorted(step.streams_written)
-                    session.streams.update(step.streams_written)
-                session.writes.record(entry)
-            if rollback is not None:
-                session.collect_rollback(key, name, rollback, options, output)
-            if ephemeral:
-                if not session.lock.held:
-                    session.mark_state_changed()
-            else:
-                await session.lock.release()
-            return output
 
-        # --- the attempt failed -------------------------------------------------------------------
-        if step.streams_written:
-            await streams.discard_attempts(session, key, entry.attempts + 1)
-            session.streams.update(step.streams_written)
-        if timed_out:
-            error = {
-                "name": "TimeoutError",
-                "message": f"step {name!r} timed out after {options.timeout:g}s",
-                "stack": None,
-                "metadata": {"timeout": options.timeout},
-            }
-        else:
-            error = serde.error_to_dict(failure)
-        entry.data = retry.finish_attempt(
-            entry.data,
-            entry.attempts,
-            retry.ATTEMPT_TIMED_OUT if timed_out else retry.ATTEMPT_FAILED,
-            session.stamp(),
-            error,
-        )
-        cls = retry.classify(failure, timed_out=timed_out, options=options)
-        will_retry = cls == retry.RETRYABLE and entry.attempts <= options.max_retries
-        entry.error = error
-        event: dict[str, Any] = {
-            "workflow_id": session.actor_id,
-            "step_name": name,
-            "attempt": entry.attempts,
-            "max_retries": options.max_retries,
-            "remaining_retries": max(0, options.max_retries - entry.attempts + 1),
-            "will_retry": will_retry,
-            "error": {k: v for k, v in error.items() if v is not None},
-        }
-        if will_retry:
-            retry_at, delay = _backoff_at(entry, options)
-            entry.status = ports.ENTRY_FAILED
-            event["retry_delay"] = delay
-            event["retry_at"] = retry_at
-        else:
-            entry.status = ports.ENTRY_EXHAUSTED
-            if timed_out:
-                kind, raised = (
-                    retry.TIMEOUT,
-                    (retry.EXHAUSTED if options.retry_on_timeout else retry.CRITICAL),
-                )
-            elif cls == retry.RETRYABLE:
-                kind, raised = retry.EXHAUSTED, retry.EXHAUSTED
-            elif cls == retry.SERIALIZATION:
-                kind = retry.CRITICAL
-                raised = (
-                    "payload" if isinstance(failure, errors.PayloadTooLargeError) else retry.SERIALIZATION
-                )
-            else:
-                kind, raised = cls, cls
-            entry.data["failure"] = {"kind": kind, "raised": raised}
-        attempt.end(entry.status, failure)
+@dataclass
+class _Attempt:
+    """One attempt's outcome: ``output`` (when ``failure`` is None), or ``failure`` and ``timed_out``;
+    ``ephemeral``: the attempt ran without the step lock; ``observation``: its ``Observer.step``."""
+
+    output: Any = None
+    failure: BaseException | None = None
+    timed_out: bool = False
+    ephemeral: bool = False
+    observation: Any = None
+
+
+async def _start_attempt(
+    session: RunSession, entry: ports.EntryRecord, options: retry.StepOptions, now: Any
+) -> bool:
+    """Record a new attempt on ``entry`` (running, stamped ``now`` or the session's clock) and take the step
+    lock (an ephemeral step: the freshest state instead); returns whether the attempt is ephemeral. Raises
+    ``RollbackStop``, the workflow's timeout, or ``WaitSignal`` when no attempt may start (drain's time is
+    up, or the actor is paused: the attempt is undone and the workflow stays due)."""
+    if session.rolling_back:
+        raise errors.RollbackStop()
+    if session.deadline_at is not None:
+        session.check_deadline(await session.now())  # the workflow's timeout passed: it fails here
+    if session.out_of_time():
+        # drain's timeout passed or the actor was paused: start no new attempt; the workflow stays due
+        raise errors.WaitSignal(await session.now(), frozenset())
+    now = now or session.stamp()
+    prior = (entry.status, entry.attempts, entry.last_attempt_at, entry.error)
+    entry.status = RUNNING
+    entry.attempts += 1
+    entry.last_attempt_at = now
+    entry.error = None
+    entry.data = retry.start_attempt(entry.data, entry.attempts, now)
+    session.writes.record(entry)
+    ephemeral = options.ephemeral and not session.lock.in_use
+    if ephemeral:
+        if not session.lock.held and not session.state_changed:
+            # start from the freshest state (a read; no write of its own)
+            await session.load_stored_state()
+        return True
+    await session.lock.acquire(now)
+    if session.paused:
+        # The commit recording this attempt found the actor paused: undo the attempt (the final
+        # commit writes the entry as it was) and start nothing; the run ends due, for the resume.
+        entry.status, entry.attempts, entry.last_attempt_at, entry.error = prior
         session.writes.record(entry)
-        if not will_retry:
-            logger.warning(
-                "step %r of actor %s (%s) failed after %d attempt(s), no retry: %s: %s",
-                name,
-                session.actor_id,
-                session.actor.name,
-                entry.attempts,
-                error.get("name"),
-                error.get("message"),
+        session.lock.abandon()
+        raise errors.WaitSignal(await session.now(), frozenset())
+    return False
+
+
+async def _attempt(
+    session: RunSession,
+    entry: ports.EntryRecord,
+    key: str,
+    name: str,
+    fn: Callable[..., Any],
+    options: retry.StepOptions,
+    rollback: Callable[..., Any] | None,
+    now: Any,
+) -> _Attempt:
+    """Run one attempt of the step body; a success is recorded (the entry completed, the step lock
+    released) and its output returned in ``_Attempt.output``; a failure is returned for
+    ``_record_failure``. Cancellation and workflow signals propagate (the attempt abandoned)."""
+    ephemeral = await _start_attempt(session, entry, options, now)
+    step = StepContext(session, key, entry.attempts, entry.data.get("generation", 0))
+    if entry.attempts > 1:  # an earlier attempt failed or its worker died: its stream items are void
+        await streams.discard_attempts(session, key, entry.attempts)
+    session.body_will_run()
+    observation = session.runtime.observer.step(session.actor, name, entry.attempts)
+    try:
+        with session.bodies.track():
+            if options.atomic:
+                output = await _atomic_attempt(session, entry, name, fn, step)
+            else:
+                output = await run_attempt(fn, step, options.timeout)
+        if not options.atomic:
+            output = serde.roundtrip_encoded(
+                output, where=f"step {name!r}", max_bytes=session.settings.max_payload_bytes
             )
-        await session.fire_error({"step": event})
-        if ephemeral:
-            await session.flush(state=session.state)
-        else:
-            await session.lock.release()
-        if not will_retry:
-            raise _stored_error(entry, name) from (None if timed_out else failure)
-        await session.wait(retry_at)
+            _check_state(session, name)
+    except (asyncio.CancelledError, errors.WorkflowSignal):
+        observation.end(observe.ABANDONED)
+        if not ephemeral:
+            session.lock.abandon()
+        raise
+    except errors.StepTimeoutError as exc:
+        await _void_streams(session, key, entry, step)
+        return _Attempt(failure=exc, timed_out=True, ephemeral=ephemeral, observation=observation)
+    except Exception as exc:
+        if isinstance(exc, STATE_ERRORS) and exc.where == STATE_WHERE:
+            # the state this body left cannot be stored: go on from the last stored state
+            await session.load_stored_state()
+        await _void_streams(session, key, entry, step)
+        return _Attempt(failure=exc, ephemeral=ephemeral, observation=observation)
+    observation.end(ports.ENTRY_COMPLETED)
+    if not options.atomic:  # an atomic step's outcome is committed already
+        _complete(entry, output, session.stamp())
+        if step.streams_written:  # the workflow's end closes them (streams.streams_of)
+            entry.data["streams"] = sorted(step.streams_written)
+            session.streams.update(step.streams_written)
+        session.writes.record(entry)
+        output = output.value
+    if rollback is not None:
+        session.collect_rollback(key, name, rollback, options, output)
+    if ephemeral:
+        if not session.lock.held:
+            session.mark_state_changed()
+    else:
+        await session.lock.release()
+    return _Attempt(output=output, ephemeral=ephemeral)
+
+
+async def _void_streams(session: RunSession, key: str, entry: ports.EntryRecord, step: StepContext) -> None:
+    """A failed attempt's stream items are discarded (DESIGN.md section 17); its streams stay the run's."""
+    if step.streams_written:
+        await streams.discard_attempts(session, key, entry.attempts + 1)
+        session.streams.update(step.streams_written)
+
+
+def _failure_kinds(failure: BaseException, cls: str, timed_out: bool, options: retry.StepOptions) -> dict:
+    """The ``data["failure"]`` of an exhausted step: ``kind`` (what failed) and ``raised`` (what is raised)."""
+    if timed_out:
+        return {
+            "kind": retry.TIMEOUT,
+            "raised": retry.EXHAUSTED if options.retry_on_timeout else retry.CRITICAL,
+        }
+    if cls == retry.RETRYABLE:
+        return {"kind": retry.EXHAUSTED, "raised": retry.EXHAUSTED}
+    if cls == retry.SERIALIZATION:
+        raised = "payload" if isinstance(failure, errors.PayloadTooLargeError) else retry.SERIALIZATION
+        return {"kind": retry.CRITICAL, "raised": raised}
+    return {"kind": cls, "raised": cls}
+
+
+async def _record_failure(
+    session: RunSession, entry: ports.EntryRecord, name: str, options: retry.StepOptions, attempt: _Attempt
+) -> Any:
+    """Record a failed attempt (its error, the retry or the exhaustion, the on_error event) and release the
+    step lock; returns when to retry (a store-clock instant), or raises the step's stored failure when it is
+    exhausted (cause: the body's exception, none for a timeout)."""
+    failure, timed_out = attempt.failure, attempt.timed_out
+    assert failure is not None
+    if timed_out:
+        error = {
+            "name": "TimeoutError",
+            "message": f"step {name!r} timed out after {options.timeout:g}s",
+            "stack": None,
+            "metadata": {"timeout": options.timeout},
+        }
+    else:
+        error = serde.error_to_dict(failure)
+    entry.data = retry.finish_attempt(
+        entry.data,
+        entry.attempts,
+        retry.ATTEMPT_TIMED_OUT if timed_out else retry.ATTEMPT_FAILED,
+        session.stamp(),
+        error,
+    )
+    cls = retry.classify(failure, timed_out=timed_out, options=options)
+    will_retry = cls == retry.RETRYABLE and entry.attempts <= options.max_retries
+    entry.error = error
+    event: dict[str, Any] = {
+        "workflow_id": session.actor_id,
+        "step_name": name,
+        "attempt": entry.attempts,
+        "max_retries": options.max_retries,
+        "remaining_retries": max(0, options.max_retries - entry.attempts + 1),
+        "will_retry": will_retry,
+        "error": {k: v for k, v in error.items() if v is not None},
+    }
+    retry_at = None
+    if will_retry:
+        retry_at, delay = _backoff_at(entry, options)
+        entry.status = ports.ENTRY_FAILED
+        event["retry_delay"] = delay
+        event["retry_at"] = retry_at
+    else:
+        entry.status = ports.ENTRY_EXHAUSTED
+        entry.data["failure"] = _failure_kinds(failure, cls, timed_out, options)
+    attempt.observation.end(entry.status, failure)
+    session.writes.record(entry)
+    if not will_retry:
+        logger.warning(
+            "step %r of actor %s (%s) failed after %d attempt(s), no retry: %s: %s",
+            name,
+            session.actor_id,
+            session.actor.name,
+            entry.attempts,
+            error.get("name"),
+            error.get("message"),
+        )
+    await session.fire_error({"step": event})
+    if attempt.ephemeral:
+        await session.flush(state=session.state)
+    else:
+        await session.lock.release()
+    if not will_retry:
+        raise _stored_error(entry, name) from (None if timed_out else failure)
+    return retry_at
 
 
 async def try_step(
@@ -425,13 +510,13 @@ async def try_step(
     try:
         value = await run_step(ctx, key, name, fn, options, rollback)
     except errors.RivetWorkflowsError as exc:
-        kind = exc.metadata.get("kind")
-        if exc.metadata.get("step_name") != name or kind not in caught:
+        kind = exc.kind
+        if exc.step_name != name or kind not in caught:
             raise
-        error = exc.metadata.get("error") or serde.error_to_dict(exc)
+        error = exc.error or serde.error_to_dict(exc)
         error = {k: v for k, v in error.items() if v is not None}
         return StepResult(
             ok=False,
-            failure=retry.failure_dict(kind, name, exc.metadata.get("attempts", 0), error),
+            failure=retry.failure_dict(kind, name, exc.attempts or 0, error),
         )
     return StepResult(ok=True, value=value)

@@ -201,6 +201,8 @@ async def run_next_batch(
             now=now,
         )
         entry.status = ports.MESSAGE_RECEIVED
+        if record.encoded_body is not None:  # the body as stored: the entry writes it, not a new encoding
+            entry.reused = {"body": record.encoded_body}
         received.append(QueueMessage(session, entry))
         session.writes.receive(record.id)
         session.runtime.observer.message_received(session.actor, record.name, record.trace_context)

@@ -347,7 +347,20 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
 @router.get(
     "/actors/{actor_id}/streams/{name}",
     response={200: s.StreamPageOut, **_errors(404)},
-    **_auth(access.READ),
+    auth=ApiAuth(access.READ),
+    openapi_extra={
+        "x-rivet-operation": access.READ,
+        # without ``Accept: application/json`` the answer is the event stream
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/StreamPageOut"}},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            }
+        },
+    },
     summary="Read a durable stream",
 )
 def read_stream(request: HttpRequest, actor_id: ActorId, name: Name, params: Query[s.StreamQuery]) -> Any:

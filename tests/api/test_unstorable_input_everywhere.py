@@ -209,6 +209,8 @@ def _valid_parts(world: dict, route: Route) -> dict[str, str]:
         return {"actor_id": world["counter"].actor_id, "query": "count"}
     if "/queues/" in route.template:
         return {"actor_id": world["waiter"].actor_id, "queue": "approval"}
+    if "/streams/" in route.template:  # the failed order's streams are closed: an SSE answer ends at once
+        return {"actor_id": world["order"].actor_id, "name": "answer"}
     return {"actor_id": world["order"].actor_id, "object_id": world["order"].actor_id}
 
 
@@ -231,7 +233,8 @@ def _send(world: dict, route: Route, parts: dict, query: str = "", body: str | N
         response = client.post(url, data=body, content_type=content_type, **extra)
     else:
         response = client.post(url, **extra)
-    return Sent(what, response.status_code, response.content, response.get("Content-Type", ""))
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    return Sent(what, response.status_code, content, response.get("Content-Type", ""))
 
 
 def _requests(world: dict, route: Route):

@@ -4,10 +4,10 @@ the readers (``ActorHandle.read_stream``/``aread_stream``) (DESIGN.md section 17
 Invariants:
 
 * A write of workflow code is a history entry of kind ``stream`` at ``{name}~w{n}`` (a close at
-  ``{name}~c{n}``; ``n`` counts the writes
-  to that stream in the scope, so the same code reaches the same keys on every replay). Its item is written
-  first with the entry's idempotency key as ``write_key``, then the entry is recorded: a crash between the
-  two finds the item on the next run, and a replay that finds the entry writes nothing: exactly once.
+  ``{name}~c{n}``; ``n`` counts the writes to that stream in the scope, so the same code reaches the same
+  keys on every replay). Its item is written first with the entry's key (plus the replay generation) as
+  ``write_key``, then the entry is recorded with the run's next commit: a crash between the two finds the
+  item on the next run, and a replay that finds the entry writes nothing: exactly once.
 * A write of a step body is committed at once (before the step ends) with the attempt and the step's key;
   when an attempt does not complete its items are marked ``discarded`` (the attempt's failure, the next
   attempt's start after a crash, a lost worker's exhaustion), so a reader that skips discarded items sees

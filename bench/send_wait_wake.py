@@ -17,6 +17,8 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from rivet_workflows.engine.model import base_store
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 
@@ -45,10 +47,8 @@ def main() -> None:
         await message.complete("ok")
 
     if args.poll:
-        from rivet_workflows.engine.model import ports
-
         for cls in (storage.DjangoStore, storage.PostgresStore):
-            cls.watch_sends = ports.BaseStore.watch_sends
+            cls.watch_sends = base_store.BaseStore.watch_sends
     registry = d.setup(use={"wake_bench": d.actor(queues={"ask": d.queue()}, run=d.workflow(run))})
     runtime = Runtime(storage.store_for(), LocalDispatcher(), registry, settings=Settings())
     print("store:", type(runtime.store).__name__, connection.vendor)

@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine.model import errors, observe, ports, serde, wake
+from ..engine.model import base_store, errors, observe, ports, serde, wake
 from . import mapper
 from .actions import ActionStorage
 from .audit import AuditStorage
@@ -90,7 +90,7 @@ class DjangoStore(
     QueueStorage,
     ScheduleStorage,
     StreamStorage,
-    ports.BaseStore,
+    base_store.BaseStore,
 ):
     """``ports.Store`` on the Django ORM (database alias ``using``, default ``"default"``).
 

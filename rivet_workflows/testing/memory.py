@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.model import errors, observe, ports, serde, wake
+from ..engine.model import base_store, errors, observe, ports, serde, wake
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_actions import MemoryActionMixin
@@ -38,7 +38,7 @@ class MemoryStore(
     MemoryQueueMixin,
     MemoryScheduleMixin,
     MemoryStreamsMixin,
-    ports.BaseStore,
+    base_store.BaseStore,
 ):
     """Thread-safe in-memory ``ports.Store`` (see the ``ports`` module docstring for the invariants).
 

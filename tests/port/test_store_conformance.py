@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model import base_store, errors, ports
 from rivet_workflows.storage import DjangoStore, PostgresStore
 from rivet_workflows.testing import MemoryStore
 from tests.conftest import run_in_threads
@@ -22,12 +22,12 @@ from .support import HOUR, entry
 
 def test_base_store_cannot_be_used_without_the_required_capabilities():
     with pytest.raises(TypeError, match="abstract"):
-        ports.BaseStore()  # type: ignore[abstract]
+        base_store.BaseStore()  # type: ignore[abstract]
     assert {"commit", "claim", "run_action", "cron_due", "list_actors"} <= ports.Store.__abstractmethods__
 
 
 def test_every_store_implements_the_whole_port(h):
-    assert isinstance(h.store, ports.Store) and isinstance(h.store, ports.BaseStore)
+    assert isinstance(h.store, ports.Store) and isinstance(h.store, base_store.BaseStore)
     assert h.store.inline_calls is isinstance(h.store, MemoryStore)  # only memory skips the thread hop
     fast = [
         "claim_and_load",
@@ -41,7 +41,9 @@ def test_every_store_implements_the_whole_port(h):
         MemoryStore: [*fast, "release", "get_or_create_actor"],
         PostgresStore: [*fast, "pending_messages"],
     }.get(type(h.store), [])
-    assert [name for name in native if getattr(type(h.store), name) is getattr(ports.BaseStore, name)] == []
+    assert [
+        name for name in native if getattr(type(h.store), name) is getattr(base_store.BaseStore, name)
+    ] == []
 
 
 def test_the_portable_defaults_and_the_native_members_answer_alike(h):
@@ -103,7 +105,7 @@ def test_actor_counts_group_live_actors_by_type_and_state_with_due_and_expired_l
         ("order", ports.COMPLETED): 1,
     }
     assert (counts.due, counts.leases_expired) == (3, 1)  # due, other, leased
-    assert counts == ports.BaseStore.actor_counts(store)  # the portable default agrees
+    assert counts == base_store.BaseStore.actor_counts(store)  # the portable default agrees
     assert store.get_actor(due).wake_at is not None
 
 

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.model import base_store, errors, ports
 from rivet_workflows.engine.model.definitions import setup, workflow
 from rivet_workflows.engine.operate import dry_run
 from rivet_workflows.testing import ManualClock, make_runtime
@@ -99,7 +99,7 @@ def _args(args, actor_id):
 
 
 def test_read_only_store_is_an_explicit_store():
-    assert issubclass(dry_run.ReadOnlyStore, ports.BaseStore)
+    assert issubclass(dry_run.ReadOnlyStore, base_store.BaseStore)
     assert "__getattr__" not in vars(dry_run.ReadOnlyStore)
     assert not inspect.isabstract(dry_run.ReadOnlyStore)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 
-from ..model import errors, observe, ports, serde
+from ..model import base_store, errors, observe, ports, serde
 from ..run.context import WorkflowContext
 from ..run.history import ROOT, History
 from ..run.session import RunSession, maybe_await
@@ -33,7 +33,7 @@ ERROR = "error"  # the replay raised something else (``message`` says what)
 REFUSED = "refused"  # recover would be refused before any replay (``repairs.refusal``: rolled back, ...)
 
 
-class ReadOnlyStore(ports.BaseStore):
+class ReadOnlyStore(base_store.BaseStore):
     """A ``ports.Store`` on another store for a dry run: the reads go to ``store``, every write (and the warm
     wait, which holds a lease) raises ``DryRunStop``, so a replay on it changes nothing."""
 

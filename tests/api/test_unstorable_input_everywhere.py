@@ -105,6 +105,9 @@ _BODY_BASES = {
     "resume_workflow": {},
     "retry_workflow": {},
     "cancel_workflow": {},
+    "bulk_action": {"filter": {"name": "counter"}, "dryRun": True},
+    "create_schedule": {"scheduleId": "s-new", "actor": "counter", "every": 60},
+    "backfill_schedule": {"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:02:00+00:00"},
 }
 
 
@@ -199,7 +202,9 @@ def world(rivet, client, django_user_model):
     counter = rivet.client.counter.get_or_create("c")
     waiter = rivet.client.waiter.get_or_create("w")
     order = rivet.failed_order("o")
-    return {"client": client, "counter": counter, "waiter": waiter, "order": order}
+    schedule = "s-1"
+    rivet.client.schedules.create(schedule, actor="counter", key="sk", every=3600, paused=True)
+    return {"client": client, "counter": counter, "waiter": waiter, "order": order, "schedule": schedule}
 
 
 def _valid_parts(world: dict, route: Route) -> dict[str, str]:
@@ -211,6 +216,10 @@ def _valid_parts(world: dict, route: Route) -> dict[str, str]:
         return {"actor_id": world["waiter"].actor_id, "queue": "approval"}
     if "/streams/" in route.template:  # the failed order's streams are closed: an SSE answer ends at once
         return {"actor_id": world["order"].actor_id, "name": "answer"}
+    if "/bulk/" in route.template:  # a dry run (the body base) changes nothing
+        return {"bulk_action": "resume"}
+    if "/schedules/" in route.template:
+        return {"schedule_id": world["schedule"]}
     return {"actor_id": world["order"].actor_id, "object_id": world["order"].actor_id}
 
 

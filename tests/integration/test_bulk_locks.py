@@ -83,4 +83,6 @@ def test_a_bulk_pause_over_hundreds_of_actors_holds_no_table_lock(make_django_ru
     assert all(client.tagged.get(f"t-{i}").workflow_state() == ports.PAUSED for i in (0, ACTORS - 1))
     assert modes <= ROW_LEVEL, modes  # (empty when no sample fell inside one of its short transactions)
     assert len(other_writes) > 5 and max(other_writes) < 0.3
-    print(f"{len(other_writes)} writes beside the bulk, slowest {max(other_writes) * 1000:.1f} ms; modes {modes}")
+    print(
+        f"{len(other_writes)} writes beside the bulk, slowest {max(other_writes) * 1000:.1f} ms; modes {modes}"
+    )

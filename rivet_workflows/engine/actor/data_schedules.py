@@ -45,6 +45,8 @@ logger = logging.getLogger("rivet_workflows")
 
 #: the smallest ``every`` (seconds)
 MIN_EVERY_SECONDS = 1.0
+#: the largest ``every`` (seconds): 100 years, far inside ``datetime``'s range for the tick arithmetic
+MAX_EVERY_SECONDS = 100 * 365 * 86400.0
 #: catchup="none": a tick reached at most this many seconds late (and before the next tick) still fires
 CATCHUP_GRACE_SECONDS = 60.0
 #: catchup="all": ticks fired per schedule per sweep pass (a longer backlog goes on at the next pass)
@@ -198,9 +200,11 @@ def build_record(
             seconds = to_seconds(every)
         except (TypeError, ValueError) as exc:
             raise errors.InvalidScheduleError(str(exc), field="every") from None
-        if seconds is None or not seconds >= MIN_EVERY_SECONDS or seconds == float("inf"):
+        if seconds is None or not MIN_EVERY_SECONDS <= seconds <= MAX_EVERY_SECONDS:
             raise errors.InvalidScheduleError(
-                f"every must be at least {MIN_EVERY_SECONDS:g} s, got {every!r}", field="every"
+                f"every must be between {MIN_EVERY_SECONDS:g} s and {MAX_EVERY_SECONDS:g} s (100 years), "
+                f"got {every!r}",
+                field="every",
             )
     else:
         try:

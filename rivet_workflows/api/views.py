@@ -18,7 +18,7 @@ from ..engine.model import errors, ports, serde
 from ..engine.model.attributes import parse_pairs
 from ..engine.model.keys import normalize_key
 from ..engine.operate import forks, inspector, repairs, retrying, search
-from ..engine.run.history import check_name
+from ..engine.run.streams import check_name as check_stream_name
 from . import schemas as s
 from . import streams as stream_views
 from .auth import ApiAuth, principal_of
@@ -386,7 +386,7 @@ def read_stream(request: HttpRequest, actor_id: ActorId, name: Name, params: Que
 def inputs_stream_name(name: str) -> str:
     """``name`` checked as a stream name (``InvalidValueError``, 422, for one with "/", ":" or a leading "~")."""
     try:
-        return check_name(name, "stream")
+        return check_stream_name(name)
     except ValueError as exc:
         raise InvalidValueError(str(exc), where="name") from exc
 

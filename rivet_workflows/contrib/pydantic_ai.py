@@ -69,9 +69,15 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = ["DEFAULT_MODEL_STEP_OPTIONS", "DEFAULT_TOOL_STEP_OPTIONS", "DurableAgent", "workflow_context"]
 
-#: ``ctx.step`` options of a model request: a request may take minutes; it is retried three times, the
-#: first retry after 1 s (a provider's rate limit or outage rarely clears in ``ctx.step``'s default 0.1 s)
-DEFAULT_MODEL_STEP_OPTIONS: dict[str, Any] = {"max_retries": 3, "timeout": 300.0, "retry_backoff_base": 1.0}
+#: ``ctx.step`` options of a model request: a request may take minutes; a failed or timed-out one is retried
+#: three times, the first retry after 1 s (a provider's rate limit or outage rarely clears in ``ctx.step``'s
+#: default 0.1 s; a slow answer is worth asking again)
+DEFAULT_MODEL_STEP_OPTIONS: dict[str, Any] = {
+    "max_retries": 3,
+    "timeout": 300.0,
+    "retry_backoff_base": 1.0,
+    "retry_on_timeout": True,
+}
 #: ``ctx.step`` options of a tool call (``ctx.step``'s own defaults)
 DEFAULT_TOOL_STEP_OPTIONS: dict[str, Any] = {}
 

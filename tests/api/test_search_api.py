@@ -67,6 +67,10 @@ def test_bad_listing_filters_are_4xx_json(api, world):
     assert client.get(f"{API}/actors?attr.a.b=1").json()["code"] == "invalid_attributes"
     assert client.get(f"{API}/actors?createdAfter=2026-01-01T00:00:00").status_code == 400  # no offset
     assert client.get(f"{API}/actors?createdAfter=yesterday").status_code == 422
+    # times at the edge of datetime's range, once in UTC (a 500 before; found by a new user)
+    for query in ("createdAfter=0001-01-01T00:00:00%2B14:00", "createdBefore=9999-12-31T23:59:59-14:00"):
+        answer = client.get(f"{API}/actors?{query}")
+        assert answer.status_code == 400 and answer.json()["code"] == "invalid_filter", query
 
 
 def _audit_rows() -> list[tuple]:

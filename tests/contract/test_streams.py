@@ -174,6 +174,8 @@ def test_bad_names_offsets_and_values_are_refused(h):
         list(handle.read_stream("a/b"))
     with pytest.raises(ValueError):
         list(handle.read_stream("out", offset=-1))
+    with pytest.raises(ValueError, match="at most 200"):  # every store keeps 200 characters
+        list(handle.read_stream("y" * 201))
     h.drain()
     assert handle.workflow_state() in ("failed", "suspended")
     assert list(handle.read_stream("out")) == []

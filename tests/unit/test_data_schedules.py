@@ -3,7 +3,7 @@ pause/resume/trigger/backfill, actions and the typed errors of bad definitions."
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -170,13 +170,20 @@ def test_delete_and_unknown_ids() -> None:
         ({"every": 60, "catchup": "some"}, errors.InvalidScheduleError, "catchup"),
         ({"every": 60, "actor": "nobody"}, errors.ActorNotFoundError, None),
         ({"every": 60, "action": "nope"}, errors.ActionNotFoundError, None),
+        # found by a new user: never-firing and 6-field cron, a huge every, an id the URL cannot carry
+        ({"cron": "0 0 30 2 *"}, errors.InvalidScheduleError, "cron"),
+        ({"cron": "0 0 31 4 *"}, errors.InvalidScheduleError, "cron"),
+        ({"cron": "0 0 * * * *"}, errors.InvalidScheduleError, "cron"),
+        ({"every": 2**63}, errors.InvalidScheduleError, "every"),
+        ({"every": 60, "schedule_id": "a/b"}, errors.InvalidScheduleError, "schedule_id"),
     ],
 )
 def test_bad_definitions_raise_typed_errors(fields: dict, error: type, field: str | None) -> None:
     runtime = _runtime(ManualClock(START))
     fields = {"actor": "report", **fields}
+    schedule_id = fields.pop("schedule_id", "bad")
     with pytest.raises(error) as info:
-        runtime.client().schedules.create("bad", **fields)
+        runtime.client().schedules.create(schedule_id, **fields)
     if field is not None:
         assert info.value.field == field and isinstance(info.value, ValueError)
     assert runtime.client().schedules.list() == []
@@ -190,6 +197,21 @@ def test_backfill_refuses_naive_or_reversed_ranges() -> None:
         schedules.backfill("b", datetime(2026, 1, 1), datetime(2026, 1, 2))
     with pytest.raises(errors.InvalidScheduleError):
         schedules.backfill("b", START, START - timedelta(hours=1))
+    east = timezone(timedelta(hours=14))
+    with pytest.raises(errors.InvalidScheduleError) as info:  # before datetime's range once in UTC
+        schedules.backfill("b", datetime(1, 1, 1, tzinfo=east), datetime(1, 1, 1, 0, 1, tzinfo=east))
+    assert info.value.field == "start"
+
+
+def test_backfill_fires_no_tick_still_to_come() -> None:
+    clock = ManualClock(START)
+    runtime = _runtime(clock)
+    schedules = runtime.client().schedules
+    schedules.create("b", actor="report", every=60)
+    fires = schedules.backfill("b", START - timedelta(minutes=3), START + timedelta(hours=1))
+    assert [f.tick for f in fires] == [START.replace(second=0) - timedelta(minutes=m) for m in (2, 1, 0)]
+    clock.advance(60)
+    assert _sweep(runtime) == 1  # the next tick is the sweep's, fired once, at its time
 
 
 def test_drain_sleeps_until_a_schedule_tick() -> None:

@@ -63,6 +63,14 @@ def test_max_delay_bounds_a_never_ending_burst():
     assert RUNS == [9] and index.get("doc").record().input == 9
 
 
+def test_a_delay_beyond_a_year_is_refused_before_anything_is_written():
+    runtime, _ = _runtime()
+    for delay, max_delay in ((1e12, None), (5, 1e12)):
+        with pytest.raises(ValueError, match="at most"):
+            runtime.client().index.debounce("k", "x", delay=delay, max_delay=max_delay)
+    assert runtime.store.list_actors("index") == []
+
+
 def test_a_call_after_the_workflow_started_is_a_get_or_create():
     runtime, clock = _runtime()
     index = runtime.client().index

@@ -185,9 +185,11 @@ def build_record(
     Raises InvalidScheduleError (id, cron/every, timezone, catchup, args), ActorNotFoundError (``actor`` is
     not a registered type; metadata ``name``), ActionNotFoundError, InvalidKeyError, SerializationError.
     """
-    if not isinstance(schedule_id, str) or not schedule_id or len(schedule_id) > 200:
+    if not isinstance(schedule_id, str) or not schedule_id or len(schedule_id) > 200 or "/" in schedule_id:
         raise errors.InvalidScheduleError(
-            "a schedule id must be a non-empty string of at most 200 characters", field="schedule_id"
+            "a schedule id must be a non-empty string of at most 200 characters without '/' (it is a URL "
+            "path segment: /schedules/{id})",
+            field="schedule_id",
         )
     definition = runtime.registry.get(actor)
     if action is not None:
@@ -206,15 +208,21 @@ def build_record(
                 f"got {every!r}",
                 field="every",
             )
-    else:
-        try:
-            slots.validate_expression(cron)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise errors.InvalidScheduleError(str(exc), field="cron") from None
     try:
         slots.zone(timezone)
     except ValueError as exc:
         raise errors.InvalidScheduleError(str(exc), field="timezone") from None
+    if every is None:
+        try:
+            if not isinstance(cron, str) or len(cron.split()) != 5:
+                raise ValueError(
+                    f"cron takes 5 fields (minute hour day-of-month month day-of-week), got {cron!r}"
+                )
+            slots.validate_expression(cron)
+            # an expression can be valid and never fire (Feb 30): croniter finds no next date
+            slots.next_cron_slot(cron, timezone, runtime.store.now())
+        except (ValueError, ArithmeticError) as exc:
+            raise errors.InvalidScheduleError(str(exc), field="cron") from None
     if catchup not in records.CATCHUP_POLICIES:
         raise errors.InvalidScheduleError(
             f"catchup must be one of {list(records.CATCHUP_POLICIES)}, got {catchup!r}", field="catchup"
@@ -470,8 +478,14 @@ class SchedulesClient:
         for name, value in (("start", start), ("end", end)):
             if not isinstance(value, datetime) or value.tzinfo is None:
                 raise errors.InvalidScheduleError(f"backfill {name} must be an aware datetime", field=name)
+            try:
+                value.astimezone(UTC) - _MICRO
+            except OverflowError:
+                raise errors.InvalidScheduleError(f"backfill {name} is out of range", field=name) from None
         if end < start:
             raise errors.InvalidScheduleError("backfill end is before its start", field="end")
+        # a backfill fires missed ticks: the ticks to come are the sweep's (end capped at now)
+        end = min(end, self.runtime.store.now())
         ticks = []
         for tick in ticks_between(record, start, end):
             ticks.append(tick)

@@ -133,6 +133,10 @@ class Client:
     abulk = _twin(bulk)
 
 
+#: the longest ``debounce`` delay and ``max_delay`` (seconds): a year
+MAX_DEBOUNCE_SECONDS = 365 * 86400.0
+
+
 class ActorTypeClient:
     """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
 
@@ -204,7 +208,7 @@ class ActorTypeClient:
         The start is the actor's deferred wake-up (``wake_at``; ``store.defer_start``): the sweep of any
         worker (or ``drain``) starts it when it comes, as it ends a sleep. ``on_create`` runs once, at the
         first call. Raises ``TypeError`` for a type without a workflow, ``ValueError`` for a negative
-        delay, and what ``get_or_create`` raises.
+        delay or one over ``MAX_DEBOUNCE_SECONDS`` (a year), and what ``get_or_create`` raises.
         """
         runtime, definition = self.runtime, self.definition
         if definition.run is None:
@@ -212,6 +216,11 @@ class ActorTypeClient:
         seconds = to_seconds(delay)
         bound = to_seconds(max_delay)
         assert seconds is not None
+        for label, value in (("delay", seconds), ("max_delay", bound)):
+            if value is not None and not value <= MAX_DEBOUNCE_SECONDS:
+                raise ValueError(
+                    f"{label} must be at most {MAX_DEBOUNCE_SECONDS:g} s (a year), got {value!r}"
+                )
         key = normalize_key(key)
         limit = runtime.settings.max_payload_bytes
         serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=runtime.settings.max_key_bytes)

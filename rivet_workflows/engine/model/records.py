@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
+
+from .errors import InvalidFilterError
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class ActorFilter:
     #: authorization hook and its ``no_workflow`` state narrow a listing so)
     names: tuple[str, ...] | None = None
     exclude_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for label in ("created_after", "created_before", "updated_after", "updated_before"):
+            when = getattr(self, label)
+            if when is None:
+                continue
+            try:  # a time at the edge of datetime's range cannot be compared in UTC by a database
+                when.astimezone(UTC) + timedelta(microseconds=1) - timedelta(microseconds=2)
+            except (OverflowError, TypeError, ValueError, AttributeError):
+                raise InvalidFilterError(f"{label} is not a usable time: {when!r}", field=label) from None
 
     def matches(self, record: ActorRecord) -> bool:
         """True when ``record`` is selected (the rule each store's query implements)."""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..actor import bridge
 from ..model import errors, ports, serde
-from .history import check_name
+from .history import check_name as check_entry_name
 
 if TYPE_CHECKING:
     from ..model.roles import SessionRole
@@ -45,6 +45,19 @@ POLL_SECONDS = 0.05
 NOTIFIED_LOOK_SECONDS = 2.0
 
 _writer_threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rivet-stream")
+
+
+#: the longest stream name (characters): the stores keep it in a 200-character column
+MAX_STREAM_NAME = 200
+
+
+def check_name(name: object) -> str:
+    """A stream name: an entry name (``history.check_name``) of at most ``MAX_STREAM_NAME`` characters;
+    ``ValueError`` otherwise (the same on every store: a longer name is refused before any write)."""
+    checked = check_entry_name(name, "stream")
+    if len(checked) > MAX_STREAM_NAME:
+        raise ValueError(f"stream name is {len(checked)} characters long; at most {MAX_STREAM_NAME}")
+    return checked
 
 
 def write_entry_name(name: str, n: int) -> str:
@@ -65,7 +78,7 @@ class WorkflowStream:
 
     def __init__(self, ctx: Any, name: str) -> None:
         self._ctx = ctx
-        self.name = check_name(name, "stream")
+        self.name = check_name(name)
 
     def write(self, value: Any) -> Any:
         """Append ``value`` (any value the serializer takes) to the stream; awaitable, returns its offset.
@@ -149,7 +162,7 @@ class StepStream:
 
     def __init__(self, step: Any, name: str) -> None:
         self._step = step
-        self.name = check_name(name, "stream")
+        self.name = check_name(name)
 
     def _write_call(self, value: Any) -> Callable[[], ports.StreamItem]:
         session = self._step._session
@@ -223,7 +236,7 @@ def _window(watch: Any, deadline: float | None) -> float:
 def _check(name: str, offset: int) -> None:
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-    check_name(name, "stream")
+    check_name(name)
 
 
 def follow(

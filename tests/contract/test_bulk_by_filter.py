@@ -124,3 +124,11 @@ def test_list_actors_pages_by_attribute_without_gaps_or_duplicates_while_actors_
         assert len(created) < 20
     assert len(seen) == len(set(seen))
     assert seen == [ids["old"], ids["a"], ids["b"], ids["done"], *created]
+
+
+def test_an_empty_filter_is_refused_instead_of_acting_on_every_actor(h):
+    ids = _world(h)
+    with pytest.raises(errors.InvalidFilterError) as info:
+        h.runtime.client().bulk("cancel")
+    assert info.value.field == "filter"
+    assert h.actor(ids["old"]).workflow_state == ports.FAILED  # nothing was cancelled

@@ -244,10 +244,18 @@ def bulk_by_filter(
     refusal or error never stops the rest), reading ``batch`` actors at a time by keyset, so no lock is held
     on more than one actor at once. ``dry_run``: writes nothing and reports what would change
     (``would_change``). ``progress(n)`` is called after each actor with the number done so far.
-    ``ValueError`` for an unknown action before anything is read."""
+    ``InvalidFilterError`` (a ``ValueError``) for an unknown action, or a filter that selects every actor
+    (none of name, state, attributes or a time: say which actors), before anything is read."""
     if action not in BULK_ACTIONS:
         raise errors.InvalidFilterError(
             f"unknown bulk action {action!r}; one of: {', '.join(BULK_ACTIONS)}", field="action"
+        )
+    chosen = (query.name, query.state, query.attributes, query.created_after, query.created_before)
+    if all(part is None for part in (*chosen, query.updated_after, query.updated_before)):
+        raise errors.InvalidFilterError(
+            "a bulk action needs a filter (name, state, attributes, createdAfter/createdBefore): an empty "
+            "one would act on every actor of every type",
+            field="filter",
         )
     if not dry_run:
         audit.action_record("-", audit.named(action, True), who, reason)  # a bad who: refused up front

@@ -60,7 +60,7 @@ def test_a_schedule_is_created_listed_operated_and_deleted_from_the_terminal(run
     [
         (
             ("create", "s", "--actor", "order", "--every", "0.5"),
-            "InvalidScheduleError: every must be at least 1 s",
+            "InvalidScheduleError: every must be between 1 s",
         ),
         (
             ("create", "s", "--actor", "order", "--cron", "bad"),

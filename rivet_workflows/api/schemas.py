@@ -253,7 +253,7 @@ class SendIn(StrictSchema):
     body: Any = Field(...)
     wait: StrictBool = False
     timeout: StrictFloat | None = Field(None, ge=0, le=MAX_SEND_TIMEOUT)
-    dedupId: StrictStr | None = Field(None, min_length=1, max_length=200)
+    dedupId: StrictStr | None = Field(None, min_length=1, max_length=200, pattern=inputs.TEXT_PATTERN)
 
 
 class SendAccepted(Schema):

@@ -216,7 +216,8 @@ def build_record(
         try:
             if not isinstance(cron, str) or len(cron.split()) != 5:
                 raise ValueError(
-                    f"cron takes 5 fields (minute hour day-of-month month day-of-week), got {cron!r}"
+                    f"invalid cron expression {cron!r}: it takes 5 fields (minute hour day-of-month month "
+                    "day-of-week)"
                 )
             slots.validate_expression(cron)
             # an expression can be valid and never fire (Feb 30): croniter finds no next date

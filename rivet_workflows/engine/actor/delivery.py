@@ -59,8 +59,12 @@ def send_message(
     has it already, nothing is stored and that message is returned (DESIGN.md section 20); ``ValueError``
     for an empty or too long one.
     """
-    if dedup_id is not None and (not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= 200):
-        raise ValueError(f"dedup_id must be a non-empty str of at most 200 characters, not {dedup_id!r}")
+    if dedup_id is not None and (
+        not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= 200 or "\x00" in dedup_id
+    ):
+        raise ValueError(
+            f"dedup_id must be a non-empty str of at most 200 characters without NUL, not {dedup_id!r}"
+        )
     definition.check_queue(name)
     # encoded once: the store writes this encoding and its record carries ``body`` (no decode)
     body = serde.encode_once(body, where=f"queue {name!r} body", max_bytes=runtime.settings.max_payload_bytes)

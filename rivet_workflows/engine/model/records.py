@@ -99,9 +99,12 @@ class ActorFilter:
             if when is None:
                 continue
             try:  # a time at the edge of datetime's range cannot be compared in UTC by a database
-                when.astimezone(UTC) + timedelta(microseconds=1) - timedelta(microseconds=2)
+                utc = when.astimezone(UTC)
+                utc + timedelta(microseconds=1) - timedelta(microseconds=2)
             except (OverflowError, TypeError, ValueError, AttributeError):
                 raise InvalidFilterError(f"{label} is not a usable time: {when!r}", field=label) from None
+            # kept in UTC: a database may refuse an offset Python allows (PostgreSQL: beyond +-15:59)
+            object.__setattr__(self, label, utc)
 
     def matches(self, record: ActorRecord) -> bool:
         """True when ``record`` is selected (the rule each store's query implements)."""

@@ -82,8 +82,10 @@ def plan_stream_copy(entries: list[ports.EntryRecord], rows: list[StreamRow]) ->
             plan.items.append((row, new))
     for entry in entries:
         data = entry.data if isinstance(entry.data, dict) else {}
-        moved = renumbered.get((data.get("stream"), data.get("offset")))  # type: ignore[arg-type]
-        if entry.kind == _STREAM and moved is not None and moved != data.get("offset"):
+        stream, offset = data.get("stream"), data.get("offset")
+        is_write = entry.kind == _STREAM and isinstance(stream, str) and isinstance(offset, int)
+        moved = renumbered.get((stream, offset)) if is_write else None
+        if moved is not None and moved != offset:
             entry = entry.copy()
             entry.data = {**data, "offset": moved}
         plan.entries.append(entry)

@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from django.db.models.sql import Query
 
 from .. import models
-from ..engine.model import base_store, errors, observe, ports, serde, wake
+from ..engine.model import base_store, errors, fork_copy, observe, ports, serde, wake
 from . import mapper
 from .actions import ActionStorage
 from .audit import AuditStorage
@@ -217,11 +217,13 @@ class DjangoStore(
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
         text = mapper.key_text(key)
-        encoded = [mapper.entry_values(rec, rec.created_at) for rec in entries]
+        attributes = fork_copy.copied_attributes(entries)
         try:
             with self._atomic():
                 if not self._actors().filter(pk=source_id, destroyed=False).exists():
                     raise errors.ActorNotFoundError(f"no actor with id {source_id!r}", actor_id=source_id)
+                plan = self._plan_fork_streams(source_id, entries)
+                encoded = [mapper.entry_values(rec, rec.created_at) for rec in plan.entries]
                 now = self.now()
                 row = self._actors().create(
                     name=name,
@@ -229,6 +231,7 @@ class DjangoStore(
                     key_text=text,
                     state=state_json,
                     input=input_json,
+                    attributes=attributes,
                     workflow_state=ports.PENDING,
                     wake_at=now,
                     created_at=now,
@@ -245,6 +248,7 @@ class DjangoStore(
                 models.HistoryEntry.objects.using(self.using).bulk_create(
                     [models.HistoryEntry(actor_id=row.pk, **values) for values in encoded]
                 )
+                self._copy_fork_streams(row.pk, plan, now)
                 self._write_audit(source_id, source_audit, now)
                 self._write_audit(row.pk, fork_audit, now)
         except IntegrityError:

@@ -16,7 +16,7 @@ from django.db import IntegrityError
 from django.db.models import Max
 
 from .. import models
-from ..engine.model import errors, ports, serde
+from ..engine.model import errors, fork_copy, ports, serde
 from . import mapper
 
 
@@ -112,6 +112,43 @@ class StreamStorage:
         )
         self._notify_stream(actor_id)
         return _item(row)
+
+    def _plan_fork_streams(self, source_id: str, entries: list[ports.EntryRecord]) -> fork_copy.StreamCopy:
+        """Which of ``source_id``'s stream items a fork with history ``entries`` starts with
+        (``fork_copy.plan_stream_copy``); read in the fork's transaction."""
+        found = (
+            self._items()
+            .filter(actor_id=source_id, closes=False)
+            .only("id", "name", "offset", "step_key", "discarded")
+        )
+        rows = [
+            fork_copy.StreamRow(r.name, int(r.offset), r.step_key, bool(r.discarded), r.pk) for r in found
+        ]
+        return fork_copy.plan_stream_copy(entries, rows)
+
+    def _copy_fork_streams(self, actor_id: str, plan: fork_copy.StreamCopy, now: datetime) -> None:
+        """Write a fork's stream items (values read from the source rows) and closing rows, one bulk insert."""
+        if not plan.items and not plan.closed:
+            return
+        sources = self._items().in_bulk([row.ref for row, _ in plan.items])
+        copies = [
+            models.StreamItem(
+                actor_id=actor_id,
+                name=row.name,
+                offset=offset,
+                value=sources[row.ref].value,
+                attempt=sources[row.ref].attempt,
+                step_key=row.step_key,
+                at=sources[row.ref].at,
+            )
+            for row, offset in plan.items
+        ]
+        ends = {row.name: offset + 1 for row, offset in plan.items}
+        copies += [
+            models.StreamItem(actor_id=actor_id, name=name, offset=ends.get(name, 0), closes=True, at=now)
+            for name in plan.closed
+        ]
+        self._items().bulk_create(copies)
 
     def stream_close(self, actor_id: str, name: str) -> bool:
         """Write the closing row of the stream ``name`` unless it has one; True when this call closed it."""

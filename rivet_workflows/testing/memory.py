@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.model import base_store, errors, observe, ports, serde, wake
+from ..engine.model import base_store, errors, fork_copy, observe, ports, serde, wake
 from . import memory_rows as rows
 from .clock import utcnow
 from .memory_actions import MemoryActionMixin
@@ -222,7 +222,7 @@ class MemoryStore(
         """The fork in one critical section (see ``ports.Store.fork_actor``): everything is encoded before
         the first write; ``ActorNotFoundError``, ``ActorAlreadyExistsError``, ``SerializationError``."""
         key_text = rows.key_text(key)
-        copies = [rows.encode_entry(e.copy()) for e in entries]
+        attributes = fork_copy.copied_attributes(entries)
         audits = (encode_action(source_audit), encode_action(fork_audit))
         serde.to_json(input, where="actor input")
         serde.to_json(state, where="actor state")
@@ -232,9 +232,20 @@ class MemoryStore(
                 raise errors.ActorAlreadyExistsError(
                     f"actor {name!r} with key {key!r} already exists", name=name, key=list(key)
                 )
+            source_rows = [
+                fork_copy.StreamRow(stream_name, item.offset, item.step_key, item.discarded, item)
+                for stream_name, stream in self._streams.get(source_id, {}).items()
+                for item in stream.rows
+            ]
+            plan = fork_copy.plan_stream_copy(entries, source_rows)
+            copies = [rows.encode_entry(e.copy()) for e in plan.entries]
             record, _ = self._insert(name, key, key_text, input, state, True, None, flow)
+            if attributes:
+                self._actors[record.actor_id].attributes = dict(attributes)
+                record = rows.actor_record(self._actors[record.actor_id])
             now = self.now()
             self._write_history(record.actor_id, copies, [], now)
+            self._copy_streams(record.actor_id, plan)
             self._write_audit(source_id, audits[0], now)
             self._write_audit(record.actor_id, audits[1], now)
             return record

@@ -68,6 +68,19 @@ class MemoryStreamsMixin:
     def _drop_streams(self, actor_id: str) -> None:
         self._streams.pop(actor_id, None)
 
+    def _copy_streams(self, actor_id: str, plan: Any) -> None:
+        """Write a fork's stream items and closes (``fork_copy.StreamCopy``; caller holds ``self._lock``)."""
+        streams: dict[str, _Stream] = {}
+        for source, offset in plan.items:
+            row: _Row = source.ref
+            stream = streams.setdefault(source.name, _Stream())
+            stream.rows.append(_Row(offset, row.value, row.attempt, row.step_key, None, row.at))
+        for name in plan.closed:
+            streams.setdefault(name, _Stream()).closed = True
+        if streams:
+            self._streams[actor_id] = streams
+            self._stream_changed()
+
     def _stream_changed(self) -> None:
         self._stream_version += 1
         self._changed.notify_all()

@@ -85,6 +85,22 @@ def test_the_json_page_lists_items_without_waiting(rivet, chat):
     assert end.json()["items"][0]["value"] == "!"
 
 
+def test_the_page_of_a_fork_of_a_finished_run_has_the_items_its_copied_history_wrote(rivet, chat):
+    _finish(rivet, chat)
+    forked = chat.fork()
+    rivet.drain()
+    assert forked.workflow_state() == "completed"
+    page = Client().get(f"{API}/actors/{forked.actor_id}/streams/answer", HTTP_ACCEPT="application/json")
+    assert page.status_code == 200
+    assert [(i["offset"], i["value"]) for i in page.json()["items"]] == [
+        (0, "Hel"),
+        (1, "lo"),
+        (2, "1.50"),
+        (3, "!"),
+    ]
+    assert (page.json()["closed"], page.json()["next_offset"]) == (True, 4)
+
+
 def test_sse_sends_each_item_with_its_offset_and_ends_with_close(rivet, chat):
     _finish(rivet, chat)
     response = Client().get(f"{API}/actors/{chat.actor_id}/streams/answer")

@@ -283,3 +283,99 @@ def test_a_fork_of_a_sleeping_run_keeps_the_recorded_deadline(h):
     h.drain()
     assert forked.record().output == "woke" and source.record().output == "woke"
     assert calls == ["before", "after", "after"]
+
+
+def _traced(h, calls: list):
+    """A run that sets attributes twice, writes to streams from workflow code and from a step whose first
+    attempt fails (its items discarded), closes ``log``, then runs ``after`` and sets one more attribute."""
+
+    def think(step):
+        calls.append(("think", step.attempt))
+        for token in ("a", "b"):
+            step.stream("tokens").write(f"{token}{step.attempt}")
+        if step.attempt == 1:
+            raise RuntimeError("the model call failed")
+        return "ok"
+
+    def after(step):
+        calls.append(("after", step.attempt))
+        step.stream("tokens").write("late")
+        return "done"
+
+    async def run(ctx):
+        await ctx.set_attributes({"customer": "c-0"})
+        await ctx.set_attributes({"customer": "c-42", "plan": "pro"})
+        await ctx.stream("log").write("started")
+        await ctx.step("think", think, retry_backoff_base=0)
+        summary = await ctx.stream("tokens").write("summary")
+        await ctx.stream("log").close()
+        await ctx.step("after", after)
+        await ctx.set_attributes({"stage": "late"})
+        return summary
+
+    h.setup(wf=workflow(run=run))
+
+
+def _items(handle, name: str) -> list:
+    return [(i.offset, i.value, i.attempt) for i in handle.read_stream(name, timeout=0)]
+
+
+def test_a_fork_starts_with_the_attributes_and_stream_items_its_copied_history_wrote(h):
+    calls: list = []
+    _traced(h, calls)
+    source = h.runtime.client().wf.get_or_create("trace-1")
+    h.drain()
+    assert source.record().output == 4  # a1, b1 (discarded), a2, b2, then the summary
+    calls.clear()
+
+    forked = source.fork("after")
+
+    # before it runs: the attributes its copied entries set (merged in order) and their stream items,
+    # the failed attempt's items left behind and the rest renumbered from 0; log's close was copied
+    assert forked.attributes() == {"customer": "c-42", "plan": "pro"}
+    assert _items(forked, "tokens") == [(0, "a2", 2), (1, "b2", 2), (2, "summary", None)]
+    assert [i.value for i in forked.read_stream("log")] == ["started"]  # closed: the read ends
+    h.drain()
+
+    assert forked.workflow_state() == ports.COMPLETED
+    assert forked.record().output == 2  # the copied write replays at its offset in the fork
+    assert calls == [("after", 1)]  # think was not run again
+    assert [i.value for i in forked.read_stream("tokens")] == ["a2", "b2", "summary", "late"]
+    assert forked.attributes() == {"customer": "c-42", "plan": "pro", "stage": "late"}
+    # the source keeps its own items
+    assert [i.value for i in source.read_stream("tokens")] == ["a2", "b2", "summary", "late"]
+    assert [i.offset for i in source.read_stream("tokens")] == [2, 3, 4, 5]
+    found = h.runtime.client().list_actors(attributes={"customer": "c-42"})
+    assert {a.actor_id for a in found.items} == {source.actor_id, forked.actor_id}
+
+
+def test_a_fork_of_the_whole_history_carries_every_attribute_and_item(h):
+    calls: list = []
+    _traced(h, calls)
+    source = h.runtime.client().wf.get_or_create("trace-2")
+    h.drain()
+    calls.clear()
+
+    forked = source.fork()
+    assert forked.attributes() == source.attributes() == {"customer": "c-42", "plan": "pro", "stage": "late"}
+    h.drain()
+
+    assert forked.workflow_state() == ports.COMPLETED and calls == []
+    assert [i.value for i in forked.read_stream("tokens")] == ["a2", "b2", "summary", "late"]
+    assert [i.value for i in forked.read_stream("log")] == ["started"]
+    found = h.runtime.client().list_actors(attributes={"stage": "late"})
+    assert {a.actor_id for a in found.items} == {source.actor_id, forked.actor_id}
+
+
+def test_a_fork_before_a_stream_write_leaves_its_item_behind(h):
+    _traced(h, [])
+    source = h.runtime.client().wf.get_or_create("trace-3")
+    h.drain()
+
+    forked = source.fork("think")
+    assert forked.attributes() == {"customer": "c-42", "plan": "pro"}
+    assert _items(forked, "tokens") == []
+    assert _items(forked, "log") == [(0, "started", None)]
+    h.drain()
+    assert forked.record().output == 4  # think ran afresh in the fork: its first attempt failed again
+    assert [i.value for i in forked.read_stream("tokens")] == ["a2", "b2", "summary", "late"]

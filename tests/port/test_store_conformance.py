@@ -1083,6 +1083,51 @@ def test_fork_actor_of_a_taken_key_or_a_missing_source_writes_nothing(h):
     assert h.store.find_actor("order", ["fresh"]) is None
 
 
+def test_fork_actor_carries_the_copied_entries_attributes_and_stream_items_renumbered(h):
+    source_id = h.new_actor("source")
+    store = h.store
+    store.stream_write(source_id, "log", "started", write_key="log~w0")
+    store.stream_write(source_id, "tokens", "a1", attempt=1, step_key="s")
+    store.stream_write(source_id, "tokens", "a2", attempt=2, step_key="s")
+    store.stream_discard(source_id, "s", 2)
+    store.stream_write(source_id, "tokens", "summary", write_key="tokens~w0")
+    store.stream_write(source_id, "tokens", "t1", attempt=1, step_key="t")
+    store.stream_write(source_id, "other", "not copied", write_key="other~w0")
+    store.stream_close(source_id, "log")
+
+    def recorded(key, kind, **data):
+        return ports.EntryRecord(key=key, location=[key], kind=kind, data=data, status=ports.ENTRY_COMPLETED)
+
+    copies = [
+        recorded("~attributes0", "attributes", attributes={"customer": "c-0", "plan": "pro"}),
+        recorded("log~w0", "stream", stream="log", offset=0),
+        entry("s", output="ok"),
+        recorded("tokens~w0", "stream", stream="tokens", offset=2),
+        recorded("~attributes1", "attributes", attributes={"customer": "c-42"}),
+        recorded("log~c0", "stream", stream="log", closed=True),
+        entry("t", status=ports.ENTRY_PENDING),  # runs again in the fork: its item stays behind
+    ]
+
+    record = _fork(h, source_id, entries=copies)
+
+    assert record.attributes == {"customer": "c-42", "plan": "pro"}
+    assert store.get_actor(record.actor_id).attributes == {"customer": "c-42", "plan": "pro"}
+    page = store.stream_read(record.actor_id, "tokens", 0, 10, include_discarded=True)
+    assert [(i.offset, i.value, i.attempt, i.discarded) for i in page.items] == [
+        (0, "a2", 2, False),
+        (1, "summary", None, False),
+    ]
+    assert not page.closed and page.next_offset == 2
+    log = store.stream_read(record.actor_id, "log", 0, 10)
+    assert [(i.offset, i.value) for i in log.items] == [(0, "started")] and log.closed
+    assert store.stream_names(record.actor_id) == ["log", "tokens"]
+    history = {e.key: e for e in store.load_history(record.actor_id)}
+    assert history["tokens~w0"].data == {"stream": "tokens", "offset": 1}  # follows its item
+    # the fork's next write comes after the copied items; the source's stream is its own
+    assert store.stream_write(record.actor_id, "tokens", "next").offset == 2
+    assert store.stream_read(source_id, "tokens", 0, 10).next_offset == 4
+
+
 # --- wakes of released actors -------------------------------------------------------------------------------
 
 

@@ -244,7 +244,12 @@ class Store(Protocol):
         (as ``create_actor``); its history ``entries`` (copies of the source's, as ``engine.forks`` chose
         them) inserted in list order, so their ``seq`` keeps that order, each keeping its key, location,
         kind, data, status, attempts, error and times; the audit row ``source_audit`` on the source and
-        ``fork_audit`` (its ``actor_id`` ignored) on the new actor. The source is not otherwise touched.
+        ``fork_audit`` (its ``actor_id`` ignored) on the new actor. What the copied entries wrote comes too
+        (``fork_copy``): the search attributes, the merge of the copied ``attributes`` entries in order
+        (``copied_attributes``), and the source's stream items of the copied workflow-code writes and of the
+        copied completed steps (not discarded), renumbered densely from 0 per stream with the copied write
+        entries' ``offset`` following, each stream closed by a copied close entry closed
+        (``plan_stream_copy``). The source is not otherwise touched.
 
         Returns the new actor's record. Raises, writing nothing, ``ActorNotFoundError`` when the source is
         gone, ``ActorAlreadyExistsError`` when ``(name, key)`` is taken (also by a concurrent creator),

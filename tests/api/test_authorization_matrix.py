@@ -239,6 +239,8 @@ def api_request(method: str, path: str, operation: dict, world: dict) -> tuple[s
         body = json.dumps(sample(content, components))
     if (method, path) == ("POST", "/schedules"):  # a valid definition whose id is taken: 409 when let in
         body = json.dumps({"scheduleId": world["schedule"], "actor": "counter", "every": 3600})
+    if path == "/actors/bulk/{bulk_action}":  # a bulk action needs a filter: one the walk's world matches
+        body = json.dumps({"filter": {"name": "counter"}})
     return url, body
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -31,6 +28,8 @@ from ..engine.model import errors, ports, serde
 from ..engine.model.attributes import parse_pairs
 from ..engine.operate import forks, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
+from .filters import AttributeFilter, AwaitingCodeVersionFilter, WorkflowStateFilter, attribute_q
+from .forks import ForkViewMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
 
@@ -64,33 +63,6 @@ def _json_error(status: int, group: str, code: str, message: str, **metadata: An
     """An error of the trace JSON as ``{group, code, message, metadata}`` (it is read by a script)."""
     body = {"group": group, "code": code, "message": message, "metadata": metadata}
     return JsonResponse(body, status=status)
-
-
-def _json_text(value: Any) -> str:
-    """``value`` as the JSON a form field shows (tagged JSON, ``serde.to_json``: it reads back exactly)."""
-    return json.dumps(serde.to_json(value, where="form value"), indent=2, ensure_ascii=False)
-
-
-def _fork_options(form: dict[str, str]) -> dict[str, Any]:
-    """The ``forks.fork`` keyword arguments of the fork form: ``input`` (JSON), ``state`` (JSON; empty:
-    the source's), ``key`` (JSON, or plain text for a one-part string key; empty: the default).
-    ``ValueError`` naming the field whose JSON does not parse or decode."""
-    options: dict[str, Any] = {"input": ports.UNSET, "state": ports.UNSET, "key": None}
-    for field in ("input", "state"):
-        text = form[field].strip()
-        if field == "state" and not text:
-            continue
-        try:
-            options[field] = serde.from_json(json.loads(text))
-        except Exception as exc:  # JSONDecodeError, or a malformed tagged value
-            raise ValueError(f"{field}: not valid JSON ({exc})") from None
-    key = form["key"].strip()
-    if key:
-        try:
-            options["key"] = json.loads(key)
-        except ValueError:
-            options["key"] = key
-    return options
 
 
 def _stored(value: Any) -> Any:
@@ -148,91 +120,6 @@ def _audit_item(row: Any) -> dict:
     }
 
 
-class WorkflowStateFilter(admin.SimpleListFilter):
-    """The "workflow state" filter: each state an actor shows (``states.shown``, the badge's rule): the
-    stored states, "paused" for a paused unfinished actor (not counted in its stored state), and "no
-    workflow" for actors whose type has no run function (stored as ``pending``, but with no workflow to
-    wait on: listed apart, not as pending)."""
-
-    title = "workflow state"
-    parameter_name = "workflow_state__exact"  # the parameter Django's own field filter used
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        counts = states.count(models.Actor.objects.filter(destroyed=False), ())  # no_workflow: always listed
-        shown = sorted({state for _, state in counts})
-        return [(s, s.replace("_", " ")) for s in shown] + [(inspector.NO_WORKFLOW, "no workflow")]
-
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if not value:
-            return queryset
-        if value not in states.SHOWN_STATES:
-            return queryset.none()
-        return states.filter_state(queryset, value, inspector.run_less_types(_runtime().registry))
-
-
-class AwaitingCodeVersionFilter(admin.SimpleListFilter):
-    """The "waiting for code version" filter: runs a worker of another code version left unchanged during a
-    rolling deploy, by the version they wait for (DESIGN.md section 12)."""
-
-    title = "waiting for code version"
-    parameter_name = "awaiting_code_version"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        versions = (
-            models.Actor.objects.filter(awaiting_code_version__isnull=False, destroyed=False)
-            .order_by()
-            .values_list("awaiting_code_version", flat=True)
-            .distinct()
-        )
-        return [("*", "any")] + [(v, v) for v in sorted(set(versions))]
-
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if not value:
-            return queryset
-        if value == "*":
-            return queryset.filter(awaiting_code_version__isnull=False)
-        return queryset.filter(awaiting_code_version=value)
-
-
-def attribute_q(pairs: dict[str, Any]) -> Q:
-    """Actors whose search attribute ``key`` equals ``value`` for each pair (JSON key lookups: portable;
-    the API and the commands go through the store, whose PostgreSQL query uses the GIN index)."""
-    q = Q()
-    for key, value in pairs.items():
-        q &= Q(**{f"attributes__{key}": value})
-    return q
-
-
-class AttributeFilter(admin.SimpleListFilter):
-    """The "search attribute" filter (DESIGN.md section 19): the most common ``key=value`` pairs of the
-    most recently created actors; any other pair works as ``?attr=key=value`` or in the search box."""
-
-    title = "search attribute"
-    parameter_name = "attr"
-    #: how many recent actors the choices are read from, and how many choices are shown
-    SAMPLE = 500
-    CHOICES = 15
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        recent = models.Actor.objects.filter(destroyed=False).order_by("-created_at")[: self.SAMPLE]
-        counts: Counter[str] = Counter()
-        for attributes in recent.values_list("attributes", flat=True):
-            for key, value in (attributes or {}).items():
-                counts[f"{key}={json.dumps(value) if not isinstance(value, str) else value}"] += 1
-        return [(pair, pair) for pair, _ in counts.most_common(self.CHOICES)]
-
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if not value:
-            return queryset
-        try:
-            return queryset.filter(attribute_q(parse_pairs([value])))
-        except errors.RivetWorkflowsError:
-            return queryset.none()
-
-
 def operator(request: HttpRequest) -> Any:
     """The admin user as the caller of ``rivet_workflows.access``; also set as ``request.auth``, which is
     where the ``AUTHORIZE`` hook finds the caller (as over HTTP)."""
@@ -242,7 +129,7 @@ def operator(request: HttpRequest) -> Any:
 
 
 @admin.register(models.Actor)
-class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
+class ActorAdmin(BulkActionsMixin, ForkViewMixin, admin.ModelAdmin):
     """Actors: list with filters (type, workflow state) and key search; each row opens the run trace."""
 
     list_display = (
@@ -658,85 +545,6 @@ class ActorAdmin(BulkActionsMixin, admin.ModelAdmin):
             "replay_url": reverse("admin:rivet_workflows_actor_replay", args=[actor_id]),
         }
         return TemplateResponse(request, "rivet_workflows/admin/replay_confirm.html", context)
-
-    def fork_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
-        """GET: the confirmation page of a fork at ``entry_id`` (a step; the whole history when empty,
-        DESIGN.md section 19): the entries it copies, the new actor's input (JSON, the source's, editable),
-        state (JSON; empty: the source's), key (JSON or text; empty: the source's plus a ``fork-<hex>``
-        part) and a reason; nothing changes. POST (with CSRF): do the fork and go to the new actor's page;
-        JSON that does not parse shows the form again (400) with the error; a refusal goes back to the
-        trace page with it. Operation ``replay``."""
-        record = self._record(request, actor_id, access.REPLAY)
-        back = reverse("admin:rivet_workflows_actor_change", args=[actor_id])
-        data = request.POST if request.method == "POST" else request.GET
-        entry_id = data.get("entry_id") or None
-        runtime = _runtime()
-        refused = forks.refusal(
-            runtime, record, runtime.store.load_history(actor_id), entry_id, now=runtime.store.now()
-        )
-        if refused is not None:
-            self._refused(request, "fork", refused)
-            return HttpResponseRedirect(back)
-        form = {
-            "input": data.get("input", _json_text(record.input))
-            if request.method == "POST"
-            else _json_text(record.input),
-            "state": data.get("state", ""),
-            "key": data.get("key", ""),
-            "reason": (data.get("reason") or "")[:2000],
-        }
-        problem = ""
-        if request.method == "POST":
-            try:
-                options = _fork_options(form)
-            except ValueError as exc:
-                problem = str(exc)
-            else:
-                try:
-                    result = forks.fork(
-                        runtime,
-                        actor_id,
-                        entry_id,
-                        who=request.user.get_username(),
-                        reason=form["reason"] or None,
-                        **options,
-                    )
-                except errors.ActorNotFoundError as exc:
-                    raise Http404(str(exc)) from exc
-                except errors.ActorAlreadyExistsError as exc:
-                    problem = exc.message
-                except errors.RivetWorkflowsError as exc:
-                    self._refused(request, "fork", exc)
-                    return HttpResponseRedirect(back)
-                else:
-                    where = f"before step {entry_id!r}" if entry_id else "with the whole history"
-                    self.message_user(
-                        request,
-                        f"Forked {record.name} {display.short_key(record.key)} {where}: "
-                        f"{len(result.copied)} history entries copied; the new actor runs now.",
-                        messages.SUCCESS,
-                    )
-                    return HttpResponseRedirect(
-                        reverse("admin:rivet_workflows_actor_change", args=[result.actor_id])
-                    )
-        entries = runtime.store.load_history(actor_id)
-        copied = [e.key for e in forks.plan_fork(entries, entry_id)]
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": f"Fork {record.name} {display.short_key(record.key)}?",
-            "record": record,
-            "entry_id": entry_id,
-            "copied": copied,
-            "rerun": [e.key for e in entries if e.kind == "step" and e.key not in set(copied)],
-            "form": form,
-            "problem": problem,
-            "back_url": back,
-            "fork_url": reverse("admin:rivet_workflows_actor_fork", args=[actor_id]),
-        }
-        return TemplateResponse(
-            request, "rivet_workflows/admin/fork_confirm.html", context, status=400 if problem else 200
-        )
 
     def recover_view(self, request: HttpRequest, actor_id: str) -> HttpResponse:
         """POST: recover a failed workflow; operation ``replay``."""

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, models, tracing
+from .. import access, inputs, tracing
 from ..conf import rivet_settings
 from ..engine.actor import audit, cancel
 from ..engine.actor.delivery import send_message
 from ..engine.client.sending import database_turn, waiting_send_slot
 from ..engine.model import errors, ports, serde
-from ..engine.model.attributes import parse_pairs
 from ..engine.model.keys import normalize_key
 from ..engine.operate import forks, inspector, repairs, retrying, search
 from ..engine.run.streams import check_name as check_stream_name
+from . import listing
 from . import schemas as s
 from . import streams as stream_views
 from .auth import ApiAuth, principal_of
@@ -147,59 +146,6 @@ def create_actor(request: HttpRequest, payload: s.CreateActorIn) -> Any:
     return {"actor_id": handle.actor_id, "name": handle.name, "key": handle.key, "created": created}
 
 
-def _summary(record: Any, run_less: frozenset[str]) -> dict:
-    return {
-        "actor_id": record.actor_id,
-        "name": record.name,
-        "key": list(record.key or []),
-        "workflow_state": inspector.NO_WORKFLOW if record.name in run_less else record.workflow_state,
-        "wake_at": record.wake_at,
-        "waiting_for": list(record.waiting_for or []),
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "attributes": dict(record.attributes or {}),
-    }
-
-
-def _attribute_params(request: HttpRequest) -> dict[str, Any] | None:
-    """The ``attr.KEY=VALUE`` query parameters as an attribute filter (``attributes.parse_value``)."""
-    pairs = [f"{k[5:]}={v}" for k, v in request.GET.items() if k.startswith("attr.")]
-    return parse_pairs(pairs) if pairs else None
-
-
-def _listing_filter(
-    request: HttpRequest,
-    name: str | None,
-    state: str | None,
-    attributes: dict[str, Any] | None,
-    times: dict[str, Any],
-    run_less: frozenset[str],
-    operation: str = access.LIST,
-) -> ports.ActorFilter:
-    """The ``ActorFilter`` of a listing or bulk request: the shown ``state`` (``no_workflow``: the types
-    without a run function), and with an ``AUTHORIZE`` hook only the types it lets this caller do
-    ``operation`` to (a ``name`` it refuses is a 403; for a bulk action, ``replay``, refusing every type
-    is a 403 too)."""
-    names: tuple[str, ...] | None = None
-    if state == inspector.NO_WORKFLOW:
-        names, state = tuple(sorted(run_less)), None
-    if rivet_settings.AUTHORIZE:
-        if name:
-            access.check(request, principal_of(request), operation, name)
-        else:
-            known = models.Actor.objects.filter(destroyed=False).values_list("name", flat=True).distinct()
-            allowed = {n for n in known if access.hook_allows(request, n, operation, None)}
-            if operation != access.LIST and known and not allowed:
-                raise access.ForbiddenError(
-                    f"not authorized to {operation} any actor type", operation=operation
-                )
-            names = tuple(sorted(allowed if names is None else allowed & set(names)))
-    query = search.make_filter(name, state, attributes, **times)
-    return dataclasses.replace(
-        query, names=names, exclude_names=tuple(sorted(run_less)) if state is not None else ()
-    )
-
-
 @router.get("/actors", response={200: s.ActorPage, **_errors()}, summary="List actors", **_auth(access.LIST))
 def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     """Actors, newest first, filtered by type ``name``, workflow ``state``, search attributes
@@ -226,7 +172,9 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
             raise errors.InvalidFilterError(
                 f"{label}: give the time with its offset (Z or +01:00)", field=label
             )
-    query = _listing_filter(request, filters.name, filters.state, _attribute_params(request), times, run_less)
+    query = listing.listing_filter(
+        request, filters.name, filters.state, listing.attribute_params(request), times, run_less
+    )
     after = search.decode_cursor(filters.cursor) if filters.cursor else None
     offset = 0 if after is not None else filters.offset
     found = rt.store.find_actors(
@@ -235,7 +183,7 @@ def list_actors(request: HttpRequest, filters: Query[s.ActorFilter]) -> Any:
     page = found[: filters.limit]
     more = len(found) > filters.limit
     return {
-        "items": [_summary(r, run_less) for r in page],
+        "items": [listing.summary(r, run_less) for r in page],
         "count": rt.store.count_actors(query),
         "limit": filters.limit,
         "offset": offset,
@@ -273,7 +221,7 @@ def bulk_action(request: HttpRequest, bulk_action: Name, payload: s.BulkIn) -> A
             raise errors.InvalidFilterError(
                 f"{label}: give the time with its offset (Z or +01:00)", field=label
             )
-    query = _listing_filter(request, f.name, f.state, f.attributes, times, run_less, access.REPLAY)
+    query = listing.listing_filter(request, f.name, f.state, f.attributes, times, run_less, access.REPLAY)
     principal = principal_of(request)
 
     def check(actor_id: str) -> None:

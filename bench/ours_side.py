@@ -461,7 +461,7 @@ def p3_replay(iterations: int = 10000, cap_seconds: float = 120.0) -> dict[str, 
 
 def _sweep_cost(rw: Any, rounds: int) -> tuple[float, int]:
     """Median seconds per ``rivet_workflows.sweep`` call and the run messages it sent in ``rounds`` calls."""
-    from rivet_workflows import tasks
+    from rivet_workflows.driver import tasks
 
     sent = 0
     original = tasks.run_actor.delay
@@ -527,7 +527,7 @@ def _explain_sweep() -> str:
     """EXPLAIN ANALYZE of the sweep's claim query (captured from one sweep call, then re-run read-only)."""
     from django.db import connection
 
-    from rivet_workflows import tasks
+    from rivet_workflows.driver import tasks
 
     captured: list[tuple[str, Any]] = []
 

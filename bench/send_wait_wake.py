@@ -36,7 +36,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from rivet_workflows import storage
-    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.driver.dispatch import LocalDispatcher
     from rivet_workflows.engine.model import definitions as d
     from rivet_workflows.engine.runtime import executor
     from rivet_workflows.engine.runtime.runtime import Runtime, Settings

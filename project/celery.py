@@ -18,7 +18,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("project")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()  # the tasks.py of every installed app: rivet_workflows.tasks (and yours)
+app.autodiscover_tasks()  # the tasks.py of your apps (rivet_workflows registers its own in ready())
 
 
 @app.on_after_finalize.connect

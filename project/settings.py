@@ -137,13 +137,13 @@ if REDIS_URL:
     # kombu's Redis transport, except that a channel whose connection was already collected raises a
     # connection error instead of AttributeError: without it Celery 5.7 workers can exit ("Unrecoverable
     # error") when Redis restarts while they hold unacknowledged tasks (manual: Celery settings).
-    CELERY_BROKER_TRANSPORT = "rivet_workflows.redis_broker:Transport"
+    CELERY_BROKER_TRANSPORT = "rivet_workflows.driver.redis_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
     for _sub in ("out", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT = "rivet_workflows.fs_broker:Transport"  # atomic message files
+    CELERY_BROKER_TRANSPORT = "rivet_workflows.driver.fs_broker:Transport"  # atomic message files
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),

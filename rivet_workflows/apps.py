@@ -16,6 +16,7 @@ class RivetWorkflowsConfig(AppConfig):
     def ready(self) -> None:
         """Register system checks (checks.py), reset cached settings/runtime on ``setting_changed`` and keep
         Celery's per-run lines about the sweep at DEBUG (``tasks.install_quiet_sweep_logs``)."""
-        from . import checks, conf, tasks  # noqa: F401 - imported for their registration side effects
+        from . import checks, conf  # noqa: F401 - imported for their registration side effects
+        from .driver import tasks  # registers the Celery tasks (a worker needs no autodiscovery of them)
 
         tasks.install_quiet_sweep_logs()

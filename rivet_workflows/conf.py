@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "STEP_ABANDON_SECONDS": 30.0,
     "CONNECTION_IDLE_CHECK": 1.0,
     "PREPARED_STATEMENTS": True,
-    "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
+    "DISPATCHER": "rivet_workflows.driver.dispatch.CeleryDispatcher",
     "API_AUTH": None,
     "API_TOKEN": None,
     "AUTHORIZE": None,

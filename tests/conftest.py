@@ -63,7 +63,7 @@ def make_django_runtime(django_store):
 
     ``runtime.dispatcher.woken`` records wake-ups; run work with ``rivet_workflows.engine.runtime.executor.drain``.
     """
-    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.driver.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     def make(registry: Any, **settings: Any) -> Runtime:

@@ -59,7 +59,7 @@ def test_trace_polls_beside_an_in_memory_websocket(
     assert handle.workflow_state() == "failed"
 
     # the server process inherits these settings: Celery workers elsewhere, in-memory channel layer
-    rivet.configure(DISPATCHER="rivet_workflows.dispatch.CeleryDispatcher")
+    rivet.configure(DISPATCHER="rivet_workflows.driver.dispatch.CeleryDispatcher")
     layers = override_settings(CHANNEL_LAYERS=IN_MEMORY)
     layers.enable()
     try:

@@ -11,7 +11,7 @@ from tests.api import registry as test_registry
 
 BASE = {
     "REGISTRY": "tests.api.registry.registry",
-    "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+    "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     "POLL_INTERVAL": 0.01,
     "LEASE_SECONDS": 5,
 }

@@ -27,7 +27,7 @@ def rivet_tasks(settings, transactional_db):
 
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": REGISTRY,
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
         "LIVE_WAIT_THRESHOLD": 0.0,
         "POLL_INTERVAL": 0.01,
     }
@@ -46,7 +46,7 @@ def eager_celery_tasks(rivet_tasks, settings):
 
     settings.RIVET_WORKFLOWS = {
         **settings.RIVET_WORKFLOWS,
-        "DISPATCHER": "rivet_workflows.dispatch.CeleryDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.CeleryDispatcher",
     }
     app.conf.task_always_eager = True
     try:

@@ -30,7 +30,7 @@ registry = setup(use={"counter": actor(state={"ticks": []}, actions={"bump": bum
 def runtime():
     """A runtime on the test database's store and ``registry``."""
     from rivet_workflows import storage
-    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.driver.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     return Runtime(storage.store_for(poll_interval=0.01), LocalDispatcher(), registry, settings=Settings())

@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from rivet_workflows import django_runtime, models, tasks
+from rivet_workflows import django_runtime, models
+from rivet_workflows.driver import tasks
 from rivet_workflows.engine.model import ports
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,7 +94,7 @@ def test_drain_command_runs_due_work(celery_runtime, settings):
 
     settings.RIVET_WORKFLOWS = {
         **settings.RIVET_WORKFLOWS,
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     }
     handle = django_runtime.client().approval.get_or_create("order-2")
     assert actor_row(handle.actor_id).workflow_state == ports.PENDING  # no worker ran it

@@ -36,7 +36,7 @@ class DjangoHarness(Harness):
 
 def _django_runtime(registry: Any, clock: Any = None):
     from rivet_workflows import storage
-    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.driver.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     return Runtime(

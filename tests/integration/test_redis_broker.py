@@ -1,4 +1,4 @@
-"""rivet_workflows.redis_broker: a collected Redis channel raises a connection error (field case C60).
+"""rivet_workflows.driver.redis_broker: a collected Redis channel raises a connection error (field case C60).
 
 The kombu sequence behind C60, without Celery: a channel holding an unacknowledged message with a BRPOP in
 flight, a second channel consuming an auto-delete fanout queue (Celery's remote-control channel), Redis
@@ -53,7 +53,7 @@ def test_a_collected_channel_raises_connection_errors_not_attribute_error(privat
             {"n": 1}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks]
         )
 
-    conn = Connection(url, transport="rivet_workflows.redis_broker:Transport")
+    conn = Connection(url, transport="rivet_workflows.driver.redis_broker:Transport")
     received = []
     conn.Consumer(
         [tasks], callbacks=[lambda body, message: received.append(message)], prefetch_count=1

@@ -97,7 +97,7 @@ def test_deploy_check_warns_when_workers_run_without_a_code_version(settings, mo
     assert ids(check_code_version()) == []
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": "tests.integration.workflows.registry",
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
         "CODE_VERSION": "",
     }
     assert ids(check_code_version()) == []  # no workers: drain() in one process

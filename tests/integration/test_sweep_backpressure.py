@@ -12,7 +12,8 @@ import time
 import pytest
 
 from project.celery import app
-from rivet_workflows import django_runtime, models, tasks
+from rivet_workflows import django_runtime, models
+from rivet_workflows.driver import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,9 @@ import time
 import pytest
 
 from project.celery import app
-from rivet_workflows import django_runtime, tasks
-from rivet_workflows.dispatch import HINT_PRIORITY
+from rivet_workflows import django_runtime
+from rivet_workflows.driver import tasks
+from rivet_workflows.driver.dispatch import HINT_PRIORITY
 from rivet_workflows.engine.model import ports
 from tests.conftest import requires_postgres
 

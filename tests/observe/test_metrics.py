@@ -58,7 +58,7 @@ def test_steps_failures_and_finished_workflows_are_counted_per_type():
 def test_the_view_serves_counters_and_the_gauges_read_at_scrape_time(client, settings):
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": "tests.ops.inspect_registry.registry",
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
         "LIVE_WAIT_THRESHOLD": 0.0,
     }
     django_runtime.reset_runtime()

@@ -32,7 +32,7 @@ def test_in_memory_layer_with_worker_processes_warns(settings) -> None:
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": REGISTRY,
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     }
     assert "rivet_workflows.W004" not in ids(check_channel_layer())
     # a shared channel layer carries worker events

@@ -22,7 +22,7 @@ def deploy(settings):
     def switch(registry: str, version: str | None):
         settings.RIVET_WORKFLOWS = {
             "REGISTRY": f"tests.ops.registries.{registry}",
-            "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+            "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
             "LIVE_WAIT_THRESHOLD": 0.0,
             "POLL_INTERVAL": 0.01,
             "CODE_VERSION": version,

@@ -21,7 +21,7 @@ def deploy(settings):
     def switch(version: str):
         settings.RIVET_WORKFLOWS = {
             "REGISTRY": f"tests.ops.registries.{version}",
-            "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+            "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
             "LIVE_WAIT_THRESHOLD": 0.0,
             "POLL_INTERVAL": 0.01,
         }

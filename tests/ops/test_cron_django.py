@@ -106,11 +106,12 @@ def test_destroying_the_actor_removes_its_schedules(make_django_runtime) -> None
 
 def test_the_celery_sweep_claims_fires_and_a_task_runs_them(settings) -> None:
     from project.celery import app
-    from rivet_workflows import django_runtime, tasks
+    from rivet_workflows import django_runtime
+    from rivet_workflows.driver import tasks
 
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": "tests.system.workflows.registry",
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     }
     django_runtime.reset_runtime()
     app.conf.task_always_eager = True
@@ -129,11 +130,12 @@ def test_the_celery_sweep_claims_fires_and_a_task_runs_them(settings) -> None:
 
 
 def test_a_sweep_that_cannot_reach_the_broker_gives_its_claims_back(settings, monkeypatch) -> None:
-    from rivet_workflows import django_runtime, tasks
+    from rivet_workflows import django_runtime
+    from rivet_workflows.driver import tasks
 
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": "tests.system.workflows.registry",
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     }
     django_runtime.reset_runtime()
     try:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def runtime(settings):
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": "tests.ops.inspect_registry.registry",
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
         "LIVE_WAIT_THRESHOLD": 0.0,
         "POLL_INTERVAL": 0.01,
     }

@@ -9,7 +9,7 @@ import logging
 import pytest
 from celery.app import trace
 
-from rivet_workflows import tasks
+from rivet_workflows.driver import tasks
 from tests.api.support import Rivet
 
 SWEEP = {"id": "t-1", "name": "rivet_workflows.sweep", "args": "()", "kwargs": "{}", "eta": None}

@@ -241,7 +241,7 @@ def cluster(transactional_db, tmp_path) -> Any:
 def rt(transactional_db) -> Any:
     """A runtime of the test process on the system registry whose dispatcher only records wake-ups."""
     from rivet_workflows import storage
-    from rivet_workflows.dispatch import LocalDispatcher
+    from rivet_workflows.driver.dispatch import LocalDispatcher
     from rivet_workflows.engine.runtime.runtime import Runtime, Settings
 
     from .workflows import registry

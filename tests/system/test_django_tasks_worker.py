@@ -18,7 +18,7 @@ def tasks_on(settings, cluster):
 
     settings.RIVET_WORKFLOWS = {
         "REGISTRY": REGISTRY,
-        "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     }
     cluster.env["RIVET_REGISTRY"] = REGISTRY
     django_runtime.reset_runtime()

@@ -12,8 +12,8 @@ from typing import Any
 
 from celery import shared_task, signals
 
-from .engine.actor.slots import ScheduledFireInfo
-from .engine.model import ports
+from ..engine.actor.slots import ScheduledFireInfo
+from ..engine.model import ports
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -67,7 +67,7 @@ def apply_worker_concurrency(sender: Any = None, **kwargs: Any) -> None:
     (``--pool threads --concurrency N``, whatever its command line chose): that many actors at once, each
     on its own thread, database connection and lease, a step body of one never waiting for another's.
     1 (the default) leaves the worker's pool as configured. Connected to Celery's ``worker_init``."""
-    from .conf import rivet_settings
+    from ..conf import rivet_settings
 
     concurrency = rivet_settings.WORKER_CONCURRENCY
     if sender is None or concurrency <= 1:
@@ -118,7 +118,7 @@ def run_actor(actor_id: str, token: int | None = None) -> None:
     lease itself and returns at once if another executor holds it. Duplicate or stale hints are
     harmless: a stale token's writes are fenced off.
     """
-    from .django_runtime import get_runtime
+    from ..django_runtime import get_runtime
 
     if token is None and _local_runs is not None and _local_runs.covers(actor_id):
         # A run of this actor started by this process (the wake listener heard the same send) has not
@@ -140,7 +140,7 @@ def _run(runtime: Any, actor_id: str, token: int | None, ran: Any = None) -> Non
     """One worker run of ``actor_id`` (``token``: a lease already held, or None to claim it), then keep
     its wake-up when it is near (``LocalRuns``). ``ran`` (no arguments) is called as soon as the run
     returned (it released the lease, or did not get it)."""
-    from .engine.runtime import executor
+    from ..engine.runtime import executor
 
     # A live budget lets waits shorter than LIVE_WAIT_THRESHOLD (a short sleep, a race's timeout branch,
     # a retry backoff) finish in memory instead of a round trip through the sweep; longer waits release
@@ -276,7 +276,7 @@ class LocalRuns:
     def _fire(self, actor_id: str, token: int | None = None) -> None:
         from django.db import close_old_connections
 
-        from .django_runtime import get_runtime
+        from ..django_runtime import get_runtime
 
         # As Celery's Django fixup does around a task: drop a connection past CONN_MAX_AGE or broken.
         done = False
@@ -312,7 +312,7 @@ def local_runs() -> LocalRuns:
     global _local_runs
     with _local_runs_lock:
         if _local_runs is None:
-            from .conf import rivet_settings
+            from ..conf import rivet_settings
 
             _local_runs = LocalRuns(threads=max(LOCAL_RUN_THREADS, rivet_settings.WORKER_CONCURRENCY))
         return _local_runs
@@ -328,7 +328,7 @@ def listen_for_wakes(stop: threading.Event | None = None) -> None:
     without the broker's round trip. The hint still goes through the broker; whoever claims the actor
     first runs it, the other finds the lease taken. Returns when ``stop`` is set (checked between waits)
     or when the store has no notifications."""
-    from .django_runtime import get_runtime
+    from ..django_runtime import get_runtime
 
     runs = local_runs()
     while stop is None or not stop.is_set():
@@ -406,10 +406,10 @@ def sweep() -> int:
     INFO line when it took over or queued actors or fired schedules, and nothing above DEBUG otherwise
     (``QuietSweepFilter``).
     """
-    from .conf import rivet_settings
-    from .django_runtime import get_runtime
-    from .engine.actor import firing
-    from .engine.operate import retrying
+    from ..conf import rivet_settings
+    from ..django_runtime import get_runtime
+    from ..engine.actor import firing
+    from ..engine.operate import retrying
 
     runtime = get_runtime()
     try:  # runs a code error suspended under another code version: retried once by this (newer) code
@@ -493,8 +493,8 @@ def fire_schedule(data: dict) -> None:
     a vanished entry or actor is ignored. The slot was claimed before this task was queued, so a lost
     task loses that one fire (at most once per slot).
     """
-    from .django_runtime import get_runtime
-    from .engine.actor import firing
+    from ..django_runtime import get_runtime
+    from ..engine.actor import firing
 
     runtime = get_runtime()
     found = fire_from_dict(runtime, data)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import models
-from ..engine.model import errors, ports, serde
+from ..engine.model import errors, ports, serde, shards
 
 #: actor columns in the order ``actor_record`` reads them (and raw SQL selects them)
 ACTOR_COLUMNS: tuple[str, ...] = (
@@ -129,8 +129,9 @@ _ENTRY_SQL = _converters(ENTRY_COLUMNS, _ENTRY_JSON, _ENTRY_TIMES)
 
 
 def key_text(key: list) -> str:
-    """Canonical JSON text of an actor key (a list of strings): the unique column with the actor name."""
-    return json.dumps(serde.to_json(list(key), where="actor key"), separators=(",", ":"), sort_keys=True)
+    """Canonical JSON text of an actor key (a list of strings): the unique column with the actor name; the
+    same text the shard hash reads (``engine.model.shards.key_text``)."""
+    return shards.key_text(key)
 
 
 # --- rows -> records ----------------------------------------------------------------------------------

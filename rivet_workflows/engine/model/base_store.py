@@ -158,3 +158,8 @@ class BaseStore(Store):
 
     def close_thread_connection(self) -> None:
         return None
+
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        """Whether the actors ``a_id`` and ``b_id`` live in the same database: always True for a store of one
+        database (``storage.sharded.ShardedStore`` answers from its shard map; DESIGN.md section 21)."""
+        return True

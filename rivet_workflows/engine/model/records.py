@@ -381,6 +381,7 @@ class Commit:
     #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
     #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
     outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
+    relay: list[tuple[str, str, Any, bool]] = field(default_factory=list)
     #: set the step lock until this instant (None clears it); UNSET leaves it
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
@@ -406,7 +407,14 @@ class Commit:
             self.wake_at,
             self.attributes,
         )
-        lists = (self.upserts, self.deletes, self.receive_messages, self.complete_messages, self.outbox)
+        lists = (
+            self.upserts,
+            self.deletes,
+            self.receive_messages,
+            self.complete_messages,
+            self.outbox,
+            self.relay,
+        )
         return (
             all(v is UNSET for v in (*columns, self.waiting_for, self.replay_generation))
             and not any(lists)

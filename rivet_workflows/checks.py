@@ -21,6 +21,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     E003: API_AUTH or AUTHORIZE cannot be imported or is not callable (every API request would fail).
     W006: DEV_MODE on while DEBUG is off (the inspector, and with dev_mode_api_auth the actor API, open to
     anonymous callers in what looks like production).
+    E004: SHARDS / SHARD_BUCKETS cannot work (``check_shards``).
     """
     from django.utils.module_loading import import_string
 
@@ -89,7 +90,40 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         )
     errors.extend(_check_auth(conf))
     errors.extend(_check_step_timeouts(registry, conf.LEASE_SECONDS))
+    errors.extend(check_shards(conf.SHARDS, conf.SHARD_BUCKETS))
     return errors
+
+
+def check_shards(aliases: Any, buckets: int) -> list[checks.CheckMessage]:
+    """E004 for a ``SHARDS`` list that cannot work (DESIGN.md section 21): an alias missing from
+    ``settings.DATABASES``, an alias named twice, ``SHARD_BUCKETS`` below the number of shards or above
+    65536, shards on different database vendors (one store class serves them all). ``aliases``: the
+    resolved ``SHARDS`` (a tuple, or None: not sharded, nothing to check)."""
+    from .engine.model.shards import MAX_BUCKETS
+
+    if aliases is None:
+        return []
+    problems = []
+    missing = [a for a in aliases if a not in settings.DATABASES]
+    if missing:
+        problems.append(f"SHARDS names aliases missing from DATABASES: {missing}")
+    if len(set(aliases)) != len(aliases):
+        problems.append(f"SHARDS names an alias twice: {list(aliases)}")
+    if buckets < len(aliases):
+        problems.append(f"SHARD_BUCKETS ({buckets}) is below the number of shards ({len(aliases)})")
+    if buckets > MAX_BUCKETS:
+        problems.append(f"SHARD_BUCKETS ({buckets}) is above {MAX_BUCKETS} (an actor id carries 16 bits)")
+    engines = {settings.DATABASES[a].get("ENGINE", "") for a in aliases if a in settings.DATABASES}
+    if len(engines) > 1:
+        problems.append(f"the shards use different database engines: {sorted(engines)}")
+    return [
+        checks.Error(
+            f"RIVET_WORKFLOWS['SHARDS'] is invalid: {problem}",
+            hint="List DATABASES aliases of one vendor; see docs/reference/settings.md (SHARDS).",
+            id="rivet_workflows.E004",
+        )
+        for problem in problems
+    ]
 
 
 def _check_auth(conf: Any) -> list[checks.CheckMessage]:

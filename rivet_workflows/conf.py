@@ -44,6 +44,8 @@ DEFAULTS: dict[str, Any] = {
     "METRICS": None,
     "TRACING": True,
     "TRACE_URL": None,
+    "SHARDS": None,
+    "SHARD_BUCKETS": 256,
 }
 
 #: the environment variable CODE_VERSION defaults to (DESIGN.md section 12, rolling deploys)
@@ -117,6 +119,13 @@ class RivetSettings:
         (``rivet_workflows.tracing``; a no-op until the project configures an OpenTelemetry SDK).
     TRACE_URL: link of a trace id in the admin, a template with ``{trace_id}``, e.g.
         ``"http://jaeger:16686/trace/{trace_id}"`` (None: the id is shown without a link).
+    SHARDS: the database aliases (of ``settings.DATABASES``) the actors are spread over, e.g.
+        ``["default", "shard1"]`` (DESIGN.md section 21): an actor's shard is fixed at creation by a stable
+        hash of (type, key) and carried in its id; add ``rivet_workflows.routers.ShardRouter`` to
+        ``DATABASE_ROUTERS`` and run ``migrate --database ALIAS`` for each. None (default) or one alias:
+        not sharded, every actor on that one database (``default`` when None).
+    SHARD_BUCKETS: how many hash buckets map onto the shards (contiguous ranges), at least the number of
+        shards and at most 65536; fixed for the life of the data (an actor's id carries its bucket).
     """
 
     REGISTRY: str
@@ -146,6 +155,23 @@ class RivetSettings:
     METRICS: bool | None = None
     TRACING: bool = True
     TRACE_URL: str | None = None
+    SHARDS: tuple[str, ...] | None = None
+    SHARD_BUCKETS: int = 256
+
+    @property
+    def sharded(self) -> bool:
+        """True when ``SHARDS`` names more than one alias (a ``storage.sharded.ShardedStore`` is built)."""
+        return self.SHARDS is not None and len(self.SHARDS) > 1
+
+    def shard_aliases(self) -> tuple[str, ...]:
+        """The aliases holding actors: ``SHARDS``, or ``("default",)`` when it is None."""
+        return self.SHARDS or ("default",)
+
+    def shard_map(self) -> Any:
+        """The ``engine.model.shards.ShardMap`` of ``SHARDS`` and ``SHARD_BUCKETS`` (one alias when unset)."""
+        from .engine.model.shards import ShardMap
+
+        return ShardMap(self.shard_aliases(), self.SHARD_BUCKETS)
 
     @classmethod
     def load(cls) -> RivetSettings:
@@ -189,6 +215,8 @@ class RivetSettings:
         values["METRICS"] = None if values["METRICS"] is None else bool(values["METRICS"])
         values["TRACING"] = bool(values["TRACING"])
         values["PREPARED_STATEMENTS"] = bool(values["PREPARED_STATEMENTS"])
+        values["SHARDS"] = _shard_aliases(values["SHARDS"])
+        values["SHARD_BUCKETS"] = int(values["SHARD_BUCKETS"])
         loaded = cls(**{name: values[name] for name in types})
         loaded.failure_types()  # a path that does not import, or names no exception class, fails here
         return loaded
@@ -223,6 +251,20 @@ def _failure_paths(value: Any) -> tuple[str, ...]:
             "RIVET_WORKFLOWS['WORKFLOW_FAILURE_TYPES'] must be a tuple of dotted paths of exception classes, "
             f"e.g. ('rivet_workflows.WorkflowFailure',); got {value!r}"
         )
+    return tuple(value)
+
+
+def _shard_aliases(value: Any) -> tuple[str, ...] | None:
+    """``SHARDS`` as a tuple of alias names (None stays None); ``ValueError`` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"RIVET_WORKFLOWS['SHARDS'] must be a non-empty list of database aliases, e.g. "
+            f"['default', 'shard1'], or None; got {value!r}"
+        )
+    if not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"RIVET_WORKFLOWS['SHARDS']: every alias is a non-empty str, got {value!r}")
     return tuple(value)
 
 

@@ -104,6 +104,23 @@ else:
         }
     }
 
+# A second database, "shard1", for the sharded tests (tests/shards: RIVET_WORKFLOWS["SHARDS"] =
+# ["default", "shard1"], DESIGN.md section 21). Nothing opens it unless a test asks for it (pytest-django
+# creates the test databases the tests name), and nothing else uses it. RIVET_SHARD1_URL points it at
+# another server (a second PostgreSQL cluster); else it is a second database on the same server / file.
+_SHARD1_URL = os.environ.get("RIVET_SHARD1_URL", "")
+if _SHARD1_URL or DATABASE_URL:
+    DATABASES["shard1"] = dj_database_url.parse(_SHARD1_URL or DATABASE_URL, conn_max_age=0)
+    if not _SHARD1_URL:
+        DATABASES["shard1"]["NAME"] = f"{DATABASES['default']['NAME']}_shard1"
+    DATABASES["shard1"]["TEST"] = {"NAME": f"{DATABASES['default']['TEST']['NAME']}_shard1"}
+else:
+    DATABASES["shard1"] = {
+        **DATABASES["default"],
+        "NAME": str(VAR_DIR / "db-shard1.sqlite3"),
+        "TEST": {"NAME": f"{DATABASES['default']['TEST']['NAME'].removesuffix('.sqlite3')}-shard1.sqlite3"},
+    }
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Development accepts any password (the demo's admin user); production gets Django's standard validators.

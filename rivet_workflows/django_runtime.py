@@ -40,10 +40,10 @@ def get_runtime() -> Any:
 
 
 def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
-    """Build a Runtime (which binds the registry) on ``storage.store_for()``; arguments override the settings."""
+    """Build a Runtime (which binds the registry) on ``build_store`` (one database, or the shards of
+    ``SHARDS``); arguments override the settings."""
     from django.utils.module_loading import import_string
 
-    from . import storage
     from .conf import rivet_settings
     from .engine.runtime import runtime as runtime_mod
 
@@ -70,11 +70,7 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
     from .realtime import broadcaster
 
     runtime = runtime_mod.Runtime(
-        storage.store_for(
-            poll_interval=conf.POLL_INTERVAL,
-            idle_check=conf.CONNECTION_IDLE_CHECK,
-            prepared_statements=conf.PREPARED_STATEMENTS,
-        ),
+        build_store(conf),
         dispatcher,
         registry,
         settings=settings,
@@ -84,6 +80,24 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         observer=build_observer(conf),
     )
     return runtime  # Runtime() binds the registry
+
+
+def build_store(conf: Any) -> Any:
+    """The store of ``RIVET_WORKFLOWS`` (``conf``: a ``RivetSettings``): ``storage.store_for(alias)`` of the
+    one database (``default``, or the one alias ``SHARDS`` names), or a ``storage.sharded.ShardedStore``
+    over every alias when ``SHARDS`` names several (DESIGN.md section 21)."""
+    from . import storage
+
+    options = {
+        "poll_interval": conf.POLL_INTERVAL,
+        "idle_check": conf.CONNECTION_IDLE_CHECK,
+        "prepared_statements": conf.PREPARED_STATEMENTS,
+    }
+    if conf.sharded:
+        from .storage.sharded import ShardedStore
+
+        return ShardedStore.build(conf.SHARDS, conf.SHARD_BUCKETS, **options)
+    return storage.store_for(conf.shard_aliases()[0], **options)
 
 
 def build_observer(conf: Any) -> Any:

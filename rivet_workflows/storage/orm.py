@@ -154,12 +154,15 @@ class DjangoStore(
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
         start_after: float | None = None,
+        actor_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """Insert the actor ``(name, key)`` with ``state``, pending, due now (database clock) if ``due``,
         with ``flow``'s controls on the row (``deadline_at`` = now + ``flow.timeout``).
 
         Returns ``(new record, True)``, or ``(existing record, False)`` with nothing written when the key
         is taken (also by a concurrent creator). SerializationError for an unserializable input or state.
+        ``actor_id``: the new actor's id (a sharded store's, carrying its bucket; DESIGN.md section 21);
+        None: a fresh uuid4 (``models.new_actor_id``).
         """
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
@@ -168,6 +171,7 @@ class DjangoStore(
             with self._atomic():
                 now = self._creation_instant()
                 row = self._actors().create(
+                    **({} if actor_id is None else {"actor_id": actor_id}),
                     name=name,
                     key=list(key),
                     key_text=text,
@@ -209,11 +213,12 @@ class DjangoStore(
         source_audit: ports.OperatorActionRecord,
         fork_audit: ports.OperatorActionRecord,
         flow: ports.Flow | None = None,
+        actor_id: str | None = None,
     ) -> ports.ActorRecord:
         """The fork in one transaction (``ports.Store.fork_actor``): the actor row due now (database
         clock), its history as one ``bulk_create`` in list order (ids, the ``seq``, follow it), both audit
         rows. ``ActorNotFoundError``, ``ActorAlreadyExistsError`` (the unique key), ``SerializationError``
-        (checked before anything is written)."""
+        (checked before anything is written). ``actor_id``: the fork's id (None: a fresh uuid4)."""
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
         text = mapper.key_text(key)
@@ -226,6 +231,7 @@ class DjangoStore(
                 encoded = [mapper.entry_values(rec, rec.created_at) for rec in plan.entries]
                 now = self.now()
                 row = self._actors().create(
+                    **({} if actor_id is None else {"actor_id": actor_id}),
                     name=name,
                     key=list(key),
                     key_text=text,

@@ -206,12 +206,14 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
         flow: ports.Flow | None = None,
         parent_id: str | None = None,
         start_after: float | None = None,
+        actor_id: str | None = None,
     ) -> tuple[ports.ActorRecord, bool]:
         """``DjangoStore.create_actor`` as one autocommit statement in the common case: ``INSERT ... ON
         CONFLICT DO NOTHING`` returning the new row, united with the existing row when the key was taken
         before the statement began. When a concurrent creator committed the key while this insert waited
         for it, the statement returns nothing (its snapshot predates that row) and a second query reads the
-        winner's row. SerializationError for an unserializable input or state."""
+        winner's row. SerializationError for an unserializable input or state. ``actor_id``: the new
+        actor's id (None: a fresh uuid4)."""
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
         key_text = mapper.key_text(key)
@@ -234,7 +236,7 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
             "AND NOT EXISTS (SELECT 1 FROM ins)"
         )
         params = [
-            models.new_actor_id(),
+            actor_id or models.new_actor_id(),
             name,
             mapper.jsonb(list(key)),
             key_text,

@@ -1,0 +1,389 @@
+"""One storage port over several databases: the actors spread over shards (DESIGN.md section 21).
+
+``ShardedStore`` wraps one store per database alias (``store_for(alias)``) and implements ``ports.Store`` by
+routing, so the engine sees one store:
+
+* a member about one actor goes to that actor's shard, read from its id (``shards.bucket_of_id``; an id
+  without a bucket, made before sharding, lives on the first shard); ``find_actor``/``create_actor``
+  route by ``(name, key)`` and a new actor's id carries its bucket (``shards.new_actor_id``);
+* a member about a message or a cron entry by its own id asks each shard in turn (one of them has it);
+* the schedules stored as data (not about one actor) and the clock live on the first shard;
+* the readers of many actors fan out and merge: listings by ``(created_at, actor_id)`` with the same keyset
+  cursor, counts summed, deadlines the earliest, ``claim_due`` shard by shard.
+
+A commit whose outbox sends to actors on other shards keeps those entries apart (``shards.split_outbox``
+into ``Commit.relay``): the store writes them with the commit and the relay delivers them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import re
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from ..engine.model import base_store, errors, observe, ports, shards
+
+#: members routed to the shard of the actor named by their first argument (an actor id)
+BY_ACTOR = (
+    "get_actor",
+    "defer_start",
+    "destroy_actor",
+    "claim",
+    "claim_for_operator",
+    "claim_and_load",
+    "load_for_run",
+    "flow_retry_at",
+    "set_paused",
+    "renew",
+    "handoff",
+    "release",
+    "load_history",
+    "send",
+    "send_and_check",
+    "pending_messages",
+    "wait_for_messages",
+    "watch_sends",
+    "run_action",
+    "operator_actions",
+    "cron_delete",
+    "stream_write",
+    "stream_close",
+    "stream_close_all",
+    "stream_discard",
+    "stream_read",
+    "stream_names",
+    "stream_tail",
+    "watch_stream",
+)
+#: members routed to the shard of the actor their first argument (a record) names in ``actor_id``
+BY_RECORD = ("cron_upsert", "record_operator_action")
+#: members answered by the first shard: the clock and the schedules stored as data
+FIRST_SHARD = (
+    "now",
+    "schedule_create",
+    "schedule_get",
+    "schedule_list",
+    "schedule_set_paused",
+    "schedule_delete",
+    "schedule_due",
+    "schedule_advance",
+    "schedule_claim_tick",
+    "schedule_fire_done",
+    "schedule_stale_fires",
+    "schedule_retake_fire",
+    "schedule_fires",
+    "schedule_next_deadline",
+)
+
+#: the last key part of a fork made without a key (``engine.operate.forks.default_key``)
+_FORK_PART = re.compile(r"fork-[0-9a-f]{12}")
+#: how long ``wait_for_wakes`` listens on one shard before it looks at the next (seconds)
+WAKE_SLICE = 0.05
+
+
+class CrossShardForkError(errors.RivetWorkflowsError):
+    """A fork given a key that lives on another shard than its source (omit the key: the fork then keeps the
+    source's shard)."""
+
+    code = "cross_shard_fork"
+    http_status = 409
+
+
+def _by_actor(member: str) -> Callable[..., Any]:
+    def routed(self: ShardedStore, actor_id: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.store_of(actor_id), member)(actor_id, *args, **kwargs)
+
+    return _named(routed, member, "on the shard of the actor ``actor_id``")
+
+
+def _by_record(member: str) -> Callable[..., Any]:
+    def routed(self: ShardedStore, record: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.store_of(record.actor_id), member)(record, *args, **kwargs)
+
+    return _named(routed, member, "on the shard of the record's ``actor_id``")
+
+
+def _first_shard(member: str) -> Callable[..., Any]:
+    def routed(self: ShardedStore, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.first, member)(*args, **kwargs)
+
+    return _named(routed, member, "on the first shard")
+
+
+def _named(routed: Callable[..., Any], member: str, where: str) -> Callable[..., Any]:
+    routed.__name__ = routed.__qualname__ = member
+    routed.__doc__ = f"``Store.{member}`` {where} (DESIGN.md section 21)."
+    return routed
+
+
+def _default_fork_key(key: list) -> bool:
+    """Whether ``key`` ends like the key a fork given none gets (such a fork stays on its source's shard)."""
+    return bool(key) and isinstance(key[-1], str) and _FORK_PART.fullmatch(key[-1]) is not None
+
+
+def _earliest(values: Iterable[datetime | None]) -> datetime | None:
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def _order(actor: ports.ActorRecord) -> tuple[datetime, str]:
+    return (actor.created_at, actor.actor_id)
+
+
+class ShardedStore(base_store.BaseStore):
+    """The storage port over the shards of ``shard_map`` (``shards.ShardMap``): ``stores`` maps each of its
+    aliases to that database's store (``storage.store_for(alias, **options)``, the same class for all).
+
+    ``ShardedStore.build(aliases, buckets, **options)`` makes both. ``same_shard(a_id, b_id)`` says whether
+    two actors share a database. ``ShardConfigError`` when ``stores`` does not hold exactly the map's
+    aliases.
+    """
+
+    def __init__(self, shard_map: shards.ShardMap, stores: dict[str, ports.Store]) -> None:
+        if set(stores) != set(shard_map.aliases):
+            raise shards.ShardConfigError(
+                f"one store per shard alias: the map has {list(shard_map.aliases)}, the stores {sorted(stores)}"
+            )
+        self.shard_map = shard_map
+        self.stores = {alias: stores[alias] for alias in shard_map.aliases}
+        self.first = self.stores[shard_map.aliases[0]]
+        self.inline_calls = all(s.inline_calls for s in self.stores.values())
+        self.notifies_wakes = all(s.notifies_wakes for s in self.stores.values())
+        self._turn = itertools.count()  # which shard claim_due asks first (each in turn)
+
+    @classmethod
+    def build(cls, aliases: list[str] | tuple[str, ...], buckets: int = 256, **options: Any) -> ShardedStore:
+        """The sharded store over the database ``aliases`` with ``buckets`` buckets; ``options`` go to each
+        ``store_for(alias, **options)``. ``ShardConfigError`` for a bad map, Django's
+        ``ConnectionDoesNotExist`` for an alias missing from ``settings.DATABASES``."""
+        from . import store_for
+
+        shard_map = shards.ShardMap(aliases, buckets)
+        return cls(shard_map, {alias: store_for(alias, **dict(options)) for alias in shard_map.aliases})
+
+    def __repr__(self) -> str:
+        return f"<ShardedStore {list(self.shard_map.aliases)} buckets={self.shard_map.buckets}>"
+
+    # ------------------------------------------------------------------ routing
+
+    def store_of(self, actor_id: str) -> ports.Store:
+        """The store of the shard holding ``actor_id``."""
+        return self.stores[self.shard_map.alias_for_actor(actor_id)]
+
+    def alias_of(self, actor_id: str) -> str:
+        """The database alias holding ``actor_id``."""
+        return self.shard_map.alias_for_actor(actor_id)
+
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        """Whether the actors ``a_id`` and ``b_id`` live on the same shard (a send between them is local)."""
+        return self.shard_map.alias_for_actor(a_id) == self.shard_map.alias_for_actor(b_id)
+
+    def _placed(self, name: str, key: list) -> tuple[ports.Store, str]:
+        """The store a new actor ``(name, key)`` goes to and its new id (carrying its bucket)."""
+        bucket = self.shard_map.bucket_for_key(name, key)
+        return self.stores[self.shard_map.alias_for_bucket(bucket)], shards.new_actor_id(bucket)
+
+    def _any(self, member: str, *args: Any) -> Any:
+        """``member(*args)`` on each shard in turn until one does not raise ``LookupError`` (a message or a
+        cron entry by its own id); the last shard's ``LookupError`` when none has it."""
+        stores = list(self.stores.values())
+        for store in stores[:-1]:
+            try:
+                return getattr(store, member)(*args)
+            except LookupError:
+                continue
+        return getattr(stores[-1], member)(*args)
+
+    # ------------------------------------------------------------------ actors by (name, key)
+
+    def find_actor(self, name: str, key: list) -> ports.ActorRecord | None:
+        """The actor ``(name, key)`` on its key's shard (a fork given no key may live on its source's shard:
+        those keys are looked for on the others too)."""
+        bucket_store = self.stores[self.shard_map.alias_for_key(name, key)]
+        found = bucket_store.find_actor(name, key)
+        if found is None and _default_fork_key(key):
+            for store in self.stores.values():
+                if store is not bucket_store and (found := store.find_actor(name, key)) is not None:
+                    break
+        return found
+
+    def create_actor(self, name: str, key: list, input: Any, state: Any, **options: Any) -> tuple[Any, bool]:
+        """``create_actor`` on the key's shard, the new id carrying the key's bucket."""
+        store, actor_id = self._placed(name, key)
+        return store.create_actor(name, key, input, state, actor_id=actor_id, **options)
+
+    def fork_actor(
+        self, source_id: str, name: str, key: list, *args: Any, **kwargs: Any
+    ) -> ports.ActorRecord:
+        """The fork on its key's shard when that is the source's; else on the source's shard (the copy reads
+        the source's rows there) with an id of that shard, when the key is the default fork key (found by
+        ``find_actor`` on every shard); ``CrossShardForkError`` for a given key of another shard."""
+        source_alias = self.shard_map.alias_for_actor(source_id)
+        bucket = self.shard_map.bucket_for_key(name, key)
+        if self.shard_map.alias_for_bucket(bucket) != source_alias:
+            if not _default_fork_key(key):
+                raise CrossShardForkError(
+                    f"the key {key!r} lives on shard {self.shard_map.alias_for_bucket(bucket)!r}, the source "
+                    f"{source_id} on {source_alias!r}: fork without a key",
+                    actor_id=source_id,
+                )
+            source_bucket = shards.bucket_of_id(source_id)
+            bucket = 0 if source_bucket is None else source_bucket
+        return self.stores[source_alias].fork_actor(
+            source_id, name, key, *args, actor_id=shards.new_actor_id(bucket), **kwargs
+        )
+
+    # ------------------------------------------------------------------ the run's writes
+
+    def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+        """``commit`` on the actor's shard, its sends to other shards moved to ``commit.relay`` first."""
+        self._split(actor_id, commit)
+        return self.store_of(actor_id).commit(actor_id, token, commit)
+
+    def run_in_commit(
+        self, actor_id: str, token: int, body: Callable[[], ports.Commit]
+    ) -> ports.CommitResult:
+        """``run_in_commit`` on the actor's shard; the body's commit split as ``commit``'s."""
+
+        def split_body() -> ports.Commit:
+            made = body()
+            self._split(actor_id, made)
+            return made
+
+        return self.store_of(actor_id).run_in_commit(actor_id, token, split_body)
+
+    def _split(self, actor_id: str, commit: ports.Commit) -> None:
+        if commit.outbox:
+            shards.split_outbox(commit, lambda target: self.same_shard(actor_id, target))
+
+    # ------------------------------------------------------------------ by a message's or cron entry's id
+
+    def get_message(self, message_id: str) -> ports.MessageRecord:
+        return self._any("get_message", message_id)
+
+    def complete_message(self, message_id: str, response: Any) -> None:
+        return self._any("complete_message", message_id, response)
+
+    def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
+        return any(s.cron_advance(cron_id, expected, next_fire_at) for s in self.stores.values())
+
+    def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
+        for store in self.stores.values():  # a no-op where the entry is not
+            store.cron_record_fire(cron_id, fire, max_history)
+
+    def cron_fires(self, cron_id: str) -> list[ports.CronFireRecord]:
+        return [fire for store in self.stores.values() for fire in store.cron_fires(cron_id)]
+
+    # ------------------------------------------------------------------ readers of many actors
+
+    def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
+        merged = heapq.merge(*(s.list_actors(name, limit=limit) for s in self.stores.values()), key=_order)
+        return list(merged if limit is None else itertools.islice(merged, limit))
+
+    def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
+        return list(heapq.merge(*(s.list_children(actor_id) for s in self.stores.values()), key=_order))
+
+    def find_actors(
+        self,
+        query: ports.ActorFilter,
+        *,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        newest_first: bool = False,
+        offset: int = 0,
+    ) -> list[ports.ActorRecord]:
+        """Each shard's page from the same keyset position, merged in ``(created_at, actor_id)`` order: the
+        next ``after`` is the last row's pair, so paging on skips and repeats nothing."""
+        pages = [
+            s.find_actors(query, limit=offset + limit, after=after, newest_first=newest_first)
+            for s in self.stores.values()
+        ]
+        merged = heapq.merge(*pages, key=_order, reverse=newest_first)
+        return list(itertools.islice(merged, offset, offset + limit))
+
+    def count_actors(self, query: ports.ActorFilter) -> int:
+        return sum(s.count_actors(query) for s in self.stores.values())
+
+    def actor_counts(self) -> observe.ActorCounts:
+        total = observe.ActorCounts()
+        for store in self.stores.values():
+            counts = store.actor_counts()
+            for key, n in counts.by_state.items():
+                total.by_state[key] = total.by_state.get(key, 0) + n
+            total.due += counts.due
+            total.leases_expired += counts.leases_expired
+        return total
+
+    def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        found: list[str] = []
+        for store in self.stores.values():
+            if len(found) >= limit:
+                break
+            found += store.suspended_by_other_version(code_version, limit - len(found))
+        return found
+
+    def claim_due(
+        self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
+    ) -> list[tuple[str, int]]:
+        """Up to ``limit`` due actors over the shards, each call starting at the next shard so none waits
+        behind a busy one."""
+        stores = list(self.stores.values())
+        start = next(self._turn) % len(stores)
+        claimed: list[tuple[str, int]] = []
+        for store in stores[start:] + stores[:start]:
+            if len(claimed) >= limit:
+                break
+            claimed += store.claim_due(owner, limit - len(claimed), lease_seconds, expired_only=expired_only)
+        return claimed
+
+    def next_deadline(self) -> datetime | None:
+        return _earliest(s.next_deadline() for s in self.stores.values())
+
+    def cron_list(self, actor_id: str | None = None) -> list[ports.CronRecord]:
+        if actor_id is not None:
+            return self.store_of(actor_id).cron_list(actor_id)
+        return [record for store in self.stores.values() for record in store.cron_list()]
+
+    def cron_due(self, limit: int) -> list[ports.CronRecord]:
+        due = heapq.merge(*(s.cron_due(limit) for s in self.stores.values()), key=lambda r: r.next_fire_at)
+        return list(itertools.islice(due, limit))
+
+    def cron_next_deadline(self) -> datetime | None:
+        return _earliest(s.cron_next_deadline() for s in self.stores.values())
+
+    # ------------------------------------------------------------------ connections and wakes
+
+    def wait_for_wakes(self, timeout: float) -> list[str]:
+        """What each shard heard, listening on them in turn ``WAKE_SLICE`` s at a time for ``timeout``
+        seconds in all (a shard's listener keeps what it hears between turns)."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            heard = [actor_id for s in self.stores.values() for actor_id in s.wait_for_wakes(0)]
+            remaining = deadline - time.monotonic()
+            if heard or remaining <= 0:
+                return list(dict.fromkeys(heard))
+            for store in self.stores.values():
+                heard += store.wait_for_wakes(min(WAKE_SLICE, max(deadline - time.monotonic(), 0.0)))
+            if heard:
+                return list(dict.fromkeys(heard))
+
+    def release_connection(self) -> None:
+        for store in self.stores.values():
+            store.release_connection()
+
+    def close_thread_connection(self) -> None:
+        for store in self.stores.values():
+            store.close_thread_connection()
+
+
+for _member in BY_ACTOR:
+    setattr(ShardedStore, _member, _by_actor(_member))
+for _member in BY_RECORD:
+    setattr(ShardedStore, _member, _by_record(_member))
+for _member in FIRST_SHARD:
+    setattr(ShardedStore, _member, _first_shard(_member))
+ShardedStore.__abstractmethods__ = frozenset()  # every abstract member is routed above

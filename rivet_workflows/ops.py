@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from . import models, states
+from . import models, sharding, states
 from .engine.actor import audit
 from .engine.model import ports, serde
 from .engine.operate import bulk, dry_run, inspector, repairs
@@ -58,13 +58,17 @@ def list_actors(
     state or a limit < 1."""
     if limit < 1:
         raise ValueError("--limit must be >= 1")
-    rows = models.Actor.objects.filter(destroyed=False)
-    if name:
-        rows = rows.filter(name=name)
     run_less = inspector.run_less_types(runtime.registry)
-    if state is not None:
-        rows = states.filter_state(rows, state, run_less)  # ValueError for an unknown state
-    total = rows.count()
+
+    def matching(alias: str) -> Any:
+        rows = models.Actor.objects.using(alias).filter(destroyed=False)
+        if name:
+            rows = rows.filter(name=name)
+        if state is not None:
+            rows = states.filter_state(rows, state, run_less)  # ValueError for an unknown state
+        return rows
+
+    total = sharding.total(lambda alias: matching(alias).count())
     fields = (
         "actor_id",
         "name",
@@ -79,7 +83,12 @@ def list_actors(
     )
     found = []
     now = runtime.store.now()
-    for values in rows.order_by("-updated_at", "actor_id").values_list(*fields)[:limit]:
+    newest = sharding.each(
+        lambda alias: matching(alias).order_by("-updated_at", "actor_id").values_list(*fields)[:limit]
+    )
+    newest.sort(key=lambda values: values[0])  # the shards merged: most recently changed first, then id
+    newest.sort(key=lambda values: values[6], reverse=True)
+    for values in newest[:limit]:
         row = ActorRow(*values[:-3])
         row.workflow_state = states.shown(row.name, row.workflow_state, values[-1], run_less)
         row.key = list(row.key or [])
@@ -93,19 +102,22 @@ def list_actors(
     return found, total
 
 
-def _workflow_rows(runtime: Any, names: list[str] | None = None) -> Any:
-    """Live actors (of the types ``names``, or all) that have a workflow: actors whose type is registered
-    without a run function have no workflow state to wait on, so no command counts them."""
-    rows = models.Actor.objects.filter(destroyed=False)
+def _workflow_rows(runtime: Any, names: list[str] | None = None, alias: str | None = None) -> Any:
+    """Live actors (of the types ``names``, or all) that have a workflow, on the shard ``alias`` (None: the
+    first): actors whose type is registered without a run function have no workflow state to wait on, so no
+    command counts them."""
+    rows = models.Actor.objects.using(alias or sharding.first()).filter(destroyed=False)
     if names:
         rows = rows.filter(name__in=names)
     run_less = inspector.run_less_types(runtime.registry)
     return rows.exclude(name__in=run_less) if run_less else rows
 
 
-def _in_flight_rows(runtime: Any, names: list[str] | None = None, *, include_failed: bool = False) -> Any:
+def _in_flight_rows(
+    runtime: Any, names: list[str] | None = None, *, include_failed: bool = False, alias: str | None = None
+) -> Any:
     finished = set(ports.FINISHED_STATES) - ({ports.FAILED} if include_failed else set())
-    rows = _workflow_rows(runtime, names).exclude(workflow_state__in=sorted(finished))
+    rows = _workflow_rows(runtime, names, alias).exclude(workflow_state__in=sorted(finished))
     return rows.order_by("name", "created_at")
 
 
@@ -126,9 +138,12 @@ def check(
     ``outcome`` is ok, diverged (with ``location``), error or refused (with ``replay_from``). ``track``
     shows the progress over the workflows.
     """
-    rows = _in_flight_rows(runtime, names, include_failed=include_failed)
     results: list[dry_run.CheckResult] = []
-    pks = list(rows.values_list("pk", flat=True))
+    pks = sharding.each(
+        lambda alias: _in_flight_rows(runtime, names, include_failed=include_failed, alias=alias).values_list(
+            "pk", flat=True
+        )
+    )
     for pk in track(pks, len(pks), "checking"):
         actor = runtime.store.get_actor(pk)
         if actor.workflow_state == ports.FAILED:
@@ -180,11 +195,24 @@ def gates(runtime: Any, names: list[str] | None = None) -> GatesReport:
     original entry. Counts come from the stored histories (no replay); actors without a workflow (their
     type has no run function) are never in flight.
     """
-    flight = _in_flight_rows(runtime, names)
-    report = GatesReport(in_flight=dict(Counter(flight.values_list("name", flat=True))))
-    entries = models.HistoryEntry.objects.filter(
-        actor__in=flight, kind__in=["version_check", "removed"]
-    ).values_list("actor__name", "key", "kind", "data")
+    report = GatesReport(
+        in_flight=dict(
+            Counter(
+                sharding.each(
+                    lambda alias: _in_flight_rows(runtime, names, alias=alias).values_list("name", flat=True)
+                )
+            )
+        )
+    )
+    entries = sharding.each(
+        lambda alias: (
+            models.HistoryEntry.objects.using(alias)
+            .filter(
+                actor__in=_in_flight_rows(runtime, names, alias=alias), kind__in=["version_check", "removed"]
+            )
+            .values_list("actor__name", "key", "kind", "data")
+        )
+    )
     counts: Counter = Counter()
     for name, key, kind, data in entries:
         version = None
@@ -245,24 +273,32 @@ def recover(
     """
     report = RecoverReport()
     now = runtime.store.now()
-    rows = _workflow_rows(runtime, names)
-    if actor_ids:
-        rows = rows.filter(pk__in=actor_ids)
+
+    def rows(alias: str) -> Any:
+        chosen = _workflow_rows(runtime, names, alias)
+        return chosen.filter(pk__in=actor_ids) if actor_ids else chosen
+
     if leases:
-        expired = rows.filter(lease_owner__isnull=False, lease_expires_at__lt=now).exclude(
-            workflow_state__in=list(ports.FINISHED_STATES)
+        expired_ids = sharding.each(
+            lambda alias: (
+                rows(alias)
+                .filter(lease_owner__isnull=False, lease_expires_at__lt=now)
+                .exclude(workflow_state__in=list(ports.FINISHED_STATES))
+                .values_list("pk", flat=True)
+            )
         )
-        expired_ids = list(expired.values_list("pk", flat=True))
         for actor_id in track(expired_ids, len(expired_ids), "expired leases"):
             report.expired_leases.append(actor_id)
             if not dry:
                 # due now (it keeps its place if already due); the sweep or this hint runs it
-                models.Actor.objects.filter(pk=actor_id).filter(
+                models.Actor.objects.using(sharding.alias_for_actor(actor_id)).filter(pk=actor_id).filter(
                     Q(wake_at__isnull=True) | Q(wake_at__gt=now)
                 ).update(wake_at=now)
                 runtime.wake(actor_id)
     if failed:
-        failed_ids = list(rows.filter(workflow_state=ports.FAILED).values_list("pk", flat=True))
+        failed_ids = sharding.each(
+            lambda alias: rows(alias).filter(workflow_state=ports.FAILED).values_list("pk", flat=True)
+        )
         for actor_id in track(failed_ids, len(failed_ids), "failed workflows"):
             if dry and not replay_check:
                 record = runtime.store.get_actor(actor_id)
@@ -310,23 +346,31 @@ def prune(runtime: Any, older_than_days: float, *, dry: bool = False, track: Tra
     if older_than_days < 0:
         raise ValueError("--older-than must be >= 0 days")
     cutoff = runtime.store.now() - timedelta(days=older_than_days)
-    rows = models.Actor.objects.filter(workflow_state__in=list(ports.FINISHED_STATES), updated_at__lt=cutoff)
-    count = rows.count()
+
+    def rows(alias: str) -> Any:
+        return models.Actor.objects.using(alias).filter(
+            workflow_state__in=list(ports.FINISHED_STATES), updated_at__lt=cutoff
+        )
+
+    count = sharding.total(lambda alias: rows(alias).count())
     if not dry:
-        pks = list(rows.values_list("pk", flat=True))
+        pks = sharding.each(lambda alias: ((alias, pk) for pk in rows(alias).values_list("pk", flat=True)))
         batches = [pks[i : i + PRUNE_BATCH] for i in range(0, len(pks), PRUNE_BATCH)]
         for batch in track(batches, len(batches), f"pruning {len(pks)} actors"):
-            rows.filter(pk__in=batch).delete()
-        # one-off scheduled actions that fired long ago (their fire log goes with them)
-        models.CronEntry.objects.filter(
-            interval_seconds__isnull=True,
-            expression__isnull=True,
-            next_fire_at__isnull=True,
-            last_fired_at__lt=cutoff,
-        ).delete()
-        # the fire log of schedules stored as data: ticks before the cutoff are forgotten (a backfill of
-        # that range would fire them again)
-        models.ScheduleFire.objects.filter(tick__lt=cutoff).delete()
+            for alias in sharding.aliases():
+                chosen = [pk for where, pk in batch if where == alias]
+                if chosen:
+                    rows(alias).filter(pk__in=chosen).delete()
+        for alias in sharding.aliases():  # one-off scheduled actions that fired long ago (with their log)
+            models.CronEntry.objects.using(alias).filter(
+                interval_seconds__isnull=True,
+                expression__isnull=True,
+                next_fire_at__isnull=True,
+                last_fired_at__lt=cutoff,
+            ).delete()
+        # the fire log of schedules stored as data (on the first shard): ticks before the cutoff are
+        # forgotten (a backfill of that range would fire them again)
+        models.ScheduleFire.objects.using(sharding.first()).filter(tick__lt=cutoff).delete()
     return count
 
 
@@ -355,10 +399,13 @@ def act(
         raise ValueError("say which actors: --actor ID or --name TYPE")
     chosen = list(dict.fromkeys(actor_ids or []))
     if names:
-        rows = _workflow_rows(runtime, names)
-        if action == "retry":  # only a suspended run has anything to retry
-            rows = rows.filter(workflow_state=ports.SUSPENDED)
-        else:
-            rows = rows.exclude(workflow_state__in=sorted(ports.FINISHED_STATES))
-        chosen += [pk for pk in rows.order_by("created_at").values_list("pk", flat=True) if pk not in chosen]
+
+        def rows(alias: str) -> Any:
+            found = _workflow_rows(runtime, names, alias)
+            if action == "retry":  # only a suspended run has anything to retry
+                return found.filter(workflow_state=ports.SUSPENDED)
+            return found.exclude(workflow_state__in=sorted(ports.FINISHED_STATES))
+
+        found = sorted(sharding.each(lambda alias: rows(alias).values_list("created_at", "pk")))
+        chosen += [pk for _, pk in found if pk not in chosen]
     return bulk.run(runtime, action, chosen, who=who, reason=reason, bulk=False)

@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import access, display, inputs, models, states
+from .. import access, display, inputs, models, sharding, states
 from ..checks import in_memory_layer_misses_workers
 from ..conf import rivet_settings
 from ..engine.actor import audit, cancel
@@ -28,7 +28,7 @@ from ..engine.model import errors, ports, serde
 from ..engine.model.attributes import parse_pairs
 from ..engine.operate import forks, inspector, repairs, retrying
 from .bulk import BulkActionsMixin
-from .filters import AttributeFilter, AwaitingCodeVersionFilter, WorkflowStateFilter, attribute_q
+from .filters import AttributeFilter, AwaitingCodeVersionFilter, ShardFilter, WorkflowStateFilter, attribute_q
 from .forks import ForkViewMixin
 from .trace import error_details, pretty, state_badge, trace_rows
 from .trace import runtime as _runtime
@@ -142,7 +142,7 @@ class ActorAdmin(BulkActionsMixin, ForkViewMixin, admin.ModelAdmin):
         "updated_display",
     )
     list_display_links = ("name", "key_display")
-    list_filter = ("name", WorkflowStateFilter, AttributeFilter, AwaitingCodeVersionFilter)
+    list_filter = ("name", WorkflowStateFilter, AttributeFilter, AwaitingCodeVersionFilter, ShardFilter)
     search_fields = ("key_text", "actor_id")
     search_help_text = "A key or actor id, or search attributes as key=value (customer=c-42 total=120)."
     ordering = ("-updated_at",)
@@ -163,8 +163,11 @@ class ActorAdmin(BulkActionsMixin, ForkViewMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         """The actors that are not destroyed, without the types the ``AUTHORIZE`` hook refuses to ``list``
-        to this user (as ``GET /actors`` leaves them out)."""
+        to this user (as ``GET /actors`` leaves them out); when sharded, those of the shard the "shard" filter
+        chose (``ShardFilter``: the first until another is chosen), so every filter's choices read it too."""
         rows = super().get_queryset(request).filter(destroyed=False)
+        if sharding.sharded():
+            rows = rows.using(ShardFilter.alias_of(request))
         if rivet_settings.AUTHORIZE:
             caller = operator(request)
             names = sorted(set(rows.order_by().values_list("name", flat=True).distinct()))
@@ -359,10 +362,14 @@ class ActorAdmin(BulkActionsMixin, ForkViewMixin, admin.ModelAdmin):
             if fork_refused is not None
             else ("" if can_replay else "not allowed to fork this actor")
         )
-        actor_row = models.Actor.objects.filter(pk=record.actor_id).first()
-        queue = list(models.QueueMessage.objects.filter(actor_id=record.actor_id).order_by("-id")[:50])
+        alias = sharding.alias_for_actor(record.actor_id)
+        actor_row = models.Actor.objects.using(alias).filter(pk=record.actor_id).first()
+        queue = list(
+            models.QueueMessage.objects.using(alias).filter(actor_id=record.actor_id).order_by("-id")[:50]
+        )
         crons = list(
-            models.CronEntry.objects.filter(actor_id=record.actor_id)
+            models.CronEntry.objects.using(alias)
+            .filter(actor_id=record.actor_id)
             .order_by("name")
             .prefetch_related("fires")
         )

@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from .. import access, display, models
+from .. import access, display, models, sharding
 from .. import states as shown_states
 from ..engine.model import ports
 from ..engine.operate import inspector
@@ -58,16 +58,19 @@ class Dashboard:
     failing: list[dict] = field(default_factory=list)
 
 
-def _live() -> Any:
-    return models.Actor.objects.filter(destroyed=False)
+def _live(alias: str) -> Any:
+    """The live actors of the shard ``alias`` (every reader below runs once per shard and merges)."""
+    return models.Actor.objects.using(alias).filter(destroyed=False)
 
 
 def _counts(registry: Any) -> tuple[list[str], list[tuple[str, list[int], int]], list[int]]:
     """Actors per type and the state they show (``states.shown``: ``paused`` for paused unfinished actors,
     ``no_workflow`` for types without a run function), the states in ``states.SHOWN_STATES`` order."""
     grid: dict[str, dict[str, int]] = {}
-    for (name, state), n in shown_states.count(_live(), inspector.run_less_types(registry)).items():
-        grid.setdefault(name, {})[state] = n
+    run_less = inspector.run_less_types(registry)
+    for alias in sharding.aliases():
+        for (name, state), n in shown_states.count(_live(alias), run_less).items():
+            grid.setdefault(name, {})[state] = grid.get(name, {}).get(state, 0) + n
     states = [s for s in shown_states.SHOWN_STATES if any(s in cells for cells in grid.values())]
     counts = [
         (name, [grid[name].get(s, 0) for s in states], sum(grid[name].values())) for name in sorted(grid)
@@ -81,13 +84,15 @@ def _minutes(now: datetime) -> list[Minute]:
     whose last change (``updated_at``, which moves on changes only) falls in the minute."""
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=MINUTES - 1)
     buckets = [Minute(start + timedelta(minutes=i)) for i in range(MINUTES)]
-    rows = (
-        _live()
-        .filter(workflow_state__in=[ports.COMPLETED, ports.FAILED], updated_at__gte=start)
-        .annotate(minute=TruncMinute("updated_at"))
-        .values("minute", "workflow_state")
-        .annotate(n=Count("pk"))
-        .order_by()
+    rows = sharding.each(
+        lambda alias: (
+            _live(alias)
+            .filter(workflow_state__in=[ports.COMPLETED, ports.FAILED], updated_at__gte=start)
+            .annotate(minute=TruncMinute("updated_at"))
+            .values("minute", "workflow_state")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
     )
     for row in rows:
         index = int((row["minute"] - start).total_seconds() // 60)
@@ -113,17 +118,20 @@ def _failing() -> list[dict]:
     """The steps failing most: the failed attempts of step entries by actor type and step (loop iterations
     merged), most first, and how the entries with a failed attempt ended: ``completed`` after failing (a
     flaky step: what an operator hunting a flaky dependency looks for), still ``retrying``, ``exhausted``."""
-    rows = (
-        models.HistoryEntry.objects.filter(kind="step", actor__destroyed=False)
-        .filter(Q(attempts__gt=1) | Q(status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED]))
-        .values("actor__name", "key")
-        .annotate(
-            failed=Sum(_FAILED_ATTEMPTS),
-            completed=Count("pk", filter=Q(status=ports.ENTRY_COMPLETED)),
-            exhausted=Count("pk", filter=Q(status=ports.ENTRY_EXHAUSTED)),
-            n=Count("pk"),
+    rows = sharding.each(
+        lambda alias: (
+            models.HistoryEntry.objects.using(alias)
+            .filter(kind="step", actor__destroyed=False)
+            .filter(Q(attempts__gt=1) | Q(status__in=[ports.ENTRY_FAILED, ports.ENTRY_EXHAUSTED]))
+            .values("actor__name", "key")
+            .annotate(
+                failed=Sum(_FAILED_ATTEMPTS),
+                completed=Count("pk", filter=Q(status=ports.ENTRY_COMPLETED)),
+                exhausted=Count("pk", filter=Q(status=ports.ENTRY_EXHAUSTED)),
+                n=Count("pk"),
+            )
+            .order_by()
         )
-        .order_by()
     )
     merged: dict[tuple[str, str], dict] = {}
     for row in rows:
@@ -152,21 +160,28 @@ def build() -> Dashboard:
     runtime = _runtime()
     now = runtime.store.now()
     states, counts, totals = _counts(runtime.registry)
-    unfinished = _live().exclude(workflow_state__in=list(ports.FINISHED_STATES))
-    expired = unfinished.filter(lease_owner__isnull=False, lease_expires_at__lt=now)
-    # a paused actor is never claimed: it is not waiting for a worker, so it is not "due"
-    due = unfinished.filter(wake_at__lte=now, paused_at__isnull=True).filter(
-        Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
-    )
+    expired: list[models.Actor] = []
+    expired_count, due = 0, []
+    for alias in sharding.aliases():
+        unfinished = _live(alias).exclude(workflow_state__in=list(ports.FINISHED_STATES))
+        expired_here = unfinished.filter(lease_owner__isnull=False, lease_expires_at__lt=now)
+        expired += expired_here.order_by("lease_expires_at")[:TOP]
+        expired_count += expired_here.count()
+        # a paused actor is never claimed: it is not waiting for a worker, so it is not "due"
+        due += (
+            unfinished.filter(wake_at__lte=now, paused_at__isnull=True)
+            .filter(Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now))
+            .order_by("wake_at", "created_at")[:1]
+        )
     return Dashboard(
         now=now,
         states=states,
         counts=counts,
         totals=totals,
         minutes=_minutes(now),
-        expired=list(expired.order_by("lease_expires_at")[:TOP]),
-        expired_count=expired.count(),
-        oldest_due=due.order_by("wake_at", "created_at").first(),
+        expired=sorted(expired, key=lambda a: a.lease_expires_at)[:TOP],
+        expired_count=expired_count,
+        oldest_due=min(due, key=lambda a: (a.wake_at, a.created_at), default=None),
         failing=_failing(),
     )
 

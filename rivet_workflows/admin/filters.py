@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.db.models import Q
 from django.http import HttpRequest
 
-from .. import models, states
+from .. import models, sharding, states
 from ..engine.model import errors
 from ..engine.model.attributes import parse_pairs
 from ..engine.operate import inspector
@@ -28,7 +28,9 @@ class WorkflowStateFilter(admin.SimpleListFilter):
     parameter_name = "workflow_state__exact"  # the parameter Django's own field filter used
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        counts = states.count(models.Actor.objects.filter(destroyed=False), ())  # no_workflow: always listed
+        counts = sharding.each(  # no_workflow: always listed
+            lambda alias: states.count(models.Actor.objects.using(alias).filter(destroyed=False), ())
+        )
         shown = sorted({state for _, state in counts})
         return [(s, s.replace("_", " ")) for s in shown] + [(inspector.NO_WORKFLOW, "no workflow")]
 
@@ -49,11 +51,14 @@ class AwaitingCodeVersionFilter(admin.SimpleListFilter):
     parameter_name = "awaiting_code_version"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        versions = (
-            models.Actor.objects.filter(awaiting_code_version__isnull=False, destroyed=False)
-            .order_by()
-            .values_list("awaiting_code_version", flat=True)
-            .distinct()
+        versions = sharding.each(
+            lambda alias: (
+                models.Actor.objects.using(alias)
+                .filter(awaiting_code_version__isnull=False, destroyed=False)
+                .order_by()
+                .values_list("awaiting_code_version", flat=True)
+                .distinct()
+            )
         )
         return [("*", "any")] + [(v, v) for v in sorted(set(versions))]
 
@@ -86,9 +91,16 @@ class AttributeFilter(admin.SimpleListFilter):
     CHOICES = 15
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        recent = models.Actor.objects.filter(destroyed=False).order_by("-created_at")[: self.SAMPLE]
+        recent = sharding.each(
+            lambda alias: (
+                models.Actor.objects.using(alias)
+                .filter(destroyed=False)
+                .order_by("-created_at")
+                .values_list("attributes", flat=True)[: self.SAMPLE]
+            )
+        )
         counts: Counter[str] = Counter()
-        for attributes in recent.values_list("attributes", flat=True):
+        for attributes in recent:
             for key, value in (attributes or {}).items():
                 counts[f"{key}={json.dumps(value) if not isinstance(value, str) else value}"] += 1
         return [(pair, pair) for pair, _ in counts.most_common(self.CHOICES)]
@@ -101,3 +113,41 @@ class AttributeFilter(admin.SimpleListFilter):
             return queryset.filter(attribute_q(parse_pairs([value])))
         except errors.RivetWorkflowsError:
             return queryset.none()
+
+
+class ShardFilter(admin.SimpleListFilter):
+    """The "shard" filter (DESIGN.md section 21), shown only when ``RIVET_WORKFLOWS["SHARDS"]`` names several
+    databases: the list shows the actors of one shard at a time (its queryset ``.using(alias)``), the first
+    shard until another is chosen."""
+
+    title = "shard"
+    parameter_name = "shard"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(alias, alias) for alias in sharding.aliases()] if sharding.sharded() else []
+
+    def has_output(self) -> bool:
+        return sharding.sharded()
+
+    @classmethod
+    def alias_of(cls, request: HttpRequest) -> str:
+        """The alias the request's list shows: the one chosen, else the first shard (an unknown value too)."""
+        value = request.GET.get(cls.parameter_name)
+        return value if value in sharding.aliases() else sharding.first()
+
+    def chosen(self) -> str:
+        """The alias this list shows (``alias_of``)."""
+        value = self.value()
+        return value if value in sharding.aliases() else sharding.first()
+
+    def choices(self, changelist: Any) -> Any:
+        chosen = self.chosen()
+        for alias, title in self.lookup_choices:
+            yield {
+                "selected": alias == chosen,
+                "query_string": changelist.get_query_string({self.parameter_name: alias}),
+                "display": title,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        return queryset  # ``ActorAdmin.get_queryset`` reads the chosen shard already (``alias_of``)

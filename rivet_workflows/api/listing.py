@@ -9,7 +9,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from .. import access, models
+from .. import access, models, sharding
 from ..conf import rivet_settings
 from ..engine.model import ports
 from ..engine.model.attributes import parse_pairs
@@ -59,7 +59,16 @@ def listing_filter(
         if name:
             access.check(request, principal_of(request), operation, name)
         else:
-            known = models.Actor.objects.filter(destroyed=False).values_list("name", flat=True).distinct()
+            known = set(
+                sharding.each(
+                    lambda alias: (
+                        models.Actor.objects.using(alias)
+                        .filter(destroyed=False)
+                        .values_list("name", flat=True)
+                        .distinct()
+                    )
+                )
+            )
             allowed = {n for n in known if access.hook_allows(request, n, operation, None)}
             if operation != access.LIST and known and not allowed:
                 raise access.ForbiddenError(

@@ -100,7 +100,7 @@ def refusal(scope: dict, actor_id: str) -> tuple[int, str] | None:
     table): no caller -> 4401; an ``Origin`` that is not the site's -> 4403; a caller the role rule
     refuses -> 4403, before the actor is looked up; an unknown actor -> 4404; the project's
     ``AUTHORIZE`` hook refusing -> 4403."""
-    from .. import access, inputs, models
+    from .. import access, inputs, models, sharding
 
     caller = principal(scope)
     refused_origin = origin_refusal(scope, caller)
@@ -109,7 +109,12 @@ def refusal(scope: dict, actor_id: str) -> tuple[int, str] | None:
 
     def load(actor_id: str) -> Any:
         if inputs.text_problem(actor_id) is None:  # text no database can store is an unknown actor
-            row = models.Actor.objects.filter(pk=actor_id, destroyed=False).only("name").first()
+            row = (
+                models.Actor.objects.using(sharding.alias_for_actor(actor_id))
+                .filter(pk=actor_id, destroyed=False)
+                .only("name")
+                .first()
+            )
             if row is not None:
                 return row
         raise errors.ActorNotFoundError(f"actor {actor_id!r} not found", actor_id=actor_id)

@@ -359,7 +359,10 @@ class ShardedStore(base_store.BaseStore):
 
     def wait_for_wakes(self, timeout: float) -> list[str]:
         """What each shard heard, listening on them in turn ``WAKE_SLICE`` s at a time for ``timeout``
-        seconds in all (a shard's listener keeps what it hears between turns)."""
+        seconds in all (a shard's listener keeps what it hears between turns); [] at once when the stores
+        hear nothing (``notifies_wakes`` False)."""
+        if not self.notifies_wakes:
+            return []
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             heard = [actor_id for s in self.stores.values() for actor_id in s.wait_for_wakes(0)]

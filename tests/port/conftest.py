@@ -6,7 +6,7 @@ import pytest
 
 from rivet_workflows.testing import MemoryStore
 
-from .support import STORES, StoreHarness
+from .support import SHARDED_DIFFERENCES, STORES, StoreHarness
 
 
 @pytest.fixture(params=STORES)
@@ -16,6 +16,14 @@ def h(request: pytest.FixtureRequest) -> StoreHarness:
     if kind == "memory":
         return StoreHarness(kind, MemoryStore(poll_interval=0.005))
     from rivet_workflows.storage import DjangoStore, PostgresStore
+
+    if kind.startswith("sharded-"):
+        from rivet_workflows.storage.sharded import ShardedStore
+
+        why = SHARDED_DIFFERENCES.get(request.node.originalname)
+        if why is not None:
+            pytest.skip(f"sharded: {why}")
+        return StoreHarness(kind, ShardedStore.build(["default", "shard1"], poll_interval=0.005))
 
     cls = PostgresStore if kind == "postgres" else DjangoStore
     return StoreHarness(kind, cls(poll_interval=0.005))

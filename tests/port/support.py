@@ -9,6 +9,7 @@ answer every member of ``ports.Store`` the same way. The harness reaches into a 
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,16 +29,34 @@ STORES = [
     pytest.param("django", marks=_DB),
     *([pytest.param("postgres", marks=_DB)] if is_postgres() else []),
 ]
+#: RIVET_SHARDED_PORT=1 adds the suite on a ``storage.sharded.ShardedStore`` over the test databases
+#: ``default`` and ``shard1`` (DESIGN.md section 21): the same answers, routed (off by default: it doubles
+#: the Django part of the suite)
+#: what a sharded store does differently (DESIGN.md section 21), skipped on it: test name -> why
+SHARDED_DIFFERENCES = {
+    "test_a_claim_over_the_concurrency_limit_is_refused_until_a_slot_frees": "limits hold per shard",
+    "test_a_full_group_does_not_hold_up_the_batch": "concurrency limits hold per shard",
+    "test_concurrent_claims_never_pass_the_limit": "concurrency limits hold per shard",
+    "test_a_rate_limit_counts_run_starts_in_the_window": "rate limits hold per shard",
+    "test_outbox_messages_are_delivered_with_the_commit_and_wake_the_target": "a send to another shard is "
+    "relayed (Commit.relay), not delivered with the commit",
+    "test_a_failing_commit_writes_nothing": "an unknown outbox target on another shard goes to the relay",
+}
+if os.environ.get("RIVET_SHARDED_PORT"):
+    _BOTH = pytest.mark.django_db(databases=["default", "shard1"], transaction=True)
+    STORES.append(pytest.param("sharded-postgres" if is_postgres() else "sharded-django", marks=_BOTH))
 
 
 class StoreHarness:
     """A store under test plus the few levers the tests need (see the module docstring)."""
 
     def __init__(self, kind: str, store: ports.Store) -> None:
-        self.kind = kind
+        #: a sharded store answers as the stores it wraps: its kind is theirs (``sharded`` says it is one)
+        self.sharded = kind.startswith("sharded-")
+        self.kind = kind.removeprefix("sharded-")
         self.store = store
         #: True when ``wait_for_messages`` really waits (memory, PostgreSQL LISTEN/NOTIFY)
-        self.warm_waits = kind in ("memory", "postgres")
+        self.warm_waits = self.kind in ("memory", "postgres")
 
     def __repr__(self) -> str:
         return f"<StoreHarness {self.kind}>"
@@ -69,7 +88,7 @@ class StoreHarness:
             return
         from rivet_workflows import models
 
-        models.Actor.objects.using(self.store.using).filter(pk=actor_id).update(**columns)
+        models.Actor.objects.using(self._alias(actor_id)).filter(pk=actor_id).update(**columns)
 
     def column(self, actor_id: str, name: str) -> Any:
         """One raw actor column (e.g. ``step_lock_until``, which no record carries)."""
@@ -79,7 +98,7 @@ class StoreHarness:
         from rivet_workflows import models
 
         return (
-            models.Actor.objects.using(self.store.using)
+            models.Actor.objects.using(self._alias(actor_id))
             .filter(pk=actor_id)
             .values_list(name, flat=True)
             .get()
@@ -96,7 +115,12 @@ class StoreHarness:
                 return len(self.store._messages)
         from rivet_workflows import models
 
-        return models.QueueMessage.objects.using(self.store.using).count()
+        aliases = self.store.shard_map.aliases if self.sharded else [self.store.using]
+        return sum(models.QueueMessage.objects.using(alias).count() for alias in aliases)
+
+    def _alias(self, actor_id: str) -> str:
+        """The database alias holding ``actor_id`` (a Django store's own; a sharded store's shard)."""
+        return self.store.alias_of(actor_id) if self.sharded else self.store.using
 
 
 def entry(key: str, *, status: str = ports.ENTRY_COMPLETED, **data: Any) -> ports.EntryRecord:

@@ -150,3 +150,13 @@ def test_one_alias_or_none_is_todays_store_with_uuid4_ids(unsharded):
         assert type(get_runtime().store) in plain
         other = get_runtime().registry.client().counter.get_or_create("u2")
         assert uuid.UUID(hex=other.actor_id).version == 4
+
+
+def test_a_thousand_actors_spread_within_ten_percent_per_shard(sharded):
+    client = sharded.registry.client()
+    for i in range(1000):
+        client.counter.create(f"spread-{i}")
+    per_shard = {alias: models.Actor.objects.using(alias).filter(name="counter").count() for alias in SHARDS}
+    assert sum(per_shard.values()) == 1000
+    assert all(450 <= n <= 550 for n in per_shard.values()), per_shard
+    assert sharded.store.count_actors(ports.ActorFilter(name="counter")) == 1000

@@ -140,3 +140,14 @@ def test_shards_of_two_engines_and_a_bad_shards_value_are_refused(settings):
     with override_settings(RIVET_WORKFLOWS={**BASE, "SHARDS": "default"}):
         assert [m.id for m in checks.check_settings()] == ["rivet_workflows.E001"]
     assert checks.check_shards(None, 256) == []
+
+
+@both_databases
+def test_the_websocket_finds_an_actor_on_shard1(sharded, jobs):
+    from django.contrib.auth.models import AnonymousUser
+
+    from rivet_workflows.realtime import consumers
+
+    scope = {"type": "websocket", "path": "/ws/", "headers": [], "user": AnonymousUser()}  # dev mode: open
+    assert consumers.refusal(scope, jobs["shard1"][0].actor_id) is None
+    assert consumers.refusal(scope, "0" * 32)[0] == consumers.CLOSE_NOT_FOUND

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.model import base_store, errors, observe, ports, shards
+from ..engine.model.errors import CrossShardForkError as CrossShardForkError
 
 #: members routed to the shard of the actor named by their first argument (an actor id)
 BY_ACTOR = (
@@ -83,14 +84,6 @@ FIRST_SHARD = (
 _FORK_PART = re.compile(r"fork-[0-9a-f]{12}")
 #: how long ``wait_for_wakes`` listens on one shard before it looks at the next (seconds)
 WAKE_SLICE = 0.05
-
-
-class CrossShardForkError(errors.RivetWorkflowsError):
-    """A fork given a key that lives on another shard than its source (omit the key: the fork then keeps the
-    source's shard)."""
-
-    code = "cross_shard_fork"
-    http_status = 409
 
 
 def _by_actor(member: str) -> Callable[..., Any]:
@@ -226,7 +219,7 @@ class ShardedStore(base_store.BaseStore):
         bucket = self.shard_map.bucket_for_key(name, key)
         if self.shard_map.alias_for_bucket(bucket) != source_alias:
             if not _default_fork_key(key):
-                raise CrossShardForkError(
+                raise errors.CrossShardForkError(
                     f"the key {key!r} lives on shard {self.shard_map.alias_for_bucket(bucket)!r}, the source "
                     f"{source_id} on {source_alias!r}: fork without a key",
                     actor_id=source_id,

@@ -499,6 +499,30 @@ class TooManyWaitingSendsError(RivetWorkflowsError):
     retry_after = 1
 
 
+class ShardConfigError(RivetWorkflowsError, ValueError):
+    """Invalid shard configuration: the aliases or the bucket count of a shard map (DESIGN.md section 21;
+    ``metadata``: ``buckets`` when that is the cause)."""
+
+    code = "invalid_shard_config"
+    group = "server"
+    http_status = 500
+
+
+class InvalidBucketError(RivetWorkflowsError, ValueError):
+    """A shard bucket (or bucket count) out of range: a bucket is an int in 0..65535 (``metadata``:
+    ``bucket`` or ``buckets``)."""
+
+    code = "invalid_bucket"
+
+
+class CrossShardForkError(RivetWorkflowsError):
+    """A fork given a key that lives on another shard than its source; fork without a key (the fork then
+    stays on its source's shard; DESIGN.md section 21; ``metadata``: ``actor_id``)."""
+
+    code = "cross_shard_fork"
+    http_status = 409
+
+
 def is_data_error(exc: BaseException) -> bool:
     """True for a database error about the data itself (PEP 249 ``DataError``, e.g. psycopg's or Django's,
     matched by class name so the engine needs no driver) or a text-encoding error of the driver: the store

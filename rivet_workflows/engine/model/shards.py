@@ -18,24 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import serde
-from .errors import RivetWorkflowsError
+from .errors import InvalidBucketError as InvalidBucketError
+from .errors import ShardConfigError as ShardConfigError
 
 #: the most buckets a shard map may have: the bucket is the id's first 4 hex digits (16 bits)
 MAX_BUCKETS = 65536
 #: the default number of buckets (``RIVET_WORKFLOWS["SHARD_BUCKETS"]``)
 DEFAULT_BUCKETS = 256
-
-
-class ShardConfigError(RivetWorkflowsError, ValueError):
-    """Invalid shard configuration (aliases or bucket count)."""
-
-    code = "invalid_shard_config"
-
-
-class InvalidBucketError(RivetWorkflowsError, ValueError):
-    """A bucket number out of range."""
-
-    code = "invalid_bucket"
 
 
 def key_text(key: list) -> str:

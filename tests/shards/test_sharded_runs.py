@@ -160,3 +160,33 @@ def test_a_thousand_actors_spread_within_ten_percent_per_shard(sharded):
     assert sum(per_shard.values()) == 1000
     assert all(450 <= n <= 550 for n in per_shard.values()), per_shard
     assert sharded.store.count_actors(ports.ActorFilter(name="counter")) == 1000
+
+
+def test_sends_to_another_shard_leave_the_outbox_for_the_relay(sharded, monkeypatch):
+    """What the relay builds on: a commit's sends to actors of other shards move to ``Commit.relay`` (in
+    order), the local ones stay in the outbox and are delivered with the commit."""
+    client, store = sharded.registry.client(), sharded.store
+    [here_key, local_key] = keys_on("default", "counter", 2, "send")
+    [remote_key] = keys_on("shard1", "counter", 1, "send")
+    sender, local, remote = (
+        client.counter.get_or_create(k).actor_id for k in (here_key, local_key, remote_key)
+    )
+    assert store.same_shard(sender, local) and not store.same_shard(sender, remote)
+    seen = []
+    real_commit = store.stores["default"].commit
+
+    def spy(actor_id, token, commit):
+        seen.append((list(commit.outbox), list(commit.relay)))
+        return real_commit(actor_id, token, commit)
+
+    monkeypatch.setattr(store.stores["default"], "commit", spy)
+    token = store.claim(sender, "test", 30)
+    outbox = [(remote, "q", 1, False), (local, "q", 2, False), (remote, "q", 3, True)]
+    assert store.commit(sender, token, ports.Commit(outbox=list(outbox))).ok
+    assert seen == [([outbox[1]], [outbox[0], outbox[2]])]
+    made = ports.Commit(
+        outbox=list(outbox), release=True
+    )  # an atomic step's commit, built in the transaction
+    assert store.run_in_commit(sender, token, lambda: made).ok
+    assert (made.outbox, made.relay) == ([outbox[1]], [outbox[0], outbox[2]])
+    assert [m.body for m in store.pending_messages(local, None, 10)] == [2, 2]

@@ -147,6 +147,7 @@ class ShardedStore(base_store.BaseStore):
         self.inline_calls = all(s.inline_calls for s in self.stores.values())
         self.notifies_wakes = all(s.notifies_wakes for s in self.stores.values())
         self._turn = itertools.count()  # which shard claim_due asks first (each in turn)
+        self._legacy: bool | None = None  # actors made before sharding on the first shard (``_has_legacy``)
 
     @classmethod
     def build(cls, aliases: list[str] | tuple[str, ...], buckets: int = 256, **options: Any) -> ShardedStore:
@@ -194,20 +195,37 @@ class ShardedStore(base_store.BaseStore):
     # ------------------------------------------------------------------ actors by (name, key)
 
     def find_actor(self, name: str, key: list) -> ports.ActorRecord | None:
-        """The actor ``(name, key)`` on its key's shard (a fork given no key may live on its source's shard:
-        those keys are looked for on the others too)."""
+        """The actor ``(name, key)`` on its key's shard; else, on the first shard when it holds actors made
+        before sharding (their id carries no bucket: they stayed where they were); a fork given no key may
+        live on its source's shard, so those keys are looked for on every shard."""
         bucket_store = self.stores[self.shard_map.alias_for_key(name, key)]
         found = bucket_store.find_actor(name, key)
         if found is None and _default_fork_key(key):
             for store in self.stores.values():
                 if store is not bucket_store and (found := store.find_actor(name, key)) is not None:
                     break
+        elif found is None and bucket_store is not self.first and self._has_legacy():
+            found = self.first.find_actor(name, key)
         return found
 
     def create_actor(self, name: str, key: list, input: Any, state: Any, **options: Any) -> tuple[Any, bool]:
-        """``create_actor`` on the key's shard, the new id carrying the key's bucket."""
+        """``create_actor`` on the key's shard, the new id carrying the key's bucket; ``(existing, False)``
+        for a key an actor made before sharding holds on the first shard."""
         store, actor_id = self._placed(name, key)
+        if store is not self.first and self._has_legacy():
+            existing = self.first.find_actor(name, key)
+            if existing is not None and shards.bucket_of_id(existing.actor_id) is None:
+                return existing, False
         return store.create_actor(name, key, input, state, actor_id=actor_id, **options)
+
+    def _has_legacy(self) -> bool:
+        """Whether the first shard holds live actors made before sharding (ids without a bucket, keyed by any
+        hash): its oldest live actor tells, one indexed read, asked once per store. They are found by key
+        there too; new ones cannot appear once every process runs sharded."""
+        if self._legacy is None:
+            oldest = self.first.list_actors(limit=1)
+            self._legacy = bool(oldest) and shards.bucket_of_id(oldest[0].actor_id) is None
+        return self._legacy
 
     def fork_actor(
         self, source_id: str, name: str, key: list, *args: Any, **kwargs: Any

@@ -190,3 +190,26 @@ def test_sends_to_another_shard_leave_the_outbox_for_the_relay(sharded, monkeypa
     assert store.run_in_commit(sender, token, lambda: made).ok
     assert (made.outbox, made.relay) == ([outbox[1]], [outbox[0], outbox[2]])
     assert [m.body for m in store.pending_messages(local, None, 10)] == [2, 2]
+
+
+def test_actors_made_before_sharding_stay_found_by_id_and_key(sharded):
+    """Turning ``SHARDS`` on over an existing database: its actors keep their uuid4 ids on the first shard,
+    and are found there by id and by key even when their key now hashes to another shard."""
+    with override_settings(RIVET_WORKFLOWS=BASE):  # not sharded yet
+        from rivet_workflows.django_runtime import get_runtime
+
+        [key] = keys_on("shard1", "counter", 1, "legacy")
+        old = get_runtime().registry.client().counter.get_or_create(key)
+        old.call("bump", 5)
+    assert shards.bucket_of_id(old.actor_id) is None
+    from rivet_workflows.django_runtime import get_runtime
+
+    store = get_runtime().store
+    assert isinstance(store, ShardedStore)
+    client = get_runtime().registry.client()
+    assert client.counter.get_or_create(key).actor_id == old.actor_id  # no duplicate on shard1
+    assert client.counter.get(key).state() == {"n": 5}
+    assert client.counter.get_for_id(old.actor_id).call("bump") == 6
+    assert models.Actor.objects.using("shard1").filter(name="counter").count() == 0
+    [fresh] = keys_on("shard1", "counter", 1, "fresh")
+    assert store.alias_of(client.counter.get_or_create(fresh).actor_id) == "shard1"

@@ -176,6 +176,11 @@ class ShardedStore(base_store.BaseStore):
         """Whether the actors ``a_id`` and ``b_id`` live on the same shard (a send between them is local)."""
         return self.shard_map.alias_for_actor(a_id) == self.shard_map.alias_for_actor(b_id)
 
+    def relay_sources(self) -> dict[str, ports.Store]:
+        """Each shard's own store by alias: the relay reads and marks every shard's relay rows on its shard
+        (the relay branch's ``Store.relay_sources``; DESIGN.md section 21)."""
+        return dict(self.stores)
+
     def _placed(self, name: str, key: list) -> tuple[ports.Store, str]:
         """The store a new actor ``(name, key)`` goes to and its new id (carrying its bucket)."""
         bucket = self.shard_map.bucket_for_key(name, key)

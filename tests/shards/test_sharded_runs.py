@@ -213,3 +213,8 @@ def test_actors_made_before_sharding_stay_found_by_id_and_key(sharded):
     assert models.Actor.objects.using("shard1").filter(name="counter").count() == 0
     [fresh] = keys_on("shard1", "counter", 1, "fresh")
     assert store.alias_of(client.counter.get_or_create(fresh).actor_id) == "shard1"
+
+
+def test_the_relay_reads_each_shards_own_store(sharded):
+    sources = sharded.store.relay_sources()
+    assert list(sources) == SHARDS and all(sources[a] is sharded.store.stores[a] for a in SHARDS)

@@ -10,8 +10,9 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from project.celery import app
-from rivet_workflows import checks, models, ops, tasks
+from rivet_workflows import checks, models, ops
 from rivet_workflows.admin import dashboard
+from rivet_workflows.driver import tasks
 from rivet_workflows.engine.model import ports
 from rivet_workflows.routers import ShardRouter
 

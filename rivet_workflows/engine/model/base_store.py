@@ -158,3 +158,9 @@ class BaseStore(Store):
 
     def close_thread_connection(self) -> None:
         return None
+
+    def same_shard(self, a: str, b: str) -> bool:
+        return True
+
+    def relay_sources(self) -> dict[str, Store]:
+        return {"default": self}

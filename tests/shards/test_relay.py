@@ -1,0 +1,276 @@
+"""The cross-shard outbox and its relay (DESIGN.md section 21, second bullet).
+
+Two shards are two stores: two ``MemoryStore``s, or two Django stores on the test database (SQLite, or
+PostgreSQL under ``DATABASE_URL``; one database holds both "shards", which the relay cannot tell apart:
+it reaches each through its own store). A step's message to another shard is a relay row committed with
+the step on the sender's shard; ``relay_once`` delivers it exactly once, in order per (sender, target),
+through a crash between the two commits and a target shard that is down.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rivet_workflows.engine.model import errors, ports
+from rivet_workflows.engine.runtime.relay import relay_dedup_id, relay_once
+from rivet_workflows.testing import MemoryStore
+from tests.conftest import is_postgres, run_in_threads
+
+_DB = pytest.mark.django_db(transaction=True)
+KINDS = [
+    "memory",
+    pytest.param("django", marks=_DB),
+    *([pytest.param("postgres", marks=_DB)] if is_postgres() else []),
+]
+
+
+class Shards:
+    """Two shards ``a`` (the senders) and ``b`` (the targets), each its own store, and the alias map."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        if kind == "memory":
+            self.a: Any = MemoryStore(poll_interval=0.005)
+            self.b: Any = MemoryStore(poll_interval=0.005)
+        else:
+            from rivet_workflows.storage import DjangoStore, PostgresStore
+
+            cls = PostgresStore if kind == "postgres" else DjangoStore
+            self.a, self.b = cls(poll_interval=0.005), cls(poll_interval=0.005)
+        self.home: dict[str, Any] = {}  # actor id -> its shard's store
+
+    def store_for_actor(self, actor_id: str) -> Any:
+        return self.home[actor_id]
+
+    def actor(self, shard: str, key: str, name: str = "order") -> str:
+        store = getattr(self, shard)
+        record, created = store.create_actor(name, [key], None, {"n": 0})
+        assert created
+        self.home[record.actor_id] = store
+        return record.actor_id
+
+    def sleep_on(self, actor_id: str, queues: list[str]) -> None:
+        """Leave ``actor_id`` released, sleeping for an hour, waiting on ``queues``."""
+        store = self.home[actor_id]
+        token = store.claim(actor_id, "me", 30)
+        assert token is not None
+        commit = ports.Commit(
+            workflow_state=ports.SLEEPING,
+            wake_at=store.now() + timedelta(hours=1),
+            waiting_for=queues,
+            release=True,
+        )
+        assert store.commit(actor_id, token, commit).ok
+
+    def send_from(self, sender: str, *messages: tuple[str, Any]) -> ports.CommitResult:
+        """One commit of ``sender`` (on ``a``) relaying ``messages``: (target id, body) on queue ``q``."""
+        token = self.a.claim(sender, "me", 30)
+        assert token is not None
+        result = self.a.commit(
+            sender, token, ports.Commit(relay=[(t, "q", body, False) for t, body in messages], release=True)
+        )
+        assert result.ok
+        return result
+
+    def relay(self, source: Any = None, **options: Any) -> Any:
+        return relay_once({"a": source or self.a}, self.store_for_actor, **options)
+
+    def bodies(self, actor_id: str) -> list[Any]:
+        return [m.body for m in self.home[actor_id].pending_messages(actor_id, None, 1000)]
+
+    def rows(self) -> list[tuple[int, bool, bool, int, str | None]]:
+        """Every relay row of ``a``: (id, delivered, failed, attempts, last_error)."""
+        if self.kind == "memory":
+            return [
+                (r.record.id, r.delivered_at is not None, r.failed, r.record.attempts, r.record.last_error)
+                for r in self.a.relay_rows()
+            ]
+        from rivet_workflows import models
+
+        return [
+            (r.id, r.delivered_at is not None, r.failed, r.attempts, r.last_error)
+            for r in models.RelayMessage.objects.order_by("id")
+        ]
+
+
+@pytest.fixture(params=KINDS)
+def shards(request: pytest.FixtureRequest) -> Shards:
+    return Shards(request.param)
+
+
+class OperationalError(Exception):
+    """What a driver raises when its database cannot be reached (any error that is not a refusal)."""
+
+
+class Down:
+    """A target store whose ``send_and_check`` to the actors in ``down`` fails as an unreachable database."""
+
+    def __init__(self, store: Any, down: set[str]) -> None:
+        self._store, self.down = store, down
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def send_and_check(self, actor_id: str, *args: Any, **kwargs: Any) -> Any:
+        if actor_id in self.down:
+            raise OperationalError("connection refused")
+        return self._store.send_and_check(actor_id, *args, **kwargs)
+
+
+class CrashAfterSend:
+    """A source store whose first ``relay_mark_delivered`` fails (the relay died after the target's commit)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self.crashes = store, 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def relay_mark_delivered(self, ids: list[int]) -> None:
+        if self.crashes:
+            self.crashes -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        self._store.relay_mark_delivered(ids)
+
+
+def test_a_commit_writes_its_relay_rows_and_says_so(shards):
+    sender, target = shards.actor("a", "s"), shards.actor("b", "t")
+    result = shards.send_from(sender, (target, {"n": 1}), (target, {"n": 2}))
+    assert result.relayed
+    pending = shards.a.relay_pending(10)
+    assert [(r.source_actor_id, r.target_actor_id, r.name, r.body) for r in pending] == [
+        (sender, target, "q", {"n": 1}),
+        (sender, target, "q", {"n": 2}),
+    ]
+    assert pending[0].id < pending[1].id and pending[0].attempts == 0
+    assert shards.bodies(target) == []  # nothing reaches the other shard before the relay
+    if shards.kind == "memory":  # the Django "shards" share the test database
+        assert shards.b.relay_pending(10) == []  # the row is on the sender's shard
+
+
+def test_a_commit_without_relay_rows_reports_none(shards):
+    sender = shards.actor("a", "s")
+    token = shards.a.claim(sender, "me", 30)
+    assert not shards.a.commit(sender, token, ports.Commit(state={"n": 1})).relayed
+
+
+def test_a_fenced_or_failed_commit_writes_no_relay_row(shards):
+    sender, target = shards.actor("a", "s"), shards.actor("b", "t")
+    token = shards.a.claim(sender, "me", 30)
+    fenced = shards.a.commit(sender, token + 1, ports.Commit(relay=[(target, "q", 1, False)]))
+    assert not fenced.ok and not fenced.relayed
+    # the state is written before the relay rows; a body that cannot be stored undoes all of it
+    bad = ports.Commit(state={"n": 99}, relay=[(target, "q", 1, False), (target, "q", object(), False)])
+    with pytest.raises(errors.SerializationError):
+        shards.a.commit(sender, token, bad)
+    assert shards.a.relay_pending(10) == [] and shards.rows() == []
+    assert shards.a.get_actor(sender).state == {"n": 0}
+
+
+def test_relay_once_delivers_each_row_once_in_order(shards):
+    sender, target = shards.actor("a", "s"), shards.actor("b", "t")
+    shards.send_from(sender, (target, 1), (target, 2))
+    shards.send_from(sender, (target, 3))
+    report = shards.relay()
+    assert (report.delivered, report.failed, report.deferred) == (3, 0, 0)
+    assert shards.bodies(target) == [1, 2, 3]
+    assert shards.a.relay_pending(10) == []
+    assert shards.relay().delivered == 0  # nothing pending: nothing sent again
+    assert shards.bodies(target) == [1, 2, 3]
+    message = shards.b.pending_messages(target, None, 10)[0]
+    assert message.dedup_id == relay_dedup_id("a", shards.rows()[0][0])
+
+
+def test_pages_are_read_until_a_short_one(shards):
+    sender, target = shards.actor("a", "s"), shards.actor("b", "t")
+    shards.send_from(sender, *[(target, i) for i in range(7)])
+    assert shards.relay(limit=3).delivered == 7
+    assert shards.bodies(target) == list(range(7))
+    with pytest.raises(ValueError):
+        shards.relay(limit=0)
+
+
+def test_a_crash_between_the_target_commit_and_the_mark_delivers_once(shards):
+    sender, target = shards.actor("a", "s"), shards.actor("b", "t")
+    shards.send_from(sender, (target, 1), (target, 2), (target, 3))
+    crashing = CrashAfterSend(shards.a)
+    report = shards.relay(crashing)
+    assert report.unreachable == ["a"] and report.delivered == 0
+    assert shards.bodies(target) == [1, 2, 3]  # the target committed them
+    assert len(shards.a.relay_pending(10)) == 3  # but they were never marked
+    again = shards.relay(crashing)
+    assert again.delivered == 3 and again.unreachable == []
+    assert shards.bodies(target) == [1, 2, 3]  # sent again with the same ids: stored once
+    assert shards.a.relay_pending(10) == []
+
+
+def test_a_target_that_cannot_be_reached_delays_its_rows_in_order(shards):
+    sender = shards.actor("a", "s")
+    x, y = shards.actor("b", "x"), shards.actor("b", "y")
+    shards.send_from(sender, (x, "x1"), (y, "y1"), (x, "x2"), (y, "y2"))
+    down = Down(shards.b, {x})
+    for actor_id in (x, y):
+        shards.home[actor_id] = down
+    report = shards.relay()
+    assert (report.delivered, report.failed, report.deferred) == (2, 0, 2)
+    assert shards.bodies(y) == ["y1", "y2"] and shards.bodies(x) == []
+    x1 = next(row for row in shards.rows() if not row[1] and row[3])
+    assert x1[3] == 1 and "connection refused" in x1[4] and not x1[2]  # counted, not failed
+    assert shards.relay().deferred == 2  # still down: still waiting, nothing lost
+    down.down.clear()
+    report = shards.relay()
+    assert (report.delivered, report.deferred) == (2, 0)
+    assert shards.bodies(x) == ["x1", "x2"] and shards.bodies(y) == ["y1", "y2"]
+    assert shards.a.relay_pending(10) == []
+
+
+def test_a_closed_or_gone_target_fails_the_row_for_good(shards, caplog):
+    sender = shards.actor("a", "s")
+    done, gone, alive = shards.actor("b", "done"), shards.actor("b", "gone"), shards.actor("b", "alive")
+    token = shards.b.claim(done, "me", 30)
+    assert shards.b.commit(done, token, ports.Commit(workflow_state=ports.COMPLETED, release=True)).ok
+    shards.b.destroy_actor(gone)
+    shards.send_from(sender, (done, 1), (gone, 2), (alive, 3))
+    with caplog.at_level(logging.ERROR, logger="rivet_workflows"):
+        report = shards.relay()
+    assert (report.delivered, report.failed, report.deferred) == (1, 2, 0)
+    assert shards.bodies(alive) == [3]
+    failed = [row for row in shards.rows() if row[2]]
+    assert len(failed) == 2 and all(row[3] == 1 for row in failed)
+    assert "WorkflowFinishedError" in failed[0][4] and "ActorNotFoundError" in failed[1][4]
+    assert "refused for good" in caplog.text
+    assert shards.a.relay_pending(10) == [] and shards.relay().failed == 0  # never tried again
+
+
+def test_a_delivery_wakes_a_target_waiting_on_the_queue(shards):
+    sender, waiting, other = shards.actor("a", "s"), shards.actor("b", "w"), shards.actor("b", "o")
+    shards.sleep_on(waiting, ["q"])
+    shards.sleep_on(other, ["elsewhere"])
+    shards.send_from(sender, (waiting, 1), (waiting, 2), (other, 3))
+    woken: list[str] = []
+    report = shards.relay(wake=woken.append)
+    assert woken == [waiting] == report.woken  # once, and not the actor waiting on another queue
+    assert shards.b.get_actor(waiting).wake_at <= shards.b.now()
+
+
+def test_racing_relays_deliver_a_hundred_messages_once_each(shards):
+    senders = [shards.actor("a", f"s{i}") for i in range(4)]
+    targets = [shards.actor("b", f"t{i}") for i in range(2)]
+    for n in range(25):
+        for i, sender in enumerate(senders):
+            shards.send_from(sender, (targets[(n + i) % 2], (i, n)))
+    assert len(shards.a.relay_pending(1000)) == 100
+
+    reports = run_in_threads(lambda _i: shards.relay(limit=10), 4)
+    assert all(report.unreachable == [] for report in reports)
+    received = [tuple(body) for target in targets for body in shards.bodies(target)]
+    assert sorted(received) == sorted((i, n) for i in range(4) for n in range(25))  # each once
+    for target in targets:  # in order per (sender, target)
+        for i in range(4):
+            mine = [n for s, n in shards.bodies(target) if s == i]
+            assert mine == sorted(mine)
+    assert shards.a.relay_pending(1000) == []

@@ -23,8 +23,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..model import errors, ports
+
+if TYPE_CHECKING:
+    from ..model.roles import RuntimeRole
 
 logger = logging.getLogger("rivet_workflows")
 
@@ -205,3 +209,14 @@ def _hand_over(
             wake(actor_id)
         except Exception:  # a hint only: the sweep catches up
             logger.exception("relay: waking actor %s failed; the sweep will", actor_id)
+
+
+def relay_runtime(runtime: RuntimeRole, limit: int = DEFAULT_LIMIT) -> RelayReport:
+    """One ``relay_once`` pass for a runtime: the sources are ``runtime.store.relay_sources()`` (one entry
+    per shard), each row is delivered through ``runtime.store`` (a sharded store routes the send by the
+    target's id) and targets made due are handed to ``runtime.wake``. Clears ``runtime.relay_wanted`` first
+    (a commit relaying meanwhile sets it again). What the Celery task ``rivet_workflows.relay``, the sweep
+    and ``drain`` run."""
+    runtime.relay_wanted = False
+    store = runtime.store
+    return relay_once(store.relay_sources(), lambda _actor_id: store, limit, wake=runtime.wake)

@@ -9,6 +9,7 @@ through a crash between the two commits and a target shard that is down.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import timedelta
 from typing import Any
@@ -274,3 +275,171 @@ def test_racing_relays_deliver_a_hundred_messages_once_each(shards):
             mine = [n for s, n in shards.bodies(target) if s == i]
             assert mine == sorted(mine)
     assert shards.a.relay_pending(1000) == []
+
+
+# --- the engine: a step's send to another shard commits with the step --------------------------------------
+
+
+class TwoShardMemory(MemoryStore):
+    """One ``MemoryStore`` playing two shards: the actors in ``far`` are on the other one. Its commit moves
+    outbox entries for the other shard to ``Commit.relay``, as the sharded store does (``split_outbox``)."""
+
+    def __init__(self) -> None:
+        super().__init__(poll_interval=0.005)
+        self.far: set[str] = set()
+        self.direct_sends: list[str] = []  # target ids of sends not made by the relay
+        self.relayed: list[str] = []  # dedup ids of the relay's sends
+
+    def same_shard(self, a: str, b: str) -> bool:
+        return (a in self.far) == (b in self.far)
+
+    def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
+        local = [e for e in commit.outbox if self.same_shard(actor_id, e[0])]
+        remote = [e for e in commit.outbox if not self.same_shard(actor_id, e[0])]
+        split = dataclasses.replace(commit, outbox=local, relay=[*commit.relay, *remote])
+        return super().commit(actor_id, token, split)
+
+    def send_and_check(self, actor_id: str, *args: Any, **kwargs: Any) -> Any:
+        dedup_id = kwargs.get("dedup_id") or ""
+        (self.relayed if dedup_id.startswith("relay:") else self.direct_sends).append(dedup_id or actor_id)
+        return super().send_and_check(actor_id, *args, **kwargs)
+
+
+ATTEMPTS: list[int] = []
+
+
+async def _inbox(ctx):
+    messages = []
+    while len(messages) < 3:
+        messages.append((await ctx.queue.next(f"m{len(messages)}", names=["q"])).body)
+    return messages
+
+
+def _send_two(step):
+    handle = step.client().inbox.get(["far"])
+    handle.send("q", {"n": 1})
+    handle.send("q", {"n": 2})
+
+
+def _send_then_fail_once(step):
+    ATTEMPTS.append(step.attempt)
+    step.client().inbox.get(["far"]).send("q", {"n": 3, "attempt": step.attempt})
+    if step.attempt == 1:
+        raise RuntimeError("the step fails after its send")
+
+
+async def _sender(ctx):
+    await ctx.step("send", _send_two)
+    # an atomic step: its sends ride on its own commit (``step.outbox``), a failed attempt's with it
+    await ctx.step("more", _send_then_fail_once, atomic=True, max_retries=2, retry_backoff_base=0)
+    await ctx.step("local", lambda step: step.client().inbox.get(["near"]).send("q", {"n": 0}))
+
+
+@pytest.fixture
+def engine():
+    import rivet_workflows as rw
+    from rivet_workflows.testing import make_runtime
+
+    ATTEMPTS.clear()
+    store = TwoShardMemory()
+    runtime = make_runtime(
+        rw.setup(use={"inbox": rw.workflow(run=_inbox, queues=["q"]), "sender": rw.workflow(run=_sender)}),
+        store=store,
+    )
+    far = runtime.client().inbox.get_or_create("far")
+    store.far.add(far.actor_id)
+    near = runtime.client().inbox.get_or_create("near")
+    return runtime, store, far, near
+
+
+def test_a_step_send_to_another_shard_commits_with_the_step_and_the_relay_delivers_it(engine):
+    from rivet_workflows.testing import drain
+
+    runtime, store, far, near = engine
+    relays: list[int] = []
+    runtime.on_relay = lambda: relays.append(1)
+    sender = runtime.client().sender.get_or_create("s")
+    drain(runtime, timeout=2)
+    assert ATTEMPTS == [1, 2]
+    assert sender.workflow_state() == "completed"
+    assert far.actor_id not in store.direct_sends  # never a direct send to the other shard
+    assert store.direct_sends.count(near.actor_id) == 1  # same shard: sent at once, as before
+    assert relays == [1, 1]  # the two commits that wrote relay rows asked for the relay
+    assert len(store.relayed) == len(set(store.relayed)) == 3  # each row sent once
+    delivered = [r.record.body for r in store.relay_rows() if r.delivered_at is not None]
+    # drain relayed them; the failed attempt's send was rolled back with it
+    assert delivered == [{"n": 1}, {"n": 2}, {"n": 3, "attempt": 2}]
+    assert far.workflow_state() == "completed"  # woken by the relay, it received them in order
+    assert far.record().output == delivered
+
+
+def test_a_waiting_or_deduplicated_send_from_a_step_stays_direct(engine):
+    from rivet_workflows.testing import drain
+
+    runtime, store, far, _near = engine
+
+    async def _dedup(ctx):
+        await ctx.step("d", lambda step: step.client().inbox.get(["far"]).send("q", 1, dedup_id="once"))
+
+    runtime = _with_type(runtime, "dedup", _dedup)
+    runtime.client().dedup.get_or_create("d")
+    drain(runtime, timeout=2)
+    assert store.direct_sends == ["once"] and store.relay_rows() == []
+
+
+def _with_type(runtime: Any, name: str, run: Any) -> Any:
+    import rivet_workflows as rw
+    from rivet_workflows.testing import make_runtime
+
+    store = runtime.store
+    types = {"inbox": rw.workflow(run=_inbox, queues=["q"]), name: rw.workflow(run=run)}
+    return make_runtime(rw.setup(use=types), store=store)
+
+
+# --- who drives it: the Celery task, the runtime's hook, the sweep ------------------------------------------
+
+
+@pytest.fixture
+def eager_runtime(settings):
+    """The Django runtime (Celery dispatcher) with tasks run eagerly, in this process."""
+    from project.celery import app
+    from rivet_workflows import django_runtime
+
+    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "POLL_INTERVAL": 0.01}
+    django_runtime.reset_runtime()
+    app.conf.task_always_eager = True
+    try:
+        yield django_runtime.get_runtime()
+    finally:
+        app.conf.task_always_eager = False
+        django_runtime.reset_runtime()
+
+
+def _relay_row(store: Any, body: Any) -> str:
+    """A relay row from a fresh sender to a fresh target (an actor type no worker runs); the target's id."""
+    sender, _ = store.create_actor("order", [f"s{body}"], None, {})
+    target, _ = store.create_actor("order", [f"t{body}"], None, {})
+    token = store.claim(sender.actor_id, "me", 30)
+    commit = ports.Commit(relay=[(target.actor_id, "q", body, False)], release=True)
+    assert store.commit(sender.actor_id, token, commit).relayed
+    return target.actor_id
+
+
+@_DB
+def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(eager_runtime):
+    from rivet_workflows.driver import tasks
+
+    store = eager_runtime.store
+    assert store.relay_sources() == {"default": store}
+    first = _relay_row(store, 1)
+    assert tasks.relay() == 1 and tasks.relay() == 0
+    assert [m.body for m in store.pending_messages(first, None, 10)] == [1]
+
+    second = _relay_row(store, 2)
+    eager_runtime.relay_soon()  # what a run's commit that wrote relay rows calls: queues the task
+    assert [m.body for m in store.pending_messages(second, None, 10)] == [2]
+
+    third = _relay_row(store, 3)  # a lost task: the sweep relays what is left
+    tasks.sweep()
+    assert [m.body for m in store.pending_messages(third, None, 10)] == [3]
+    assert store.relay_pending(10) == []

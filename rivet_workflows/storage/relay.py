@@ -49,9 +49,11 @@ class RelayStorage:
             ]
         )
 
-    def relay_pending(self, limit: int) -> list[ports.RelayRecord]:
-        """Up to ``limit`` undelivered, not failed rows in id order (``rivet_relay_pending_idx``)."""
-        rows = self._relay_rows().filter(delivered_at__isnull=True, failed=False).order_by("id")[:limit]
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
+        """Up to ``limit`` undelivered, not failed rows past id ``after`` in id order
+        (``rivet_relay_pending_idx``)."""
+        pending = self._relay_rows().filter(delivered_at__isnull=True, failed=False, id__gt=after)
+        rows = pending.order_by("id")[:limit]
         return [
             ports.RelayRecord(
                 id=row.id,

@@ -56,10 +56,14 @@ class MemoryRelayMixin:
                 )
             )
 
-    def relay_pending(self, limit: int) -> list[ports.RelayRecord]:
-        """Up to ``limit`` undelivered, not failed rows in id order (bodies decoded, copies)."""
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
+        """Up to ``limit`` undelivered, not failed rows past id ``after`` in id order (bodies decoded, copies)."""
         with self._lock:
-            rows = [row for row in self._relay.values() if row.delivered_at is None and not row.failed]
+            rows = [
+                row
+                for row_id, row in self._relay.items()
+                if row_id > after and row.delivered_at is None and not row.failed
+            ]
             return [
                 dataclasses.replace(row.record, body=serde.from_json(row.record.body)) for row in rows[:limit]
             ]

@@ -229,6 +229,19 @@ def test_a_target_that_cannot_be_reached_delays_its_rows_in_order(shards):
     assert shards.a.relay_pending(10) == []
 
 
+def test_a_target_that_is_down_holds_no_other_target_back(shards):
+    sender = shards.actor("a", "s")
+    x, y = shards.actor("b", "x"), shards.actor("b", "y")
+    shards.send_from(sender, *[(x, f"x{i}") for i in range(5)], (y, "y0"))
+    shards.home[x] = Down(shards.b, {x})
+    report = shards.relay(limit=2)  # the first pages hold only rows for the target that is down
+    assert (report.delivered, report.deferred) == (1, 5)
+    assert shards.bodies(y) == ["y0"]
+    shards.home[x] = shards.b
+    assert shards.relay(limit=2).delivered == 5
+    assert shards.bodies(x) == [f"x{i}" for i in range(5)]
+
+
 def test_a_closed_or_gone_target_fails_the_row_for_good(shards, caplog):
     sender = shards.actor("a", "s")
     done, gone, alive = shards.actor("b", "done"), shards.actor("b", "gone"), shards.actor("b", "alive")

@@ -447,9 +447,9 @@ class Store(Protocol):
         ...
 
     @abstractmethod
-    def relay_pending(self, limit: int) -> list[RelayRecord]:
-        """Up to ``limit`` relay rows of this store (its shard) that are neither delivered nor failed for
-        good, in id order (commit order), as ``RelayRecord``s (bodies decoded)."""
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[RelayRecord]:
+        """Up to ``limit`` relay rows of this store (its shard) with an id above ``after`` that are neither
+        delivered nor failed for good, in id order (commit order), as ``RelayRecord``s (bodies decoded)."""
 
     @abstractmethod
     def relay_mark_delivered(self, ids: list[int]) -> None:

@@ -303,8 +303,8 @@ class ReadOnlyStore(base_store.BaseStore):
     def same_shard(self, a: str, b: str) -> bool:
         return self._store.same_shard(a, b)
 
-    def relay_pending(self, limit: int) -> list[ports.RelayRecord]:
-        return self._store.relay_pending(limit)
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
+        return self._store.relay_pending(limit, after=after)
 
     def relay_sources(self) -> dict[str, ports.Store]:
         return self._refuse("relay_sources")

@@ -78,7 +78,7 @@ def relay_once(
     ``source_stores``: shard alias -> that shard's store (``Store.relay_sources()``); the alias is part of
     each row's deduplication id, so keep it stable. ``store_for_actor(actor_id)``: the store holding the
     target actor (a sharded store routes by itself: ``lambda _id: store``). ``limit``: rows read per page
-    (>= 1); a shard's pages are read until one is short or has a deferred row. ``wake(actor_id)``: called
+    (>= 1); a shard's pages are read, each past the last, until one is short. ``wake(actor_id)``: called
     once per target the delivery made due (its ``wake_at`` has come and no live lease is held), e.g.
     ``Runtime.wake``; None: nobody is told (the sweep finds them).
 
@@ -106,10 +106,12 @@ def _relay_source(
     wake: Callable[[str], None] | None,
     report: RelayReport,
 ) -> None:
-    """Deliver the pending rows of one source shard, page by page, in id order."""
+    """Deliver the pending rows of one source shard, page by page, in id order (a page past the last one
+    read: rows deferred for a target that is down never hold the others back)."""
     blocked: set[str] = set()  # targets whose earlier row could not be delivered this pass
+    after = 0
     while True:
-        rows = source.relay_pending(limit)
+        rows = source.relay_pending(limit, after=after)
         delivered: list[int] = []
         deferred = 0
         for row in rows:
@@ -149,8 +151,9 @@ def _relay_source(
         source.relay_mark_delivered(delivered)
         report.delivered += len(delivered)
         report.deferred += deferred
-        if len(rows) < limit or deferred:
+        if len(rows) < limit:
             return
+        after = rows[-1].id
 
 
 @dataclass

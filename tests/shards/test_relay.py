@@ -303,8 +303,8 @@ class TwoShardMemory(MemoryStore):
         self.direct_sends: list[str] = []  # target ids of sends not made by the relay
         self.relayed: list[str] = []  # dedup ids of the relay's sends
 
-    def same_shard(self, a: str, b: str) -> bool:
-        return (a in self.far) == (b in self.far)
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        return (a_id in self.far) == (b_id in self.far)
 
     def commit(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         local = [e for e in commit.outbox if self.same_shard(actor_id, e[0])]

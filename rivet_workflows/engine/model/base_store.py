@@ -144,6 +144,9 @@ class BaseStore(Store):
     def release_connection(self) -> None:
         return None
 
+    def relay_sources(self) -> dict[str, Store]:
+        return {"default": self}
+
     def stream_tail(self, actor_id: str, name: str, count: int) -> StreamPage:
         offset = 0
         while True:  # the length: walk the pages (a store overrides this with one query)
@@ -159,8 +162,7 @@ class BaseStore(Store):
     def close_thread_connection(self) -> None:
         return None
 
-    def same_shard(self, a: str, b: str) -> bool:
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        """Whether the actors ``a_id`` and ``b_id`` live in the same database: always True for a store of one
+        database (``storage.sharded.ShardedStore`` answers from its shard map; DESIGN.md section 21)."""
         return True
-
-    def relay_sources(self) -> dict[str, Store]:
-        return {"default": self}

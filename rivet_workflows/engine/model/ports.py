@@ -434,10 +434,10 @@ class Store(Protocol):
         return []
 
     # --- shards and the relay (DESIGN.md section 21) ---------------------------------------------------
-    def same_shard(self, a: str, b: str) -> bool:
-        """True when the actors with ids ``a`` and ``b`` live on the same shard (one database): a step of
-        ``a`` then sends to ``b`` as today; False makes it a relay row committed with the step. Reads no
-        row. Default (``BaseStore``, a store that is one shard): True."""
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        """True when the actors with ids ``a_id`` and ``b_id`` live on the same shard (one database): a step
+        of ``a_id`` then sends to ``b_id`` as today; False makes it a relay row committed with the step.
+        Reads no row. Default (``BaseStore``, a store that is one shard): True."""
         ...
 
     def relay_sources(self) -> dict[str, Store]:

@@ -300,8 +300,8 @@ class ReadOnlyStore(base_store.BaseStore):
 
     # --- the relay (DESIGN.md section 21): its rows are read through; a dry run relays nothing ------------
 
-    def same_shard(self, a: str, b: str) -> bool:
-        return self._store.same_shard(a, b)
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        return self._store.same_shard(a_id, b_id)
 
     def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
         return self._store.relay_pending(limit, after=after)

@@ -400,6 +400,26 @@ def test_a_waiting_or_deduplicated_send_from_a_step_stays_direct(engine):
     assert store.direct_sends == ["once"] and store.relay_rows() == []
 
 
+def test_an_async_step_body_asend_to_another_shard_commits_with_the_step(engine):
+    from rivet_workflows.testing import drain
+
+    runtime, store, far, _near = engine
+
+    async def _body(step):
+        handle = await step.client().inbox.aget(["far"])
+        for n in range(3):
+            await handle.asend("q", n)
+
+    async def _async_sender(ctx):
+        await ctx.step("s", _body)
+
+    runtime = _with_type(runtime, "asender", _async_sender)
+    runtime.client().asender.get_or_create("a")
+    drain(runtime, timeout=2)
+    assert store.direct_sends == [] and len(store.relayed) == 3
+    assert far.workflow_state() == "completed" and far.record().output == [0, 1, 2]
+
+
 def _with_type(runtime: Any, name: str, run: Any) -> Any:
     import rivet_workflows as rw
     from rivet_workflows.testing import make_runtime
@@ -456,3 +476,30 @@ def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(eage
     tasks.sweep()
     assert [m.body for m in store.pending_messages(third, None, 10)] == [3]
     assert store.relay_pending(10) == []
+
+
+@_DB
+def test_one_database_runs_touch_no_relay_row(make_django_runtime):
+    """Unsharded, a run whose steps send to other actors reads and writes no relay row (no extra query)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import rivet_workflows as rw
+    from rivet_workflows import models
+    from rivet_workflows.engine.runtime import executor
+
+    async def _send(ctx):
+        await ctx.step("s", lambda step: step.client().inbox.get(["near"]).send("q", 1))
+
+    runtime = make_django_runtime(
+        rw.setup(use={"inbox": rw.workflow(run=_inbox, queues=["q"]), "sender": rw.workflow(run=_send)})
+    )
+    near = runtime.client().inbox.get_or_create("near")
+    runtime.client().sender.get_or_create("s")
+    with CaptureQueriesContext(connection) as queries:
+        executor.drain(runtime, timeout=2)
+    assert list(
+        models.QueueMessage.objects.filter(actor_id=near.actor_id).values_list("body", flat=True)
+    ) == [1]
+    assert not any("relaymessage" in str(q["sql"]).lower() for q in queries.captured_queries)
+    assert runtime.relay_wanted is False

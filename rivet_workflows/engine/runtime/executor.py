@@ -35,7 +35,8 @@ def drain(runtime: RuntimeRole, timeout: float = 10.0, *, limit: int = 32) -> Dr
     """Run every due actor in this process until none has work due within ``timeout`` seconds (DESIGN.md 9).
 
     First retries, once, the runs suspended on another code version (``retrying.retry_on_new_code``).
-    After a commit wrote relay rows (``runtime.relay_wanted``) it runs a relay pass (DESIGN.md 21). Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers); while
+    Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers), and
+    after a commit that wrote relay rows (``runtime.relay_wanted``) runs a relay pass (DESIGN.md 21); while
     the earliest deadline (``store.next_deadline``) falls within the timeout it sleeps until then and goes
     on. Starts no step, live wait or actor after ``timeout``: a step already running cannot be interrupted,
     so drain returns within ``timeout`` plus the time of the step running at the deadline (a workflow with

@@ -27,7 +27,8 @@ class Runtime:
         ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
         ``on_history_change(actor_id)``; ``on_stream_item(actor_id, stream, offset, value_json)`` (None:
         stream items are not pushed); ``observer`` an ``observe.Observer`` (tracing and metrics, DESIGN.md section 14;
-    None: no-op); ``on_relay()``: a commit wrote relay rows (``relay_soon``; None: nothing but the flag). Creating a runtime binds ``registry`` to it. ``owner`` identifies this
+    None: no-op); ``on_relay()``: a commit wrote relay rows (``relay_soon``; None: nothing but the flag).
+    Creating a runtime binds ``registry`` to it. ``owner`` identifies this
         process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
     """
 

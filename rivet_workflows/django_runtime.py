@@ -78,6 +78,9 @@ def build_runtime(*, dispatcher: Any = None, registry: Any = None) -> Any:
         on_history_change=broadcaster.history_changed,
         on_stream_item=broadcaster.stream_item,
         observer=build_observer(conf),
+        # a commit that wrote relay rows queues the relay task (``CeleryDispatcher.relay``, DESIGN.md 21); a
+        # dispatcher without one (``LocalDispatcher``: drain() relays by itself) leaves it to drain and the sweep
+        on_relay=getattr(dispatcher, "relay", None),
     )
     return runtime  # Runtime() binds the registry
 

@@ -365,3 +365,37 @@ class StreamItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}[{self.offset}]"
+
+
+class RelayMessage(models.Model):
+    """One message a step sent to an actor on another shard (DESIGN.md section 21): written on the sender's
+    shard in the transaction of the step's commit; the relay (``engine.runtime.relay``) delivers it to the
+    target's shard with ``dedup_id=f"relay:{alias}:{id}"`` and sets ``delivered_at``. ``body`` is tagged
+    JSON; ``attempts``/``last_error`` count and tell failed deliveries; ``failed`` marks one the target
+    refused for good (its workflow closed, the actor gone): never tried again. No foreign key: the ids
+    name actors of any shard, and a row outlives its sender's destruction."""
+
+    id = models.BigAutoField(primary_key=True)
+    source_actor_id = models.CharField(max_length=64)
+    target_actor_id = models.CharField(max_length=64)
+    name = models.CharField(max_length=200)
+    body = models.JSONField(null=True, blank=True)
+    completable = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)
+    last_error = models.TextField(null=True, blank=True)
+    failed = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["id"],
+                condition=Q(delivered_at__isnull=True, failed=False),
+                name="rivet_relay_pending_idx",
+            )
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"relay #{self.id} {self.source_actor_id} -> {self.target_actor_id} {self.name}"

@@ -31,6 +31,16 @@ class CeleryDispatcher:
 
         transaction.on_commit(lambda: run_actor.apply_async((actor_id,), priority=HINT_PRIORITY))
 
+    def relay(self) -> None:
+        """Queue the ``rivet_workflows.relay`` task after the surrounding transaction commits (at once outside
+        one): a commit wrote relay rows (``Runtime.relay_soon``, the runtime's ``on_relay``; DESIGN.md
+        section 21). A lost one is caught by the sweep, which relays every pass; a duplicate finds nothing."""
+        from django.db import transaction
+
+        from .tasks import relay
+
+        transaction.on_commit(lambda: relay.apply_async(priority=HINT_PRIORITY))
+
 
 #: Celery priority of wake hints. On Redis, lower numbers are served first and a message without a
 #: priority counts as 0: the sweep's hand-overs and countdown timers (no priority) go before hints.

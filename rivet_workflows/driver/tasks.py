@@ -18,6 +18,8 @@ from ..engine.model import ports
 logger = logging.getLogger("rivet_workflows")
 
 SWEEP_TASK = "rivet_workflows.sweep"
+#: the relay of messages to actors on another shard (DESIGN.md section 21)
+RELAY_TASK = "rivet_workflows.relay"
 #: Celery's loggers of the lines every task run writes at INFO: beat's "Sending due task", the worker's
 #: "Task ... received" and "Task ... succeeded in ...s: <return value>"
 _CELERY_TASK_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.trace")
@@ -392,8 +394,9 @@ def queued_runs() -> int | None:
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
     """Retry the runs suspended on another code version (``retrying.retry_on_new_code``; a deploy with a
-    fix), fire due cron/scheduled actions, take over actors whose lease expired, then claim due actors
-    (wake_at <= now, lease free) and queue a run for each.
+    fix), fire due cron/scheduled actions, run a relay pass (``relay``: messages to other shards), take
+    over actors whose lease expired, then claim due actors (wake_at <= now, lease free) and queue a run
+    for each.
 
     Sent by Celery beat every SWEEP_INTERVAL seconds (``celery -A project worker -B``). Claiming first
     means two overlapping sweeps never queue the same actor twice. An actor whose executor died (or
@@ -426,6 +429,7 @@ def sweep() -> int:
         fired = firing.sweep_schedules(runtime, batch, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
+    _relay(runtime)  # what a lost relay task or a crash left in the relay rows
     # Expired leases first and never held back: their executor is gone, nothing in the broker will run
     # them, and the queued new work says nothing about them. A worker (not a direct call) runs them on its
     # own runner threads, so they do not wait behind the backlog either.
@@ -463,6 +467,37 @@ def sweep() -> int:
     elif not takeovers:
         logger.debug("sweep: nothing due")
     return len(takeovers) + len(claimed)
+
+
+@shared_task(name=RELAY_TASK, ignore_result=True)
+def relay() -> int:
+    """Deliver the messages steps sent to actors on another shard (DESIGN.md section 21): one relay pass
+    (``engine.runtime.relay.relay_runtime``) over every shard's pending relay rows, in id order, each to its
+    target's shard once (deduplicated there), then marked delivered; a target shard that cannot be reached
+    keeps its rows for a later pass. Queued after a commit that wrote relay rows (``CeleryDispatcher.relay``)
+    and run by every sweep. Returns the number of rows delivered; never raises for an unreachable shard."""
+    from ..django_runtime import get_runtime
+
+    return _relay(get_runtime())
+
+
+def _relay(runtime: Any) -> int:
+    """One relay pass for ``relay`` and the sweep; logs one INFO line when it delivered or failed rows."""
+    from ..engine.runtime.relay import relay_runtime
+
+    try:
+        report = relay_runtime(runtime)
+    except Exception:
+        logger.exception("relaying messages to other shards failed; the next sweep retries")
+        return 0
+    if report.delivered or report.failed:
+        logger.info(
+            "relay delivered %d message(s) to other shards, %d refused for good, %d waiting",
+            report.delivered,
+            report.failed,
+            report.deferred,
+        )
+    return report.delivered
 
 
 def _shown(claimed: list[tuple[str, int]]) -> str:

@@ -42,6 +42,8 @@ from .locks import ActorLocks
 GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {
     "close_thread_connection",
     "release_connection",
+    "same_shard",  # no query: a shard map's answer
+    "relay_sources",
 }
 
 

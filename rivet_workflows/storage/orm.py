@@ -38,6 +38,7 @@ from .connection import Connections, writes_only_through
 from .cron import CronStorage
 from .flow import FLOW_VALUES, Admission, FlowStorage, lease_free
 from .queues import QueueStorage
+from .relay import RelayStorage
 from .schedules import ScheduleStorage
 from .streams import StreamStorage
 
@@ -88,6 +89,7 @@ class DjangoStore(
     ActionStorage,
     CronStorage,
     QueueStorage,
+    RelayStorage,
     ScheduleStorage,
     StreamStorage,
     base_store.BaseStore,
@@ -121,6 +123,10 @@ class DjangoStore(
 
     def _actors(self):
         return models.Actor.objects.using(self.using)
+
+    def relay_sources(self) -> dict[str, ports.Store]:
+        """``{self.using: self}``: this store is one shard (``ports.Store.relay_sources``)."""
+        return {self.using: self}
 
     # ------------------------------------------------------------------ clock
 
@@ -518,7 +524,8 @@ class DjangoStore(
         """Apply ``commit`` atomically if ``token`` still holds the lease (ok=False and nothing written if not).
 
         Order inside the transaction (``_apply``): the fenced actor write, history upserts/deletes, message
-        receipts/completions, outbox deliveries (woken like ``send``), then on ``release`` the lease is
+        receipts/completions, outbox deliveries (woken like ``send``), relay rows (``Commit.relay``, for
+        actors on another shard: ``CommitResult.relayed``), then on ``release`` the lease is
         freed and a pending message matching the new ``waiting_for`` makes the actor due now. Serialization
         errors propagate and roll everything back. Without row locks (SQLite) the actor's file lock is held
         too. Every actor row the commit touches is locked up front in id order, so two actors messaging
@@ -540,10 +547,13 @@ class DjangoStore(
             if commit.workflow_state in ports.FINISHED_STATES:  # ends the wait of its senders
                 self._notify_ended(actor_id)
             woken = self._deliver_outbox(commit, written.now)
+            self._write_relay(actor_id, commit.relay, written.now)
             if commit.audit is not None:
                 self._write_audit(actor_id, commit.audit, written.now)
             wake_at = self._settle(actor_id, commit, written, woken)
-        result = ports.CommitResult(ok=True, wake_at=wake_at, woken=woken, paused=written.paused)
+        result = ports.CommitResult(
+            ok=True, wake_at=wake_at, woken=woken, paused=written.paused, relayed=bool(commit.relay)
+        )
         if isinstance(commit.step_lock_until, datetime):
             result.state = serde.from_json(written.state)
         return result

@@ -83,8 +83,14 @@ def _pipeline() -> bool:
 
 def _one_statement(commit: ports.Commit) -> bool:
     """True when the commit is one statement's work: actor columns, history upserts and message receipts
-    only (no audit row), and a release that needs no pending-message re-check (no queue wait, or a finished workflow)."""
-    if commit.outbox or commit.deletes or commit.complete_messages or commit.audit is not None:
+    only (no audit row, no outbox or relay row), and a release that needs no pending-message re-check (no queue wait, or a finished workflow)."""
+    if (
+        commit.outbox
+        or commit.relay
+        or commit.deletes
+        or commit.complete_messages
+        or commit.audit is not None
+    ):
         return False
     if commit.defer_until is not ports.UNSET:
         return False

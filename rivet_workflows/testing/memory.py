@@ -26,6 +26,7 @@ from .memory_audit import MemoryAuditMixin, encode_action
 from .memory_cron import MemoryCronMixin
 from .memory_flow import MemoryFlowMixin
 from .memory_queues import MemoryQueueMixin
+from .memory_relay import MemoryRelayMixin
 from .memory_schedules import MemoryScheduleMixin
 from .memory_streams import MemoryStreamsMixin
 
@@ -36,6 +37,7 @@ class MemoryStore(
     MemoryAuditMixin,
     MemoryCronMixin,
     MemoryQueueMixin,
+    MemoryRelayMixin,
     MemoryScheduleMixin,
     MemoryStreamsMixin,
     base_store.BaseStore,
@@ -79,6 +81,7 @@ class MemoryStore(
         self._init_data_schedules()
         self._init_audit()
         self._init_streams()
+        self._init_relay()
 
     def __repr__(self) -> str:
         return f"<MemoryStore actors={len(self._actors)}>"
@@ -470,6 +473,7 @@ class MemoryStore(
             for target, name, body, completable in c.outbox:
                 self._row(target)
                 outbox.append((target, name, serde.to_json(body, where=f"queue {name!r} body"), completable))
+            relay = self._encode_relay(c.relay)
             audit = encode_action(c.audit) if c.audit is not None else None
 
             now = self.now()
@@ -478,11 +482,12 @@ class MemoryStore(
             self._write_messages(receipts, completions, now)
             if audit is not None:
                 self._write_audit(actor_id, audit, now)
+            self._write_relay(actor_id, relay, now)
             woken: list[str] = []
             for target, name, body, completable in outbox:
                 if self._deliver(target, name, body, completable, now)[1] and target not in woken:
                     woken.append(target)
-            result = ports.CommitResult(ok=True)
+            result = ports.CommitResult(ok=True, relayed=bool(relay))
             if isinstance(c.step_lock_until, datetime):
                 result.state = serde.from_json(row.state)
             self._settle(row, release=c.release, now=now, woken=woken, defer_until=c.defer_until)

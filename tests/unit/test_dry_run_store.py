@@ -39,6 +39,8 @@ READS = {
     "stream_read": ("ACTOR", "s", 0, 10),
     "stream_names": ("ACTOR",),
     "stream_tail": ("ACTOR", "s", 5),
+    "same_shard": ("ACTOR", "ACTOR"),
+    "relay_pending": (10,),
 }
 WRITES = {
     "get_or_create_actor": ("w", ["b"], None, dict),
@@ -80,6 +82,9 @@ WRITES = {
     "stream_close_all": ("ACTOR",),
     "stream_discard": ("ACTOR", "step", 2),
     "watch_stream": ("ACTOR",),
+    "relay_sources": (),
+    "relay_mark_delivered": ([1],),
+    "relay_mark_failed": (1, "boom", True),
 }
 
 

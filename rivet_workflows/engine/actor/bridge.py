@@ -88,3 +88,15 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if in_run_loop():
         return call_inline(fn, *args, **kwargs)
     return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+def twin(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``a``-prefixed async twin of a sync client method: runs it with ``call`` (inline in a run's
+    loop, else ``sync_to_async``)."""
+
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await call(method, self, *args, **kwargs)
+
+    run.__name__ = f"a{method.__name__}"
+    run.__doc__ = f"Async twin of ``{method.__name__}``."
+    return run

@@ -21,7 +21,7 @@ from ..run import streams
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
-from .sending import WaitingSend, waiting_send_slot
+from .sending import WaitingSend, sent_with_step, waiting_send_slot
 
 if TYPE_CHECKING:
     from ..model.definitions import ActorDefinition
@@ -31,17 +31,7 @@ logger = logging.getLogger("rivet_workflows")
 
 
 ActorAlreadyExistsError = errors.ActorAlreadyExistsError  # re-exported for older imports
-
-
-def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
-    """The ``a``-prefixed async twin of a sync client method (runs it with ``bridge.call``: inline in a run's loop, else ``sync_to_async``)."""
-
-    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await bridge.call(method, self, *args, **kwargs)
-
-    twin.__name__ = f"a{method.__name__}"
-    twin.__doc__ = f"Async twin of ``{method.__name__}``."
-    return twin
+_twin = bridge.twin  # the ``a``-prefixed async twin of a sync client method
 
 
 class Client:
@@ -49,14 +39,16 @@ class Client:
     (an ``ActorTypeClient``). Unknown names raise ``AttributeError`` / ``ActorNotFoundError``.
 
     ``parent_id``: the actor whose run uses this client (``step.client()``): every actor it creates records
-    it as its parent (``ActorHandle.children``; DESIGN.md section 20). None for a client from outside a run."""
+    it as its parent (``ActorHandle.children``; DESIGN.md section 20). None for a client from outside a run.
+    ``step``: the ``StepContext`` of ``step.client()`` (``sending.sent_with_step``), or None."""
 
-    def __init__(self, runtime: RuntimeRole, parent_id: str | None = None) -> None:
+    def __init__(self, runtime: RuntimeRole, parent_id: str | None = None, step: Any = None) -> None:
         self.runtime = runtime
         self.parent_id = parent_id
+        self.step = step
 
     def __getitem__(self, name: str) -> ActorTypeClient:
-        return ActorTypeClient(self.runtime, self.runtime.registry.get(name), self.parent_id)
+        return ActorTypeClient(self.runtime, self.runtime.registry.get(name), self.parent_id, self.step)
 
     @property
     def schedules(self) -> data_schedules.SchedulesClient:
@@ -141,19 +133,26 @@ class ActorTypeClient:
     """Handles on actors of one type (``client.payment_actor``); sync methods with ``a``-prefixed twins."""
 
     def __init__(
-        self, runtime: RuntimeRole, definition: ActorDefinition, parent_id: str | None = None
+        self,
+        runtime: RuntimeRole,
+        definition: ActorDefinition,
+        parent_id: str | None = None,
+        step: Any = None,
     ) -> None:
         self.runtime = runtime
         self.definition = definition
         self.name = definition.name or ""
-        #: recorded as the parent of the actors this creates (``Client.parent_id``)
-        self.parent_id = parent_id
+        #: recorded as the parent of the actors this creates (``Client.parent_id``); ``step``: ``Client.step``
+        self.parent_id, self.step = parent_id, step
 
     def _handle(self, record: ports.ActorRecord) -> ActorHandle:
-        return ActorHandle(self.runtime, self.definition, record.actor_id, record.key)
+        return ActorHandle(self.runtime, self.definition, record.actor_id, record.key, step=self.step)
 
     def get_or_create(self, key: Any, input: Any = None) -> ActorHandle:
         """The actor with ``key`` (str or list), creating it with ``input`` if needed.
+
+        From a step body to an actor on another shard it is a direct write there too, not one committed with
+        the step: idempotent by ``(type, key)``, a retried step finds what it created (DESIGN.md section 21).
 
         Creation order (ENGINE-SEMANTICS.md section 10): state (``create_state``/``state``), ``on_create(c)``
         or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is due (created
@@ -344,12 +343,15 @@ class ActorHandle:
     ``handle.action_name(*args)``), ``send``/``asend`` to its queues, ``destroy``, ``recover``, and
     read-only ``state()``/``workflow_state()``/``record()``."""
 
-    def __init__(self, runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list) -> None:
+    def __init__(
+        self, runtime: RuntimeRole, definition: ActorDefinition, actor_id: str, key: list, *, step: Any = None
+    ) -> None:
         self.runtime = runtime
         self.definition = definition
         self.actor_id = actor_id
         self.key = list(key)
         self.name = definition.name or ""
+        self.step = step  # the ``StepContext`` of ``step.client()``, or None (``Client.step``)
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.name} {self.key!r} {self.actor_id}>"
@@ -448,7 +450,12 @@ class ActorHandle:
         first message is kept (until the actor is destroyed), stores nothing and returns as the first did
         (a waiting one waits on the first message); concurrent senders store one message (DESIGN.md
         section 20; docs/howto/flow-control.md). ``ValueError`` for an empty or too long id.
+
+        From a step body to an actor on another shard, a send without ``wait`` and ``dedup_id`` is written
+        with the step's commit and relayed after it (``sending.sent_with_step``; DESIGN.md section 21).
         """
+        if sent_with_step(self, queue, body, wait, dedup_id):
+            return None
         if not wait:
             send_message(self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id=dedup_id)
             return None
@@ -478,6 +485,8 @@ class ActorHandle:
         """Async twin of ``send``: store calls through ``bridge.call`` (inline in a run's loop, else
         ``sync_to_async``); the wait itself holds no thread (an ASGI view awaiting it frees its worker)."""
         store = self.runtime.store
+        if sent_with_step(self, queue, body, wait, dedup_id):  # as ``send`` (no store call)
+            return None
         if not wait:
             await bridge.call(
                 send_message, self.runtime, self.definition, self.actor_id, queue, body, False, dedup_id

@@ -221,3 +221,24 @@ class WaitingSend:
     def _ended(self, message: ports.MessageRecord, timed_out: bool) -> SendResult | None:
         self._next_check = time.monotonic() + _ENDED_CHECK_SECONDS
         return gave_up(self.runtime, message, self.actor_id, timed_out)
+
+
+def sent_with_step(handle: Any, queue: str, body: Any, wait: bool, dedup_id: str | None) -> bool:
+    """Write a send of ``handle`` (an ``ActorHandle``) with the step whose body uses it, when it goes to an
+    actor on another shard (DESIGN.md section 21); True when it did (then nothing is stored now).
+
+    It does when the handle came from ``step.client()`` (``handle.step``), the send does not wait and has
+    no ``dedup_id`` (a waiting send needs the message stored now; a ``dedup_id`` makes the direct send
+    idempotent already) and the target's shard is not the step's actor's (``Store.same_shard``). The
+    message then rides on the step's commit like ``step.queue.send`` (``StepContext.send_with_step``): the
+    store keeps it as a relay row on the sender's shard, delivered after the commit, exactly once and in
+    order; a target that is completed or cancelled is not known here (the relay records that refusal).
+    ``QueueNotFoundError``, ``NoWorkflowError``, ``SerializationError``/``PayloadTooLargeError`` as a send.
+    False (nothing done) for every other send, which is stored at once as from outside a run."""
+    step = handle.step
+    if step is None or wait or dedup_id is not None:
+        return False
+    if handle.runtime.store.same_shard(step.actor_id, handle.actor_id):
+        return False
+    step.send_with_step(handle.definition, handle.actor_id, queue, body)
+    return True

@@ -144,6 +144,9 @@ class BaseStore(Store):
     def release_connection(self) -> None:
         return None
 
+    def relay_sources(self) -> dict[str, Store]:
+        return {"default": self}
+
     def stream_tail(self, actor_id: str, name: str, count: int) -> StreamPage:
         offset = 0
         while True:  # the length: walk the pages (a store overrides this with one query)

@@ -51,6 +51,7 @@ from .records import EntryRecord as EntryRecord
 from .records import Flow as Flow
 from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
+from .records import RelayRecord as RelayRecord
 from .records import ScheduleFireRecord as ScheduleFireRecord
 from .records import ScheduleRecord as ScheduleRecord
 from .records import StreamItem as StreamItem
@@ -431,6 +432,35 @@ class Store(Protocol):
         """Up to ``timeout`` s for sends making released actors due (``send_and_check``'s hint), heard by
         every calling thread since its first call: their ids, each once, or []. Default: [] at once."""
         return []
+
+    # --- shards and the relay (DESIGN.md section 21) ---------------------------------------------------
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        """True when the actors with ids ``a_id`` and ``b_id`` live on the same shard (one database): a step
+        of ``a_id`` then sends to ``b_id`` as today; False makes it a relay row committed with the step.
+        Reads no row. Default (``BaseStore``, a store that is one shard): True."""
+        ...
+
+    def relay_sources(self) -> dict[str, Store]:
+        """The stores whose relay rows the relay reads, by shard alias (``relay.relay_once``'s
+        ``source_stores``): a store that is one shard returns ``{its alias: itself}``; a sharded store one
+        entry per shard. Reads no row."""
+        ...
+
+    @abstractmethod
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[RelayRecord]:
+        """Up to ``limit`` relay rows of this store (its shard) with an id above ``after`` that are neither
+        delivered nor failed for good, in id order (commit order), as ``RelayRecord``s (bodies decoded)."""
+
+    @abstractmethod
+    def relay_mark_delivered(self, ids: list[int]) -> None:
+        """Mark the relay rows ``ids`` delivered (``delivered_at`` = now); ids unknown or delivered already
+        are left as they are (a second relay racing this one marks the same rows)."""
+
+    @abstractmethod
+    def relay_mark_failed(self, id: int, error: str, permanent: bool) -> None:
+        """Record a failed delivery of relay row ``id``: ``attempts`` + 1 and ``last_error`` = ``error``;
+        ``permanent`` True also sets ``failed`` (the target refused it for good: its workflow is closed, the
+        actor is gone): the row is never tried again. An unknown id is ignored."""
 
     # --- actions -----------------------------------------------------------------------------------
     @abstractmethod

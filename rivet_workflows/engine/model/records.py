@@ -365,7 +365,11 @@ UNSET: Any = _Unset()
 
 @dataclass
 class Commit:
-    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched."""
+    """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched.
+
+    ``relay``: messages to actors on another shard, shaped like ``outbox`` entries; the store writes each
+    as a relay row (``RelayRecord``) in the commit's transaction, and the relay delivers it to the target's
+    shard later (``engine.runtime.relay``; DESIGN.md section 21)."""
 
     state: Any = UNSET
     workflow_state: Any = UNSET
@@ -434,3 +438,27 @@ class CommitResult:
     state: Any = UNSET  # fresh state when the commit took the step lock
     #: the actor is paused (an operator paused it, maybe during this run): the run starts no new step
     paused: bool = False
+    #: the commit wrote relay rows (``Commit.relay``): the caller has the relay run soon
+    #: (``Runtime.relay_soon``; DESIGN.md section 21)
+    relayed: bool = False
+
+
+@dataclass
+class RelayRecord:
+    """One row of a shard's relay outbox (DESIGN.md section 21): a message a step of ``source_actor_id``
+    sent to ``target_actor_id`` on another shard, committed with that step on the sender's shard.
+
+    ``id``: the row id, increasing in commit order on its shard (the relay delivers in id order and sends
+    with ``dedup_id=f"relay:{source_alias}:{id}"``); ``name``: the target's queue; ``body``: the decoded
+    value; ``completable``: as ``Store.send``; ``attempts``: failed delivery attempts so far;
+    ``last_error``: the last failure's text (None: none). Pending rows only are read by the relay."""
+
+    id: int
+    source_actor_id: str
+    target_actor_id: str
+    name: str
+    body: Any = None
+    completable: bool = False
+    created_at: datetime | None = None
+    attempts: int = 0
+    last_error: str | None = None

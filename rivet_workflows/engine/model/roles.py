@@ -75,7 +75,12 @@ class RuntimeRole(Protocol):
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
 
-    def client(self, parent_id: str | None = None) -> ClientRole: ...
+    #: a commit wrote relay rows since the last relay pass (``relay_soon``; DESIGN.md section 21)
+    relay_wanted: bool
+
+    def client(self, parent_id: str | None = None, step: Any = None) -> ClientRole: ...
+
+    def relay_soon(self) -> None: ...
 
 
 class SessionRole(Protocol):

@@ -298,6 +298,23 @@ class ReadOnlyStore(base_store.BaseStore):
     def wait_for_messages(self, actor_id: str, names: list[str], timeout: float) -> bool:
         return self._refuse("wait_for_messages")
 
+    # --- the relay (DESIGN.md section 21): its rows are read through; a dry run relays nothing ------------
+
+    def same_shard(self, a_id: str, b_id: str) -> bool:
+        return self._store.same_shard(a_id, b_id)
+
+    def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
+        return self._store.relay_pending(limit, after=after)
+
+    def relay_sources(self) -> dict[str, ports.Store]:
+        return self._refuse("relay_sources")
+
+    def relay_mark_delivered(self, ids: list[int]) -> None:
+        self._refuse("relay_mark_delivered")
+
+    def relay_mark_failed(self, id: int, error: str, permanent: bool) -> None:
+        self._refuse("relay_mark_failed")
+
     def watch_sends(self, actor_id: str) -> Any:
         return self._refuse("watch_sends")
 

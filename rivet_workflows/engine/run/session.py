@@ -333,7 +333,7 @@ class RunSession:
 
     def _committed(self, commit: ports.Commit, result: ports.CommitResult) -> ports.CommitResult:
         """Take in the store's answer to ``commit``: ``EvictedSignal`` when fenced off, else the run's
-        bookkeeping (state, step lock, wake-ups of other actors, the trace page's push)."""
+        bookkeeping (state, step lock, wake-ups of other actors, the relay, the trace page's push)."""
         if not result.ok:
             self._evicted = True
             raise errors.EvictedSignal()
@@ -350,6 +350,8 @@ class RunSession:
         for actor_id in result.woken:
             if actor_id != self.actor_id:
                 self.runtime.wake(actor_id)
+        if result.relayed:  # messages to another shard wait in relay rows (DESIGN.md section 21)
+            self.runtime.relay_soon()
         # Open trace pages re-read on this push: the history, and also the header and buttons, which a
         # commit that only moves the workflow state or gives the lease back changes (the release after
         # a warm wait has no entry to write; without a push the page said "running" until its poll).

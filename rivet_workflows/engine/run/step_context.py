@@ -116,8 +116,25 @@ class StepContext(ActorIdentity):
 
     def client(self) -> Any:
         """A client on the runtime (call other actors). The actors it creates record this actor as their
-        parent (``handle.children()``, ``cancel(children=True)``, ``parent_close``; DESIGN.md section 20)."""
-        return self._session.runtime.client(parent_id=self._session.actor_id)
+        parent (``handle.children()``, ``cancel(children=True)``, ``parent_close``; DESIGN.md section 20).
+        Its sends to an actor on another shard are written with this step (``send_with_step``)."""
+        return self._session.runtime.client(parent_id=self._session.actor_id, step=self)
+
+    def send_with_step(self, definition: Any, actor_id: str, name: str, body: Any) -> None:
+        """Queue ``body`` on queue ``name`` of the actor ``actor_id`` (of type ``definition``, an
+        ``ActorDefinition``) with this step's commit, as ``step.queue.send`` does for the actor's own
+        queues: exactly once with the step. The client of a step sends so to an actor on another shard,
+        where the store keeps it as a relay row delivered after the commit (DESIGN.md section 21).
+        ``QueueNotFoundError``, ``NoWorkflowError``, ``SerializationError``/``PayloadTooLargeError``."""
+        session = self._session
+        definition.check_queue(name)
+        body = serde.roundtrip(
+            body, where=f"queue {name!r} body", max_bytes=session.settings.max_payload_bytes
+        )
+        if self.outbox is not None:  # an atomic step: sent with its own commit, or not at all
+            self.outbox.append((actor_id, name, body, False))
+            return
+        session.writes.send(actor_id, name, body)
 
     def broadcast(self, event: str, *args: Any) -> None:
         """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).

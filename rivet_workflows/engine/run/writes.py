@@ -97,6 +97,7 @@ class WriteBuffer:
         self.history.restore_changes(commit.upserts, commit.deletes)
         self._receive[:0] = commit.receive_messages
         self._complete[:0] = commit.complete_messages
-        self._outbox[:0] = commit.outbox
+        # a store that moved outbox entries to ``relay`` (another shard's targets) gets them back as sends
+        self._outbox[:0] = [*commit.outbox, *commit.relay]
         if isinstance(commit.attributes, dict):
             self._attributes = {**commit.attributes, **self._attributes}

@@ -13,6 +13,7 @@ from ..model import ports
 from ..model.errors import StoreUnavailableError
 from ..operate import retrying
 from ..run.worker import RunSummary, run_actor
+from . import relay
 
 if TYPE_CHECKING:
     from ..model.roles import RuntimeRole
@@ -34,7 +35,8 @@ def drain(runtime: RuntimeRole, timeout: float = 10.0, *, limit: int = 32) -> Dr
     """Run every due actor in this process until none has work due within ``timeout`` seconds (DESIGN.md 9).
 
     First retries, once, the runs suspended on another code version (``retrying.retry_on_new_code``).
-    Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers); while
+    Claims due actors (``store.claim_due``) and runs them with ``run_actor`` (same leases as workers), and
+    after a commit that wrote relay rows (``runtime.relay_wanted``) runs a relay pass (DESIGN.md 21); while
     the earliest deadline (``store.next_deadline``) falls within the timeout it sleeps until then and goes
     on. Starts no step, live wait or actor after ``timeout``: a step already running cannot be interrupted,
     so drain returns within ``timeout`` plus the time of the step running at the deadline (a workflow with
@@ -65,7 +67,8 @@ def drain(runtime: RuntimeRole, timeout: float = 10.0, *, limit: int = 32) -> Dr
             )
             summary.steps_executed += result.steps_executed
             seen[actor_id] = result.workflow_state
-        if claimed or fired:
+        relayed = runtime.relay_wanted and relay.relay_runtime(runtime).delivered > 0
+        if claimed or fired or relayed:
             continue
         deadline = firing.next_deadline(store)
         if deadline is None:

@@ -27,7 +27,8 @@ class Runtime:
         ``broadcaster(actor_id, name, args_list)`` (None: broadcasts are dropped); ``on_history_change`` is
         ``on_history_change(actor_id)``; ``on_stream_item(actor_id, stream, offset, value_json)`` (None:
         stream items are not pushed); ``observer`` an ``observe.Observer`` (tracing and metrics, DESIGN.md section 14;
-    None: no-op). Creating a runtime binds ``registry`` to it. ``owner`` identifies this
+    None: no-op); ``on_relay()``: a commit wrote relay rows (``relay_soon``; None: nothing but the flag).
+    Creating a runtime binds ``registry`` to it. ``owner`` identifies this
         process in leases (``host:pid:random``); ``vars`` holds each actor's ephemeral vars in this process.
     """
 
@@ -41,6 +42,7 @@ class Runtime:
         on_history_change: Callable[[str], Any] | None = None,
         observer: observe.Observer | None = None,
         on_stream_item: Callable[[str, str, int, Any], Any] | None = None,
+        on_relay: Callable[[], Any] | None = None,
     ) -> None:
         self.store = store
         self.dispatcher = dispatcher
@@ -50,6 +52,10 @@ class Runtime:
         self.on_history_change = on_history_change
         #: ``on_stream_item(actor_id, stream, offset, value_json)``: a stream item was written (WebSocket push)
         self.on_stream_item = on_stream_item
+        #: ``on_relay()``: a commit wrote relay rows (``relay_soon``); None: ``drain`` and the sweep relay them
+        self.on_relay = on_relay
+        #: set by ``relay_soon``; ``drain`` clears it when it runs a relay pass
+        self.relay_wanted = False
         #: tracing and metrics hooks (``engine.observe``; the default does nothing)
         self.observer = observer if observer is not None else observe.Observer()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -115,10 +121,24 @@ class Runtime:
                 raise
             raise errors.StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
-    def client(self, parent_id: str | None = None) -> Client:
+    def client(self, parent_id: str | None = None, step: Any = None) -> Client:
         """A ``Client`` on this runtime; ``parent_id``: the actor whose run uses it (its creations record
-        it as their parent, ``Client``)."""
-        return Client(self, parent_id)
+        it as their parent, ``Client``); ``step``: the step context whose body uses it (``step.client()``:
+        its sends to actors on another shard commit with the step)."""
+        return Client(self, parent_id, step)
+
+    def relay_soon(self) -> None:
+        """A commit wrote relay rows (``CommitResult.relayed``): have the relay deliver them soon
+        (DESIGN.md section 21). Sets ``relay_wanted`` (``drain`` runs a relay pass then) and calls
+        ``on_relay()`` (the Django runtime queues the ``rivet_workflows.relay`` task); its errors are logged
+        (the sweep relays what is left)."""
+        self.relay_wanted = True
+        if self.on_relay is None:
+            return
+        try:
+            self.on_relay()
+        except Exception:
+            logger.exception("could not have the relay run; the periodic sweep will")
 
     def __repr__(self) -> str:
         return f"<Runtime store={type(self.store).__name__} registry={self.registry.names()}>"

@@ -50,10 +50,17 @@ class Clusters:
     def __init__(self, count: int = 2, *, database: str = DATABASE, folder: Path | None = None) -> None:
         self.aliases = aliases_for(count)
         self.database = database
-        self.folder = folder or Path(tempfile.mkdtemp(prefix="rivet-shards-"))
+        self._folder = folder
         self.servers: list[PrivatePostgres] = []
         self.keep = False
         self._downs: list[threading.Thread] = []
+
+    @property
+    def folder(self) -> Path:
+        """The clusters' folder (a new temporary one, made at the first use, unless given)."""
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="rivet-shards-"))
+        return self._folder
 
     @staticmethod
     def available() -> bool:
@@ -88,8 +95,8 @@ class Clusters:
                 server.stop("immediate")
             except subprocess.CalledProcessError:  # already stopped
                 pass
-        if not self.keep:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        if not self.keep and self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     # --- naming --------------------------------------------------------------------------------------
 

@@ -12,6 +12,10 @@ What a deployment writes in its own settings, with two shards::
     DATABASES = {"default": {...}, "shard1": {...}}
     RIVET_WORKFLOWS = {..., "SHARDS": ["default", "shard1"], "SHARD_BUCKETS": 256}
     DATABASE_ROUTERS = ["rivet_workflows.routers.ShardRouter"]
+# The registry has no "django_task" workflow, so Django's tasks stay on the framework's immediate backend
+# (the example project routes them through WorkflowBackend; its check E101 would stop ``migrate``).
+_TASKS_PACKAGE = "django.tasks" if django.VERSION >= (6, 0) else "django_tasks"
+TASKS = {"default": {"BACKEND": f"{_TASKS_PACKAGE}.backends.immediate.ImmediateBackend"}}
 
 then ``manage.py migrate --database default`` and ``manage.py migrate --database shard1``.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 
 import dj_database_url
+import django
 
 from project.settings import *  # noqa: F403
 from project.settings import RIVET_WORKFLOWS
@@ -32,14 +37,24 @@ if not _URLS:
 #: the database aliases of the shards, in the order of RIVET_SHARD_URLS
 SHARD_ALIASES = ["default", *(f"shard{i}" for i in range(1, len(_URLS)))]
 
+#: RIVET_CONN_MAX_AGE: Django's CONN_MAX_AGE of every shard ("none": persistent connections, as benchmark P10
+#: and a deployment use; default 0)
+_MAX_AGE = os.environ.get("RIVET_CONN_MAX_AGE", "0")
 DATABASES = {
-    alias: dj_database_url.parse(url, conn_max_age=0) for alias, url in zip(SHARD_ALIASES, _URLS, strict=True)
+    alias: dj_database_url.parse(url, conn_max_age=None if _MAX_AGE == "none" else int(_MAX_AGE))
+    for alias, url in zip(SHARD_ALIASES, _URLS, strict=True)
 }
 RIVET_WORKFLOWS = {
     **RIVET_WORKFLOWS,
     "REGISTRY": os.environ.get("RIVET_REGISTRY") or "tests.shards.workflows.registry",
-    "SHARDS": SHARD_ALIASES,
-    "SHARD_BUCKETS": int(os.environ.get("RIVET_SHARD_BUCKETS", "256")),
     "LIVE_WAIT_THRESHOLD": float(os.environ.get("RIVET_LIVE_WAIT_THRESHOLD", "1.0")),
 }
-DATABASE_ROUTERS = ["rivet_workflows.routers.ShardRouter"]
+if len(SHARD_ALIASES) > 1:
+    RIVET_WORKFLOWS["SHARDS"] = SHARD_ALIASES
+    RIVET_WORKFLOWS["SHARD_BUCKETS"] = int(os.environ.get("RIVET_SHARD_BUCKETS", "256"))
+    DATABASE_ROUTERS = ["rivet_workflows.routers.ShardRouter"]
+# else one database, no shard settings at all: today's behaviour (benchmark P10's baseline round)
+# The registry has no "django_task" workflow, so Django's tasks stay on the framework's immediate backend
+# (the example project routes them through WorkflowBackend; its check E101 would stop ``migrate``).
+_TASKS_PACKAGE = "django.tasks" if django.VERSION >= (6, 0) else "django_tasks"
+TASKS = {"default": {"BACKEND": f"{_TASKS_PACKAGE}.backends.immediate.ImmediateBackend"}}

@@ -18,7 +18,6 @@ clusters (``tests/shards/settings.py``: ``RIVET_SHARD_URLS`` and ``DJANGO_SETTIN
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import re
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 #: the statement the relay's fault point precedes: marking relay rows delivered on the source shard
-MARK_SQL = re.compile(r"^\s*UPDATE\s+\"?rivet_workflows_relaymessage\"?\s+SET\s+.*delivered_at", re.I | re.S)
+MARK_SQL = re.compile(r'^\s*UPDATE\s+"?rivet_workflows_relaymessage"?\s+SET\s+"?delivered_at"?\s*=', re.I)
 
 
 def _django() -> None:
@@ -51,29 +50,17 @@ def create(kind: str, keys: list[list[Any]], input: Any) -> dict[str, str]:
 
 
 def call_relay_once() -> Any:
-    """One ``relay_once`` call with what its signature asks for among the runtime, its store, the relay's
-    source stores (``store.relay_sources()``) and its dispatcher (DESIGN.md section 21)."""
+    """One relay pass of this process's runtime, as the Celery task ``rivet_workflows.relay`` runs it:
+    ``relay_once`` over ``store.relay_sources()``, delivering through the (sharded) store, waking the
+    targets (DESIGN.md section 21). Returns its ``RelayReport``."""
     from rivet_workflows import django_runtime
     from rivet_workflows.engine.runtime import relay
 
     runtime = django_runtime.get_runtime()
-    offer = {
-        "runtime": runtime,
-        "rt": runtime,
-        "store": runtime.store,
-        "dispatcher": runtime.dispatcher,
-        "source_stores": getattr(runtime.store, "relay_sources", dict)(),
-    }
-    wanted = inspect.signature(relay.relay_once).parameters
-    args, kwargs = [], {}
-    for name, parameter in wanted.items():
-        if name not in offer:
-            continue
-        if parameter.kind is parameter.POSITIONAL_ONLY:
-            args.append(offer[name])
-        elif parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-            kwargs[name] = offer[name]
-    return relay.relay_once(*args, **kwargs)
+    if hasattr(relay, "relay_runtime"):
+        return relay.relay_runtime(runtime)
+    store = runtime.store
+    return relay.relay_once(store.relay_sources(), lambda _actor_id: store, wake=runtime.wake)
 
 
 def _fault_hook(fault_dir: Path):

@@ -332,7 +332,10 @@ def test_a_relay_killed_ten_times_still_delivers_every_message_once(shards: Shar
         nonlocal n
         n += 1
         return Proc(
-            f"relay-{n}", [sys.executable, "-m", "tests.shards", "relay-loop"], shards.env, shards.tmp
+            f"relay-{n}",
+            [sys.executable, "-m", "tests.shards", "relay-loop", "--pause", "0.01"],
+            shards.env,
+            shards.tmp,
         )
 
     try:

@@ -8,7 +8,12 @@ import time
 import psycopg
 import pytest
 
+from tests.shards import cluster_fixtures
 from tests.shards.clusters import Clusters, aliases_for
+
+# the fixtures of the clusters (not a conftest.py: tests/shards/conftest.py is the one-server tests')
+two_clusters = cluster_fixtures.two_clusters
+clusters = cluster_fixtures.clusters
 
 pytestmark = [pytest.mark.postgres]
 

@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.shards import cluster_fixtures
 from tests.shards.clusters import Clusters
 from tests.shards.workflows import parse_body
 from tests.system.conftest import Cluster, Proc
@@ -58,6 +59,10 @@ def _missing() -> str | None:
             return f"{module} is not there yet (issue 25: the shards and relay branches)"
     return None
 
+
+# the fixtures of the clusters (not a conftest.py: tests/shards/conftest.py is the one-server tests')
+two_clusters = cluster_fixtures.two_clusters
+clusters = cluster_fixtures.clusters
 
 pytestmark = [
     pytest.mark.system,

@@ -1,6 +1,13 @@
-"""Fixtures of the shard tests (DESIGN.md section 21): ``two_clusters``, two PostgreSQL clusters of the
-tests' own (``tests/shards/clusters.py``), started once per session and removed at its end.
+"""Fixtures of the shard tests on real clusters (DESIGN.md section 21): ``two_clusters``, two PostgreSQL
+clusters of the tests' own (``tests/shards/clusters.py``), started once per session and removed at its end,
+and ``clusters``, the same made sure to run around each test. A test module names both::
 
+    from tests.shards import cluster_fixtures
+
+    two_clusters = cluster_fixtures.two_clusters
+    clusters = cluster_fixtures.clusters
+
+(not a conftest.py: tests/shards/conftest.py holds the fixtures of the two-alias tests on one server).
 They run in the suite's PostgreSQL pass (``DATABASE_URL=postgres://...``) on a machine with PostgreSQL's
 server programs (Debian's ``/usr/lib/postgresql/*/bin``: initdb, pg_ctl, postgres); skipped otherwise.
 """
@@ -30,19 +37,29 @@ def skip_reason() -> str | None:
     return None
 
 
+#: the clusters every module's ``two_clusters`` shares (each module naming the fixture makes a fixture of its
+#: own for pytest), and how many of those are set up
+_SHARED: list[Clusters] = []
+_USERS = [0]
+
+
 @pytest.fixture(scope="session")
 def two_clusters() -> Iterator[Clusters]:
-    """Two PostgreSQL clusters ("default" and "shard1"), each with the database ``rivet_shards``; a test
-    that stops one must start it again (``Clusters.down_for`` does), and each test gets them running
-    (``ensure_running``). Skipped with the reason when this machine cannot start them."""
+    """Two PostgreSQL clusters ("default" and "shard1"), each with the database ``rivet_shards``, one pair for
+    the session; a test that stops one must start it again (``Clusters.down_for`` does; ``clusters`` makes
+    sure). Skipped with the reason when this machine cannot start them."""
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    clusters = Clusters(2).start()
+    if not _SHARED:
+        _SHARED.append(Clusters(2).start())
+    _USERS[0] += 1
     try:
-        yield clusters
+        yield _SHARED[0]
     finally:
-        clusters.remove()
+        _USERS[0] -= 1
+        if not _USERS[0]:
+            _SHARED.pop().remove()
 
 
 @pytest.fixture

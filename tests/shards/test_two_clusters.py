@@ -251,29 +251,40 @@ def start(shards: Shards, plan: Plan, *, workers: int = 2) -> None:
     )
 
 
-def progress(shards: Shards, plan: Plan) -> tuple[int, int]:
-    """(finished actors of the plan, actors of the plan), reading both clusters (a cluster that is down
-    counts as nothing finished)."""
-    done = 0
+def progress(shards: Shards, plan: Plan) -> tuple[int, int, list[str]]:
+    """(completed actors of the plan, actors of the plan, the failed or cancelled ones described), reading
+    both clusters (a cluster that is down counts as nothing finished)."""
+    done, ended = 0, []
     for alias in ("default", "shard1"):
         try:
-            rows = shards.actors(alias, "sender", "sink")
+            rows = shards.query(
+                alias,
+                "SELECT a.name, a.key_text, a.workflow_state, a.error->>'name', "
+                "(SELECT string_agg(h.key || '=' || h.status || ':' || coalesce(h.error->>'name', '') || ' ' "
+                "|| left(coalesce(h.error->>'message', ''), 200), '; ') FROM rivet_workflows_historyentry h "
+                "WHERE h.actor_id = a.actor_id AND h.status NOT IN ('completed', 'pending')) "
+                "FROM rivet_workflows_actor a WHERE a.name IN ('sender', 'sink')",
+            )
         except psycopg.OperationalError:
             continue
-        done += sum(1 for row in rows if row[3] == "completed")
-    return done, plan.senders + plan.remote_targets + plan.local_targets
+        done += sum(1 for row in rows if row[2] == "completed")
+        ended += [f"{alias} {name}{key} {state} ({error}): {steps}" for name, key, state, error, steps in rows
+                  if state in ("failed", "cancelled")]  # fmt: skip
+    return done, plan.senders + plan.remote_targets + plan.local_targets, ended
 
 
 def wait_done(shards: Shards, plan: Plan, timeout: float, during: Any = None) -> None:
-    """Poll until every sender and sink completed (calling ``during()`` each round); fails with the worker
-    logs on timeout."""
+    """Poll until every sender and sink completed (calling ``during()`` each round); fails at once when one
+    failed or was cancelled, and on timeout, with the actors' errors and the worker logs."""
     deadline = time.monotonic() + timeout
     while True:
         if during is not None:
             during()
-        done, total = progress(shards, plan)
+        done, total, ended = progress(shards, plan)
         if done == total:
             return
+        if ended:
+            pytest.fail("workflows ended without completing:\n" + "\n".join(ended))
         if time.monotonic() > deadline:
             pytest.fail(f"{done} of {total} actors completed after {timeout} s\n{shards.workers.logs()}")
         time.sleep(0.2)
@@ -364,6 +375,7 @@ def test_a_relay_killed_ten_times_still_delivers_every_message_once(shards: Shar
         if relay is not None:
             relay.stop()
     assert kills == 10
+    print(f"relay killed 10 times, {at_mark} of them between the target's commit and the source's mark")
     assert at_mark >= 1, "no kill fell between the target's commit and the source's mark"
     check_exactly_once(shards, plan)
 

@@ -49,13 +49,18 @@ FINISHED = ("completed", "failed", "cancelled")
 BUCKETS = 256
 
 
+def _exists(module: str) -> bool:
+    """True when the module ``rivet_workflows.a.b`` has its file (found without importing a package: the
+    storage package needs Django set up)."""
+    root = importlib.util.find_spec("rivet_workflows")
+    assert root is not None and root.submodule_search_locations
+    path = Path(list(root.submodule_search_locations)[0], *module.split(".")[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _missing() -> str | None:
     for module in NEEDED:
-        try:
-            found = importlib.util.find_spec(module)
-        except ModuleNotFoundError:
-            found = None
-        if found is None:
+        if not _exists(module):
             return f"{module} is not there yet (issue 25: the shards and relay branches)"
     return None
 

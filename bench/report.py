@@ -305,6 +305,34 @@ def rows_for(bench: str, entry: dict[str, Any], limit: dict[str, Any] | None) ->
             ),
             _row("history rows at end", rows, None, bound, None, f"<= {bound:.0f}", _cmp(rows, "<=", bound)),
         ]
+    if bench == "P10":
+        one, two = _get(ours, "steps_per_s_1"), _get(ours, "steps_per_s_2")
+        procs, conc = _fmt(_get(ours, "processes")), _fmt(_get(ours, "concurrency"))
+        c50, s50 = _get(ours, "cross_p50_ms"), _get(ours, "same_p50_ms")
+        c99, s99 = _get(ours, "cross_p99_ms"), _get(ours, "same_p99_ms")
+        return [
+            _row(
+                "workflows finished / started, 1 shard",
+                _div(_get(ours, "finished_1"), _get(ours, "expected_1")),
+                None,
+                1.0,
+            ),
+            _row(
+                "workflows finished / started, 2 shards",
+                _div(_get(ours, "finished_2"), _get(ours, "expected_2")),
+                None,
+                1.0,
+            ),
+            _row(f"steps/s, 1 shard (P7's load: {procs} processes x {conc} concurrent)", one),
+            _row("steps/s, 2 shards (two clusters), ratio to 1 shard", two, None, None, _div(two, one)),
+            # limit: the same send between two actors of one shard, measured at the same time
+            _row(
+                "send latency across shards p50 ms (limit: within one shard)", c50, None, s50, _div(c50, s50)
+            ),
+            _row(
+                "send latency across shards p99 ms (limit: within one shard)", c99, None, s99, _div(c99, s99)
+            ),
+        ]
     if bench == "P11":
         ms = _get(ours, "list_ms")
         uses = None if not ours or "uses_gin_index" not in ours else bool(ours["uses_gin_index"])
@@ -445,7 +473,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| bench | metric | ours | DBOS | limit | ratio | target | met |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P11"):
+    for bench in ("P1", "P2", "P2G", "P2GL", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"):
         for r in (results.get(bench) or {}).get("rows", []):
             out.append(
                 f"| {bench} | {r['metric']} | {_fmt(r['ours'])} | {_fmt(r['dbos'])} | {_fmt(r['limit'])} | "

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.soak.services import PrivatePostgres, _pg_bin
+from tests.pgclusters import PrivatePostgres, kill_server, pg_bin, send_signal
 from tests.system.conftest import Cluster
 
 REGISTRY = "tests.failover.workflows.registry"
@@ -140,7 +140,7 @@ class Failover:
         standby = PrivatePostgres(self.tmp / "standby", DATABASE, init=False)
         # -R writes standby.signal and primary_conninfo (postgresql.auto.conf); -X stream copies the WAL too
         standby.run(
-            _pg_bin("pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            pg_bin("pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
             "-D", str(standby.data), "-X", "stream", "-R", "--checkpoint=fast", "--no-sync",
         )  # fmt: skip
         # name the standby as synchronous_standby_names does (the last setting in the file wins)
@@ -187,15 +187,9 @@ class Failover:
         if self.o.lag:
             with self.primary.connect() as conn:
                 for (sender,) in conn.execute("SELECT pid FROM pg_stat_replication").fetchall():
-                    _signal(sender, signal.SIGSTOP)
+                    send_signal(sender, signal.SIGSTOP)
             time.sleep(self.o.lag)
-        postmaster = int((self.primary.data / "postmaster.pid").read_text().split()[0])
-        victims = [postmaster, *_children(postmaster)]
-        for pid in victims:
-            _signal(pid, signal.SIGSTOP)
-        self.killed_at = time.time()
-        for pid in victims:
-            _signal(pid, signal.SIGKILL)
+        self.killed_at = kill_server(self.primary)
 
     def snapshot_standby(self) -> None:
         """What the standby will start from: once it replayed all the WAL it received, the completed steps
@@ -218,7 +212,7 @@ class Failover:
     def promote(self) -> None:
         assert self.standby is not None
         began = time.time()
-        self.standby.run(_pg_bin("pg_ctl"), "-D", str(self.standby.data), "-w", "-t", "60", "promote")
+        self.standby.run(pg_bin("pg_ctl"), "-D", str(self.standby.data), "-w", "-t", "60", "promote")
         self.promoted_at = time.time()
         self.result.promote_seconds = round(self.promoted_at - began, 3)
 
@@ -493,26 +487,6 @@ class Failover:
                     server.stop("immediate")
                 except Exception:  # the killed primary
                     pass
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

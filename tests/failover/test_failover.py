@@ -10,7 +10,6 @@ otherwise. ``make failover`` runs it alone, on any machine with those programs.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -20,16 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import is_postgres
+from tests.pgclusters import has_server_programs
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 PROGRAMS = ("initdb", "pg_ctl", "pg_basebackup", "postgres")
-
-
-def _has_server_programs() -> bool:
-    return any(
-        all(os.access(f"{folder}/{name}", os.X_OK) for name in PROGRAMS)
-        for folder in glob.glob("/usr/lib/postgresql/*/bin")
-    )
 
 
 pytestmark = [
@@ -37,7 +30,7 @@ pytestmark = [
     pytest.mark.postgres,
     pytest.mark.skipif(not is_postgres(), reason="runs in the PostgreSQL pass (set DATABASE_URL)"),
     pytest.mark.skipif(
-        not _has_server_programs(),
+        not has_server_programs(PROGRAMS),
         reason="needs PostgreSQL's server programs in /usr/lib/postgresql/*/bin (initdb, pg_ctl, "
         "pg_basebackup, postgres)",
     ),

@@ -1,7 +1,7 @@
 """The chaos soak: ``python -m tests.soak [--short] [--seconds S] [--actors N] [--workers W]``.
 
 A few hundred actors of ``tests.soak.workflows`` run on real Celery worker processes (threads pool) with a
-beat, on a PostgreSQL cluster and a redis-server of the soak's own (``services``; never the machine's
+beat, on a PostgreSQL cluster and a redis-server of the soak's own (``tests/pgclusters.py``; never the machine's
 shared servers), while the soak SIGKILLs workers (one during the opening burst of creations), SIGSTOPs a
 worker past its lease and resumes it, crashes and restarts PostgreSQL, restarts Redis, and terminates idle
 database sessions (``pg_terminate_backend``). Messages are sent to the actors throughout.
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tests.soak.services import PrivatePostgres
+from tests.pgclusters import MONITOR_NAME, PrivatePostgres
 from tests.system.conftest import Cluster, Proc
 
 REGISTRY = "tests.soak.workflows.registry"
@@ -305,8 +305,8 @@ class Soak:
                 ended = conn.execute(
                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                     "WHERE datname = %s AND state = 'idle' AND backend_type = 'client backend' "
-                    "AND pid <> pg_backend_pid() AND pid <> %s AND application_name <> 'rivet-soak-monitor'",
-                    [self.pg.database, mine],
+                    "AND pid <> pg_backend_pid() AND pid <> %s AND application_name <> %s",
+                    [self.pg.database, mine, MONITOR_NAME],
                 ).fetchone()[0]
             self.stats.idle_terminated += ended
         except Exception:

@@ -24,15 +24,10 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from rivet_workflows.testing import GroupProcess
+from tests.pgclusters import free_port as _free_port
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 REGISTRY = "tests.system.workflows.registry"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc(GroupProcess):

@@ -10,10 +10,13 @@ def test_the_old_module_names_are_the_driver_modules() -> None:
     import rivet_workflows.driver.dispatch
     import rivet_workflows.driver.fs_broker
     import rivet_workflows.driver.redis_broker
+    import rivet_workflows.driver.tasks
     import rivet_workflows.fs_broker
     import rivet_workflows.redis_broker
+    import rivet_workflows.tasks
 
     assert rivet_workflows.dispatch is rivet_workflows.driver.dispatch
+    assert rivet_workflows.tasks is rivet_workflows.driver.tasks
     assert rivet_workflows.fs_broker is rivet_workflows.driver.fs_broker
     assert rivet_workflows.redis_broker is rivet_workflows.driver.redis_broker
 

@@ -58,6 +58,7 @@ class PostgresQueues:
 
     using: str
     _actors: Any  # provided by DjangoStore: its actors queryset
+    _db: Any  # provided by DjangoStore (connection.Connections._db): this thread's Django connection
     notifies_wakes = True
     #: prepare the store's own statements (the ``PREPARED_STATEMENTS`` setting; ``prepared`` module)
     prepared_statements = True
@@ -65,7 +66,7 @@ class PostgresQueues:
     def _cursor(self) -> Any:
         """A cursor for the store's own statements: bound on the server and prepared
         (``prepared.store_cursor``; not prepared when ``prepared_statements`` is False)."""
-        return store_cursor(self.using, prepare=self.prepared_statements)
+        return store_cursor(self.using, prepare=self.prepared_statements, connection=self._db())
 
     def _notify_waiter(self, actor_id: str) -> None:
         """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding

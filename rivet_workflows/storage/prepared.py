@@ -151,12 +151,14 @@ class _StoreCursor:
                 pass
 
 
-def store_cursor(using: str, *, prepare: bool = True) -> Any:
+def store_cursor(using: str, *, prepare: bool = True, connection: Any = None) -> Any:
     """A cursor for one of the store's own statements on the thread's connection ``using`` (a context
     manager; ``execute``/``fetchone``/``fetchall``/``rowcount``): a pooled raw prepared cursor in a thin
     shell when only the store watches the connection's queries, else ``prepared_cursor`` (see the module
-    docstring). Same statements, transaction, errors and bookkeeping either way."""
-    connection = connections[using]
+    docstring). Same statements, transaction, errors and bookkeeping either way. ``connection``: the
+    Django connection of ``using`` when the caller has it at hand (else it is looked up)."""
+    if connection is None:
+        connection = connections[using]
     if (
         PreparedCursor is None
         or connection.vendor != "postgresql"

@@ -323,8 +323,12 @@ def _encode_value(value: Any, where: str) -> Any:
         ) from None
 
 
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per call
+_compact_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _check_size(encoded: Any, where: str, max_bytes: int) -> None:
-    size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    size = len(_compact_text(encoded).encode("utf-8"))
     if size > max_bytes:
         raise errors.PayloadTooLargeError(
             f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",

@@ -56,6 +56,8 @@ class _Calls(threading.local):
         self.last: dict[str, float] = {}
         #: the exception user code run by the store raised last (``user_code``): passed through untranslated
         self.user_error: BaseException | None = None
+        #: the Django connection of the outermost store call running on this thread (``Connections._db``)
+        self.db: Any = None
 
 
 _calls = _Calls()
@@ -146,6 +148,7 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
                 raise
         _calls.depth = 1
         _calls.user_error = None
+        _calls.db = connections[self.using]
         try:
             self._check_idle_connection()
             try:
@@ -161,9 +164,10 @@ def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
                 raise _unavailable(exc) from exc
             raise
         finally:
+            self._note_connection_use()
             _calls.depth = 0
             _calls.user_error = None
-            self._note_connection_use()
+            _calls.db = None
 
     _WRAPPED.add(call)
     return call
@@ -238,13 +242,22 @@ class Connections:
             if callable(method) and method not in _WRAPPED:
                 setattr(cls, name, guarded(method))
 
+    def _db(self) -> Any:
+        """This thread's Django connection of the store's alias: the one the outermost store call running
+        looked up (one lookup per call: ``connections[alias]`` goes through asgiref's ``Local``), else
+        ``connections[self.using]``."""
+        db = _calls.db
+        if db is not None and db.alias == self.using:
+            return db
+        return connections[self.using]
+
     def _check_idle_connection(self) -> None:
         """Close this thread's connection if it sat idle over ``idle_check`` seconds since its last query
         (or saw an error) and the database no longer answers on it (Django's ``is_usable()``, one round
         trip; skipped for a psycopg connection idle under ``PING_AFTER_SECONDS`` whose socket is quiet,
         ``_quiet``); the next query opens a new one. From its first store call on, a thread's connection has its
         queries timed (``_note_query``); before that, its idle time is unknown and it is not checked."""
-        connection = connections[self.using]
+        connection = self._db()
         if connection.connection is None or connection.in_atomic_block:
             return
         if _note_query not in connection.execute_wrappers:
@@ -266,7 +279,7 @@ class Connections:
 
     def _note_connection_use(self) -> None:
         """The end of a store call counts as a use of the connection (a warm wait uses it without a query)."""
-        if connections[self.using].connection is not None:
+        if self._db().connection is not None:
             _calls.last[self.using] = time.monotonic()
 
     def _never_ran(self, error: DatabaseError) -> bool:
@@ -306,7 +319,7 @@ class Connections:
         error must propagate.
         """
         for attempt in range(attempts):
-            if connections[self.using].in_atomic_block:
+            if self._db().in_atomic_block:
                 return fn()
             try:
                 return fn()

@@ -111,9 +111,13 @@ def utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
+#: ``json.dumps(value, separators=(",", ":"))`` without building an encoder per call
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def jsonb(value: Any) -> str | None:
     """A JSON value as the text of a jsonb parameter (None -> SQL NULL, as the ORM writes it)."""
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+    return None if value is None else _compact_json(value)
 
 
 def _converters(columns: Sequence[str], json_cols: frozenset, time_cols: frozenset) -> list[Callable]:
@@ -316,9 +320,26 @@ def entry_values(rec: ports.EntryRecord, created_at: datetime | None) -> dict[st
 
 
 def entry_params(rec: ports.EntryRecord, created_at: datetime | None) -> list[Any]:
-    """``entry_values`` as SQL parameters in ``ENTRY_WRITE_COLUMNS`` order (JSON columns as jsonb text)."""
-    values = entry_values(rec, created_at)
-    return [jsonb(values[c]) if c in _ENTRY_JSON else values[c] for c in ENTRY_WRITE_COLUMNS]
+    """``entry_values`` as SQL parameters in ``ENTRY_WRITE_COLUMNS`` order (JSON columns as jsonb text),
+    built directly (a step commit's hot path: no dict of values in between). ``SerializationError``."""
+    error, rollback_error = rec.error, rec.rollback_error
+    return [
+        rec.key,
+        _compact_json(list(rec.location)),
+        rec.kind,
+        jsonb(serde.to_json(serde.entry_data(rec.data, rec.reused), where=f"history entry {rec.key!r}")),
+        rec.status,
+        rec.attempts,
+        None if error is None else jsonb(serde.to_json(error, where=f"error of {rec.key!r}")),
+        rec.last_attempt_at,
+        created_at,
+        rec.completed_at,
+        rec.rollback_completed_at,
+        None
+        if rollback_error is None
+        else jsonb(serde.to_json(rollback_error, where=f"rollback error of {rec.key!r}")),
+        rec.code_version,
+    ]
 
 
 #: the actor columns a ``Commit`` can set, in the order ``actor_changes`` lists them

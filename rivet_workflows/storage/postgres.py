@@ -372,7 +372,7 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
 
     def _apply(self, actor_id: str, token: int, commit: ports.Commit) -> ports.CommitResult:
         """A step's commit in one statement (``_apply_in_one_statement``), any other through the template."""
-        if _one_statement(commit) and not connections[self.using].in_atomic_block:
+        if _one_statement(commit) and not self._db().in_atomic_block:
             return self._apply_in_one_statement(actor_id, token, commit)
         return super()._apply(actor_id, token, commit)
 

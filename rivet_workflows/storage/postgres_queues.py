@@ -18,7 +18,7 @@ from .. import models
 from ..engine.model import errors, ports, serde, watches
 from . import mapper
 from .postgres_listener import listener_for, sends_channel
-from .prepared import prepared_cursor
+from .prepared import store_cursor
 
 _ACTOR = models.Actor._meta.db_table
 _MESSAGE = models.QueueMessage._meta.db_table
@@ -58,14 +58,15 @@ class PostgresQueues:
 
     using: str
     _actors: Any  # provided by DjangoStore: its actors queryset
+    _db: Any  # provided by DjangoStore (connection.Connections._db): this thread's Django connection
     notifies_wakes = True
     #: prepare the store's own statements (the ``PREPARED_STATEMENTS`` setting; ``prepared`` module)
     prepared_statements = True
 
     def _cursor(self) -> Any:
         """A cursor for the store's own statements: bound on the server and prepared
-        (``prepared.prepared_cursor``; not prepared when ``prepared_statements`` is False)."""
-        return prepared_cursor(self.using, prepare=self.prepared_statements)
+        (``prepared.store_cursor``; not prepared when ``prepared_statements`` is False)."""
+        return store_cursor(self.using, prepare=self.prepared_statements, connection=self._db())
 
     def _notify_waiter(self, actor_id: str) -> None:
         """NOTIFY a run of ``actor_id`` listening in a warm wait; PostgreSQL delivers it when the surrounding

@@ -102,3 +102,30 @@ def test_instants_read_by_the_prepared_statements_are_right_whatever_the_session
     assert claimed_at.utcoffset() == timedelta(0)
     assert abs(result.wake_at - wake) < timedelta(milliseconds=1)
     assert abs(store.now() - datetime.now(UTC)) < timedelta(seconds=5)
+
+
+def test_an_execute_wrapper_sees_every_statement_of_the_store_and_errors_are_djangos():
+    from django.db import ProgrammingError
+
+    from rivet_workflows.storage.prepared import store_cursor
+
+    connection.close()
+    store = PostgresStore(poll_interval=0.005)
+    actor_id = StoreHarness("pg", store).new_actor()
+    token = store.claim(actor_id, "runner", 30)
+    assert store.commit(actor_id, token, ports.Commit(upserts=[entry("quiet")])).ok  # the pooled path
+    seen: list[str] = []
+
+    def watch(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        assert store.commit(actor_id, token, ports.Commit(upserts=[entry("watched")])).ok
+    assert [sql for sql in seen if "historyentry" in sql and "UPDATE rivet_workflows_actor AS a" in sql]
+    with store_cursor("default") as cursor, pytest.raises(ProgrammingError):
+        cursor.execute("SELECT * FROM no_such_table_here")
+    with store_cursor("default") as cursor:  # the connection is usable after the error (autocommit)
+        cursor.execute("SELECT %s::int + 1", [41])
+        assert cursor.fetchone() == (42,)
+    assert [e.key for e in store.load_history(actor_id)] == ["quiet", "watched"]

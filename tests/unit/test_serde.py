@@ -110,6 +110,31 @@ def test_unserializable_value_names_where_and_type():
     assert info.value.path == "$.bad[0]"
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"attempt_log": [{"attempt": 1, "started_at": datetime(2024, 1, 2, tzinfo=UTC), "error": None}]},
+        {"k": ("a", [1.5, None], ("b",))},
+        {"grüße": "naïve ✓", "n": -1, "f": 0.25, "t": True},
+        [datetime(2024, 1, 2, 3, 4, 5, 6)],
+        # what the fast encoder leaves to the full one: the result is the same whoever encodes it
+        {"__rw__": "user data"},
+        {1: "int key"},
+        [float("nan"), Level.HIGH, Color.RED, {1, 2}, Decimal("1.10")],
+    ],
+)
+def test_the_encoding_is_the_documented_one_whatever_the_value_mixes(value):
+    assert serde.to_json(value) == serde._encode(value, "$", "value", set())
+
+
+def test_an_unstorable_value_deep_in_plain_data_is_reported_with_its_path():
+    value = {"log": [{"ok": 1}, {"note": "fine", "bad": "a\x00b"}]}
+    with pytest.raises(errors.SerializationError) as info:
+        serde.to_json(value, where="step 'x' output")
+    assert info.value.path == "$.log[1].bad"
+    assert "step 'x' output" in str(info.value)
+
+
 def test_unserializable_custom_class_reports_qualified_type():
     class Thing:
         pass

@@ -5,7 +5,6 @@ executor's write unit ``Commit`` with its ``CommitResult`` (the commit rule itse
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -164,9 +163,13 @@ class EntryRecord:
     reused: ClassVar[dict[str, Any] | None] = None
 
     def copy(self) -> EntryRecord:
-        clone = dataclasses.replace(self, location=list(self.location), data=dict(self.data))
-        if self.reused is not None:
-            clone.reused = self.reused
+        """A copy with its own ``location`` list and ``data`` dict (the values inside are shared) and the
+        same ``reused``; what ``dataclasses.replace`` made, without its per-call field introspection (a
+        step commit copies its entries)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.location = list(self.location)
+        clone.data = dict(self.data)
         return clone
 
 

@@ -263,8 +263,58 @@ def to_json(value: Any, *, where: str = "value", max_bytes: int | None = None) -
     return encoded
 
 
+#: what ``_encode_plain`` raises for anything it leaves to ``_encode`` (a builtin: the engine's exception
+#: classes live in ``errors``; the fast path runs no user code, so nothing else raises it there)
+_NotPlain = ValueError
+
+
+def _encode_plain(value: Any, depth: int) -> Any:
+    """``_encode`` for the common values, without its bookkeeping (the path of every item, the set of
+    containers on the path): exact JSON scalars, ``dict`` with ``str`` keys (no ``TAG``), ``list``, ``tuple``,
+    ``datetime`` and ``Encoded``. Same result as ``_encode`` for those; anything
+    else, a string ``_encode`` refuses and nesting past ``MAX_DEPTH`` (a cycle too) raise ``_NotPlain``, and ``_encode_value`` encodes the value again with ``_encode``, which names the path in
+    its errors."""
+    cls = type(value)
+    if cls is str:
+        if (value.isascii() and "\x00" not in value) or _bad_string(value) is None:
+            return value
+        raise _NotPlain
+    if value is None or cls is bool or cls is int:
+        return value
+    if cls is dict:
+        if depth >= MAX_DEPTH or TAG in value:
+            raise _NotPlain
+        depth += 1
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str or ((not k.isascii() or "\x00" in k) and _bad_string(k) is not None):
+                raise _NotPlain
+            out[k] = _encode_plain(v, depth)
+        return out
+    if cls is list or cls is tuple:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
+        items = [_encode_plain(v, depth) for v in value]
+        return items if cls is list else {TAG: "tuple", "v": items}
+    if cls is float:
+        if math.isfinite(value):
+            return value
+        raise _NotPlain
+    if cls is datetime:
+        return {TAG: "datetime", "v": value.isoformat()}
+    if cls is Encoded:
+        return value.json
+    raise _NotPlain
+
+
 def _encode_value(value: Any, where: str) -> Any:
-    """One encoding of a value (the serializer call counted by tests/unit/test_encoded_once.py)."""
+    """One encoding of a value (the serializer call counted by tests/unit/test_encoded_once.py): the fast
+    ``_encode_plain`` first, ``_encode`` for what it leaves (same result; ``_encode`` raises the errors)."""
+    try:
+        return _encode_plain(value, 0)
+    except (_NotPlain, RecursionError):
+        pass
     try:
         return _encode(value, "$", where, set())
     except RecursionError:
@@ -273,8 +323,12 @@ def _encode_value(value: Any, where: str) -> Any:
         ) from None
 
 
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per call
+_compact_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _check_size(encoded: Any, where: str, max_bytes: int) -> None:
-    size = len(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    size = len(_compact_text(encoded).encode("utf-8"))
     if size > max_bytes:
         raise errors.PayloadTooLargeError(
             f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",

@@ -193,8 +193,8 @@ class ShardedStore(base_store.BaseStore):
 
     def _placed(self, name: str, key: list) -> tuple[ports.Store, str]:
         """The store a new actor ``(name, key)`` goes to and its id (computed from them, carrying the bucket)."""
-        bucket = self.shard_map.bucket_for_key(name, key)
-        return self.stores[self.shard_map.alias_for_bucket(bucket)], self.shard_map.actor_id_for_key(name, key)
+        store = self.stores[self.shard_map.alias_for_key(name, key)]
+        return store, self.shard_map.actor_id_for_key(name, key)
 
     def _any(self, member: str, *args: Any) -> Any:
         """``member(*args)`` on each shard in turn until one does not raise ``LookupError`` (a message or a

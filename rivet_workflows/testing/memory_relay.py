@@ -41,7 +41,9 @@ class MemoryRelayMixin:
             for kind, target, name, body, completable in map(ports.relay_row_values, relay)
         ]
 
-    def _write_relay(self, actor_id: str, encoded: list[tuple[str, str, str, Any, bool]], now: datetime) -> None:
+    def _write_relay(
+        self, actor_id: str, encoded: list[tuple[str, str, str, Any, bool]], now: datetime
+    ) -> None:
         """Append one row per encoded entry (caller holds the lock, inside the commit)."""
         for kind, target, name, body, completable in encoded:
             row_id = next(self._relay_ids)

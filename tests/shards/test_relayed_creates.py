@@ -136,9 +136,45 @@ def test_create_and_get_or_create_outside_a_step_stay_direct_and_ids_repeat_afte
     first = client.inbox.get_or_create(far)
     assert first.actor_id == shards.actor_id_for_key("inbox", far, 256) and first.state() == {"hooked": 1}
     first.send("q", "old")
+    old_token = first.record().lease_token
     first.destroy()
     again = client.inbox.create(far)
     # the same id again, and nothing of the destroyed actor's: no message, a fresh state
     assert again.actor_id == first.actor_id
     assert sharded.store.pending_messages(again.actor_id, None, 10) == []
     assert again.state() == {"hooked": 1} and sharded.store.load_history(again.actor_id) == []
+    # its fencing tokens start past the destroyed actor's: a late write of its executor is still refused
+    assert again.record().lease_token > old_token > 10**15
+
+
+def test_rivet_relay_lists_pending_and_failed_rows_of_every_shard(sharded, caplog):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    from .conftest import BASE, SHARDS
+
+    store, client = sharded.store, sharded.registry.client()
+    [me] = keys_on("default", "counter", 1, "cmd")
+    sender = client.counter.get_or_create(me).actor_id
+    target = shards.actor_id_for_key("ghost", ["g"], 256)
+    token = store.claim(sender, "me", 30)
+    commit = ports.Commit(relay=[ports.RelayCreate(target, "ghost", ["g"], None, sender)])
+    assert store.commit(sender, token, commit).relayed
+
+    def rivet(*args: str) -> list[str]:
+        out = StringIO()
+        with override_settings(RIVET_WORKFLOWS={**BASE, "SHARDS": SHARDS}):
+            call_command("rivet", "relay", *args, stdout=out)
+        return out.getvalue().splitlines()
+
+    pending = rivet()
+    assert pending[0] == "1 pending relay row" and "create" in pending[-1] and target in pending[-1]
+    assert rivet("--failed")[0] == "0 failed relay rows"
+    with caplog.at_level(logging.CRITICAL, logger="rivet_workflows"):
+        relay_runtime(sharded)
+    failed = rivet("--failed")
+    assert failed[0] == "1 failed relay row"
+    assert failed[-1].startswith("default") and "ghost" in failed[-1] and "ActorNotFoundError" in failed[-1]
+    assert rivet()[0] == "0 pending relay rows"

@@ -468,7 +468,13 @@ def relay_row_values(entry: Any) -> tuple[str, str, str, Any, bool]:
     a send keeps its queue name and body; a ``RelayCreate`` stores the type name and ``{"key", "input"}``
     as its body (the parent is the row's source actor)."""
     if isinstance(entry, RelayCreate):
-        return RELAY_CREATE, entry.target_actor_id, entry.name, {"key": entry.key, "input": entry.input}, False
+        return (
+            RELAY_CREATE,
+            entry.target_actor_id,
+            entry.name,
+            {"key": entry.key, "input": entry.input},
+            False,
+        )
     target, name, body, completable = entry
     return RELAY_SEND, target, name, body, completable
 

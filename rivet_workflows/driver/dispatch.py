@@ -34,12 +34,23 @@ class CeleryDispatcher:
     def relay(self) -> None:
         """Queue the ``rivet_workflows.relay`` task after the surrounding transaction commits (at once outside
         one): a commit wrote relay rows (``Runtime.relay_soon``, the runtime's ``on_relay``; DESIGN.md
-        section 21). A lost one is caught by the sweep, which relays every pass; a duplicate finds nothing."""
-        from django.db import transaction
+        section 21). A lost one is caught by the sweep, which relays every pass; a duplicate finds nothing.
+
+        Called by a run's session on its event loop, after the store's commit returned: it reads only the
+        ``in_atomic_block`` flag of the thread's default connection (Django refuses ``on_commit`` there: it
+        would open a connection in an async context, so the task was never queued and every delivery
+        waited for a sweep) and queues the task at once unless a transaction is open."""
+        from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
         from .tasks import relay
 
-        transaction.on_commit(lambda: relay.apply_async(priority=HINT_PRIORITY))
+        def send() -> None:
+            relay.apply_async(priority=HINT_PRIORITY)
+
+        if connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            transaction.on_commit(send)
+        else:
+            send()
 
 
 #: Celery priority of wake hints. On Redis, lower numbers are served first and a message without a

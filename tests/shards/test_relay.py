@@ -524,3 +524,22 @@ def test_one_database_runs_touch_no_relay_row(make_django_runtime):
     ) == [1]
     assert not any("relaymessage" in str(q["sql"]).lower() for q in queries.captured_queries)
     assert runtime.relay_wanted is False
+
+
+@_DB
+def test_the_celery_dispatcher_queues_the_relay_from_a_runs_event_loop(monkeypatch):
+    """A run's session calls ``relay_soon`` on its event loop after the commit: the task is queued at once
+    (Django refuses ``transaction.on_commit`` there; every delivery then waited for a sweep)."""
+    import asyncio
+
+    from rivet_workflows.driver import tasks
+    from rivet_workflows.driver.dispatch import HINT_PRIORITY, CeleryDispatcher
+
+    queued: list[dict] = []
+    monkeypatch.setattr(tasks.relay, "apply_async", lambda **kwargs: queued.append(kwargs))
+
+    async def in_the_loop() -> None:
+        CeleryDispatcher().relay()
+
+    asyncio.run(in_the_loop())
+    assert queued == [{"priority": HINT_PRIORITY}]

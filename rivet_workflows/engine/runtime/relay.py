@@ -22,7 +22,8 @@ reason but an unreachable database (an unknown type, ``on_create`` raising, a ke
 is failed for good and logged; the later sends to that target then fail at delivery too.
 
 Driven by the Celery task ``rivet_workflows.relay`` (queued after a commit that wrote relay rows:
-``Runtime.relay_soon``), by every sweep (leftovers after a crash) and by ``drain()``. Pure engine code.
+``Runtime.relay_soon``), by every sweep when sharded (leftovers after a crash) and by ``drain()``. Pure
+engine code.
 """
 
 from __future__ import annotations

@@ -373,9 +373,12 @@ class RelayMessage(models.Model):
     target's shard with ``dedup_id=f"relay:{alias}:{id}"`` and sets ``delivered_at``. ``body`` is tagged
     JSON; ``attempts``/``last_error`` count and tell failed deliveries; ``failed`` marks one the target
     refused for good (its workflow closed, the actor gone): never tried again. No foreign key: the ids
-    name actors of any shard, and a row outlives its sender's destruction."""
+    name actors of any shard, and a row outlives its sender's destruction. ``kind`` ``"create"``: a step
+    body's ``get_or_create`` of the actor ``target_actor_id`` (``name`` its type, ``body`` ``{"key",
+    "input"}``, the source its parent), delivered through the client before later rows to that target."""
 
     id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=8, default="send")
     source_actor_id = models.CharField(max_length=64)
     target_actor_id = models.CharField(max_length=64)
     name = models.CharField(max_length=200)
@@ -398,4 +401,4 @@ class RelayMessage(models.Model):
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"relay #{self.id} {self.source_actor_id} -> {self.target_actor_id} {self.name}"
+        return f"relay #{self.id} {self.kind} {self.source_actor_id} -> {self.target_actor_id} {self.name}"

@@ -394,7 +394,7 @@ def queued_runs() -> int | None:
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> int:
     """Retry the runs suspended on another code version (``retrying.retry_on_new_code``; a deploy with a
-    fix), fire due cron/scheduled actions, run a relay pass (``relay``: messages to other shards), take
+    fix), fire due cron/scheduled actions, run a relay pass when sharded (``relay``: to other shards), take
     over actors whose lease expired, then claim due actors (wake_at <= now, lease free) and queue a run
     for each.
 
@@ -429,7 +429,8 @@ def sweep() -> int:
         fired = firing.sweep_schedules(runtime, batch, queue_fire)
     except Exception:
         logger.exception("firing due schedules failed; the next sweep retries")
-    _relay(runtime)  # what a lost relay task or a crash left in the relay rows
+    if len(runtime.store.relay_sources()) > 1:  # sharded: what a lost relay task or a crash left behind
+        _relay(runtime)  # (one database writes no relay row: no query for them)
     # Expired leases first and never held back: their executor is gone, nothing in the broker will run
     # them, and the queued new work says nothing about them. A worker (not a direct call) runs them on its
     # own runner threads, so they do not wait behind the backlog either.

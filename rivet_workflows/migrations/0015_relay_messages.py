@@ -17,6 +17,7 @@ class Migration(migrations.Migration):
             name='RelayMessage',
             fields=[
                 ('id', models.BigAutoField(primary_key=True, serialize=False)),
+                ('kind', models.CharField(default='send', max_length=8)),
                 ('source_actor_id', models.CharField(max_length=64)),
                 ('target_actor_id', models.CharField(max_length=64)),
                 ('name', models.CharField(max_length=200)),

@@ -43,6 +43,7 @@ GUARDED = frozenset(n for n in dir(ports.Store) if not n.startswith("_")) - {
     "close_thread_connection",
     "release_connection",
     "same_shard",  # no query: a shard map's answer
+    "actor_id_for_key",
     "relay_sources",
 }
 

@@ -51,6 +51,17 @@ def lease_fence(actor_id: str, token: int) -> Q:
     return Q(pk=actor_id, lease_token=token, lease_owner__isnull=False, destroyed=False)
 
 
+def _given_id(actor_id: str | None, now: datetime) -> dict[str, Any]:
+    """The columns of a new actor whose id the caller gives (a sharded store's, computed from its type and
+    key: DESIGN.md section 21): the id, and a first fencing token from the creation instant (microseconds
+    since the epoch) instead of 0. A key destroyed and created again gets the same id, and its tokens start
+    past any the destroyed actor reached (one claim per microsecond would be needed to catch up), so an
+    executor of the destroyed actor is still fenced off. None: a fresh uuid4 id, tokens from 0."""
+    if actor_id is None:
+        return {}
+    return {"actor_id": actor_id, "lease_token": int(now.timestamp() * 1_000_000)}
+
+
 def _new_lease(owner: str, now: datetime, lease_seconds: float) -> dict[str, Any]:
     """The columns of a claim (``claim``, ``claim_for_operator``): the lease to ``owner`` until ``now`` +
     ``lease_seconds``, the fencing token bumped, and a dead lease's step lock cleared with it."""
@@ -177,7 +188,7 @@ class DjangoStore(
             with self._atomic():
                 now = self._creation_instant()
                 row = self._actors().create(
-                    **({} if actor_id is None else {"actor_id": actor_id}),
+                    **_given_id(actor_id, now),
                     name=name,
                     key=list(key),
                     key_text=text,
@@ -237,7 +248,7 @@ class DjangoStore(
                 encoded = [mapper.entry_values(rec, rec.created_at) for rec in plan.entries]
                 now = self.now()
                 row = self._actors().create(
-                    **({} if actor_id is None else {"actor_id": actor_id}),
+                    **_given_id(actor_id, now),
                     name=name,
                     key=list(key),
                     key_text=text,

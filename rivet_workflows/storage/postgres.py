@@ -219,7 +219,8 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
         before the statement began. When a concurrent creator committed the key while this insert waited
         for it, the statement returns nothing (its snapshot predates that row) and a second query reads the
         winner's row. SerializationError for an unserializable input or state. ``actor_id``: the new
-        actor's id (None: a fresh uuid4)."""
+        actor's id (None: a fresh uuid4), its first fencing token the creation instant in microseconds
+        (``orm._given_id``: a key re-created under the same id stays fenced from the old executor)."""
         state_json = serde.to_json(state, where="state")
         input_json = serde.to_json(input, where="input")
         key_text = mapper.key_text(key)
@@ -234,7 +235,9 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
             "concurrency_key, concurrency_limit, rate_count, rate_per, priority, deadline_at, parent_actor_id, "
             "attributes) "
             "SELECT %s, %s, %s::jsonb, %s, %s::jsonb, %s::jsonb, NULL, NULL, %s, "
-            f"{wake_sql}, '[]'::jsonb, NULL, NULL, 0, NULL, false, c.now, c.now, %s::jsonb, 0, "
+            f"{wake_sql}, '[]'::jsonb, NULL, NULL, "
+            "CASE WHEN %s THEN (extract(epoch FROM c.now) * 1000000)::bigint ELSE 0 END, "
+            "NULL, false, c.now, c.now, %s::jsonb, 0, "
             "%s, %s, %s, %s, %s, c.now + %s * interval '1 second', %s, '{}'::jsonb FROM c "
             f"ON CONFLICT (name, key_text) DO NOTHING RETURNING {_ACTOR_COLUMNS}) "
             f"SELECT {_ACTOR_COLUMNS}, true FROM ins UNION ALL "
@@ -250,6 +253,8 @@ class PostgresStore(PostgresStreams, PostgresQueues, DjangoStore):
             mapper.jsonb(input_json),
             ports.PENDING,
             *([] if start_after is None else [float(start_after)]),
+            actor_id
+            is not None,  # a given (computed) id: tokens from the creation instant (``orm._given_id``)
             mapper.jsonb(trace_context),
             *_flow_params(flow),
             parent_id,

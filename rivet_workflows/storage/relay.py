@@ -30,22 +30,24 @@ class RelayStorage:
     def _relay_rows(self) -> Any:
         return models.RelayMessage.objects.using(self.using)
 
-    def _write_relay(self, actor_id: str, relay: list[tuple[str, str, Any, bool]], now: datetime) -> None:
-        """Insert one relay row per ``Commit.relay`` entry, in entry order (ids increase with it), inside the
-        caller's transaction (the commit's). ``SerializationError`` for a body that does not encode."""
+    def _write_relay(self, actor_id: str, relay: list[Any], now: datetime) -> None:
+        """Insert one relay row per ``Commit.relay`` entry (a send, or a ``RelayCreate``: kind ``create``),
+        in entry order (ids increase with it), inside the caller's transaction (the commit's).
+        ``SerializationError`` for a body that does not encode."""
         if not relay:
             return
         self._relay_rows().bulk_create(
             [
                 models.RelayMessage(
+                    kind=kind,
                     source_actor_id=actor_id,
                     target_actor_id=target,
                     name=name,
-                    body=serde.to_json(body, where=f"body of queue message {name!r}"),
+                    body=serde.to_json(body, where=f"body of relay {kind} {name!r}"),
                     completable=completable,
                     created_at=now,
                 )
-                for target, name, body, completable in relay
+                for kind, target, name, body, completable in map(ports.relay_row_values, relay)
             ]
         )
 
@@ -65,6 +67,7 @@ class RelayStorage:
                 created_at=mapper.utc(row.created_at),
                 attempts=row.attempts,
                 last_error=row.last_error,
+                kind=row.kind,
             )
             for row in rows
         ]

@@ -5,7 +5,8 @@ routing, so the engine sees one store:
 
 * a member about one actor goes to that actor's shard, read from its id (``shards.bucket_of_id``; an id
   without a bucket, made before sharding, lives on the first shard); ``find_actor``/``create_actor``
-  route by ``(name, key)`` and a new actor's id carries its bucket (``shards.new_actor_id``);
+  route by ``(name, key)`` and a new actor's id is computed from them (``shards.actor_id_for_key``: it
+  carries the key's bucket, and any process names it without a lookup: ``actor_id_for_key``);
 * a member about a message or a cron entry by its own id asks each shard in turn (one of them has it);
 * the schedules stored as data (not about one actor) and the clock live on the first shard;
 * the readers of many actors fan out and merge: listings by ``(created_at, actor_id)`` with the same keyset
@@ -176,15 +177,24 @@ class ShardedStore(base_store.BaseStore):
         """Whether the actors ``a_id`` and ``b_id`` live on the same shard (a send between them is local)."""
         return self.shard_map.alias_for_actor(a_id) == self.shard_map.alias_for_actor(b_id)
 
+    def actor_id_for_key(self, name: str, key: list) -> str | None:
+        """The id of the actor ``(name, key)``, computed (``shards.actor_id_for_key``): the id it was or will
+        be created with. None when the key may be held elsewhere under another id: a fork's default key
+        (such a fork may live on its source's shard), or any key while the first shard holds actors made
+        before sharding (``_has_legacy``: one indexed read, once per store). Reads no row otherwise."""
+        if _default_fork_key(key) or self._has_legacy():
+            return None
+        return self.shard_map.actor_id_for_key(name, key)
+
     def relay_sources(self) -> dict[str, ports.Store]:
         """Each shard's own store by alias: the relay reads and marks every shard's relay rows on its shard
         (the relay branch's ``Store.relay_sources``; DESIGN.md section 21)."""
         return dict(self.stores)
 
     def _placed(self, name: str, key: list) -> tuple[ports.Store, str]:
-        """The store a new actor ``(name, key)`` goes to and its new id (carrying its bucket)."""
-        bucket = self.shard_map.bucket_for_key(name, key)
-        return self.stores[self.shard_map.alias_for_bucket(bucket)], shards.new_actor_id(bucket)
+        """The store a new actor ``(name, key)`` goes to and its id (computed from them, carrying the bucket)."""
+        store = self.stores[self.shard_map.alias_for_key(name, key)]
+        return store, self.shard_map.actor_id_for_key(name, key)
 
     def _any(self, member: str, *args: Any) -> Any:
         """``member(*args)`` on each shard in turn until one does not raise ``LookupError`` (a message or a
@@ -214,8 +224,9 @@ class ShardedStore(base_store.BaseStore):
         return found
 
     def create_actor(self, name: str, key: list, input: Any, state: Any, **options: Any) -> tuple[Any, bool]:
-        """``create_actor`` on the key's shard, the new id carrying the key's bucket; ``(existing, False)``
-        for a key an actor made before sharding holds on the first shard."""
+        """``create_actor`` on the key's shard with the id computed from ``(name, key)``
+        (``shards.actor_id_for_key``; a key destroyed and created again gets the same id again);
+        ``(existing, False)`` for a key an actor made before sharding holds on the first shard."""
         store, actor_id = self._placed(name, key)
         if store is not self.first and self._has_legacy():
             existing = self.first.find_actor(name, key)
@@ -236,10 +247,12 @@ class ShardedStore(base_store.BaseStore):
         self, source_id: str, name: str, key: list, *args: Any, **kwargs: Any
     ) -> ports.ActorRecord:
         """The fork on its key's shard when that is the source's; else on the source's shard (the copy reads
-        the source's rows there) with an id of that shard, when the key is the default fork key (found by
-        ``find_actor`` on every shard); ``CrossShardForkError`` for a given key of another shard."""
+        the source's rows there) with a fresh id of that shard's bucket, when the key is the default fork key
+        (found by ``find_actor`` on every shard); ``CrossShardForkError`` for a given key of another shard.
+        A fork on its key's shard gets the id computed from its key (``shards.actor_id_for_key``)."""
         source_alias = self.shard_map.alias_for_actor(source_id)
         bucket = self.shard_map.bucket_for_key(name, key)
+        actor_id = self.shard_map.actor_id_for_key(name, key)
         if self.shard_map.alias_for_bucket(bucket) != source_alias:
             if not _default_fork_key(key):
                 raise errors.CrossShardForkError(
@@ -248,10 +261,8 @@ class ShardedStore(base_store.BaseStore):
                     actor_id=source_id,
                 )
             source_bucket = shards.bucket_of_id(source_id)
-            bucket = 0 if source_bucket is None else source_bucket
-        return self.stores[source_alias].fork_actor(
-            source_id, name, key, *args, actor_id=shards.new_actor_id(bucket), **kwargs
-        )
+            actor_id = shards.new_actor_id(0 if source_bucket is None else source_bucket)
+        return self.stores[source_alias].fork_actor(source_id, name, key, *args, actor_id=actor_id, **kwargs)
 
     # ------------------------------------------------------------------ the run's writes
 

@@ -33,16 +33,19 @@ class MemoryRelayMixin:
         self._relay_ids = itertools.count(1)
 
     @staticmethod
-    def _encode_relay(relay: list[tuple[str, str, Any, bool]]) -> list[tuple[str, str, Any, bool]]:
-        """The entries with their bodies encoded (before anything is written); ``SerializationError``."""
+    def _encode_relay(relay: list[Any]) -> list[tuple[str, str, str, Any, bool]]:
+        """``(kind, target, name, encoded body, completable)`` per entry (a send or a ``RelayCreate``),
+        before anything is written; ``SerializationError``."""
         return [
-            (target, name, serde.to_json(body, where=f"queue {name!r} body"), completable)
-            for target, name, body, completable in relay
+            (kind, target, name, serde.to_json(body, where=f"relay {kind} {name!r} body"), completable)
+            for kind, target, name, body, completable in map(ports.relay_row_values, relay)
         ]
 
-    def _write_relay(self, actor_id: str, encoded: list[tuple[str, str, Any, bool]], now: datetime) -> None:
+    def _write_relay(
+        self, actor_id: str, encoded: list[tuple[str, str, str, Any, bool]], now: datetime
+    ) -> None:
         """Append one row per encoded entry (caller holds the lock, inside the commit)."""
-        for target, name, body, completable in encoded:
+        for kind, target, name, body, completable in encoded:
             row_id = next(self._relay_ids)
             self._relay[row_id] = RelayRow(
                 ports.RelayRecord(
@@ -53,6 +56,7 @@ class MemoryRelayMixin:
                     body=body,
                     completable=completable,
                     created_at=now,
+                    kind=kind,
                 )
             )
 

@@ -472,9 +472,30 @@ def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(eage
     eager_runtime.relay_soon()  # what a run's commit that wrote relay rows calls: queues the task
     assert [m.body for m in store.pending_messages(second, None, 10)] == [2]
 
-    third = _relay_row(store, 3)  # a lost task: the sweep relays what is left
-    tasks.sweep()
+    # a lost task: a sharded sweep relays what is left; one database's sweep reads no relay row (its
+    # commits write none: this row is made by hand) and the task still delivers it
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    third = _relay_row(store, 3)
+    with CaptureQueriesContext(connection) as queries:
+        tasks.sweep()
+    assert not any("relaymessage" in str(q["sql"]).lower() for q in queries.captured_queries)
+    assert store.pending_messages(third, None, 10) == []
+    assert tasks.relay() == 1
     assert [m.body for m in store.pending_messages(third, None, 10)] == [3]
+    assert store.relay_pending(10) == []
+
+
+@_DB
+def test_a_sharded_sweep_relays_what_a_lost_task_left(eager_runtime, monkeypatch):
+    from rivet_workflows.driver import tasks
+
+    store = eager_runtime.store
+    monkeypatch.setattr(store, "relay_sources", lambda: {"default": store, "other": store}, raising=False)
+    target = _relay_row(store, 4)
+    tasks.sweep()
+    assert [m.body for m in store.pending_messages(target, None, 10)] == [4]
     assert store.relay_pending(10) == []
 
 
@@ -503,3 +524,22 @@ def test_one_database_runs_touch_no_relay_row(make_django_runtime):
     ) == [1]
     assert not any("relaymessage" in str(q["sql"]).lower() for q in queries.captured_queries)
     assert runtime.relay_wanted is False
+
+
+@_DB
+def test_the_celery_dispatcher_queues_the_relay_from_a_runs_event_loop(monkeypatch):
+    """A run's session calls ``relay_soon`` on its event loop after the commit: the task is queued at once
+    (Django refuses ``transaction.on_commit`` there; every delivery then waited for a sweep)."""
+    import asyncio
+
+    from rivet_workflows.driver import tasks
+    from rivet_workflows.driver.dispatch import HINT_PRIORITY, CeleryDispatcher
+
+    queued: list[dict] = []
+    monkeypatch.setattr(tasks.relay, "apply_async", lambda **kwargs: queued.append(kwargs))
+
+    async def in_the_loop() -> None:
+        CeleryDispatcher().relay()
+
+    asyncio.run(in_the_loop())
+    assert queued == [{"priority": HINT_PRIORITY}]

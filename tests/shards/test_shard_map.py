@@ -103,3 +103,23 @@ def test_split_outbox_moves_the_remote_sends_to_the_relay_in_order():
     assert commit.outbox == [("l1", "q", 1, False), ("l2", "q", 3, True)]
     assert commit.relay == [("r1", "q", 2, False)]
     assert not commit.lease_only
+
+
+def test_an_id_computed_from_type_and_key_is_the_same_everywhere_and_carries_the_bucket():
+    actor_id = shards.actor_id_for_key("order", ["c-42", 7], 256)
+    code = "from rivet_workflows.engine.model import shards; print(shards.actor_id_for_key('order', ['c-42', 7], 256))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == actor_id
+    parsed = uuid.UUID(hex=actor_id)
+    assert parsed.version == 8 and parsed.variant == uuid.RFC_4122
+    assert shards.bucket_of_id(actor_id) == shards.bucket_for("order", ["c-42", 7], 256) == 60
+    assert shards.ShardMap(["a", "b"]).actor_id_for_key("order", ["c-42", 7]) == actor_id
+    others = {
+        shards.actor_id_for_key("order", ["c-43", 7], 256),
+        shards.actor_id_for_key("invoice", ["c-42", 7], 256),
+        shards.actor_id_for_key("ab", ["c"], 256),
+        shards.actor_id_for_key("a", ["bc"], 256),
+    }
+    assert actor_id not in others and len(others) == 4
+    with pytest.raises(shards.InvalidBucketError):
+        shards.actor_id_for_key("order", ["x"], 0)

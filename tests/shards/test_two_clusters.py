@@ -300,6 +300,8 @@ def check_exactly_once(shards: Shards, plan: Plan) -> None:
     the shard its key says; shard A's relay rows are all delivered (none failed), one per crossing message;
     shard B holds one queue message per delivered one; no worker exited on its own."""
     everything = {(tuple(k)[0], i) for k in plan.sender_keys for i in range(plan.messages)}
+    senders = shards.actors("default", "sender")
+    assert len(senders) == plan.senders and all(row[3] == "completed" for row in senders)
     for alias, keys in (("shard1", plan.remote), ("default", plan.local)):
         rows = {tuple(row[2]): row for row in shards.actors(alias, "sink")}
         assert set(rows) == {tuple(k) for k in keys}, f"sinks on {alias}: {sorted(rows)}"
@@ -315,13 +317,23 @@ def check_exactly_once(shards: Shards, plan: Plan) -> None:
             for sender, _ in everything:
                 order = [i for s, i in received if s == sender]
                 assert order == sorted(order), f"sink {key} got {sender}'s messages out of order: {order}"
-    senders = shards.actors("default", "sender")
-    assert len(senders) == plan.senders and all(row[3] == "completed" for row in senders)
-    relay = shards.query(
-        "default",
-        "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE failed) FROM rivet_workflows_relaymessage",
-    )[0]
-    assert relay == (plan.relayed, plan.relayed, 0), f"relay rows (all, delivered, failed): {relay}"
+    # one send row per crossing message, and one create row per step and remote sink (every step's
+    # get_or_create of a sink on shard B rides on its commit too; a create of an existing sink is a no-op)
+    for kind in ("send", "create"):
+        relay = shards.query(
+            "default",
+            "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE failed) "
+            "FROM rivet_workflows_relaymessage WHERE kind = %s",
+            [kind],
+        )[0]
+        assert relay == (plan.relayed, plan.relayed, 0), (
+            f"relay {kind} rows (all, delivered, failed): {relay}"
+        )
+    parents = shards.query(
+        "shard1", "SELECT DISTINCT parent_actor_id FROM rivet_workflows_actor WHERE name = 'sink'"
+    )
+    made_by_steps = {row[0] for row in parents} - {None}
+    assert made_by_steps <= {row[0] for row in senders}, f"parents of B's sinks: {made_by_steps}"
     stored = shards.query(
         "shard1",
         "SELECT count(*), count(DISTINCT dedup_id) FROM rivet_workflows_queuemessage m "

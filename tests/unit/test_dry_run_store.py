@@ -40,6 +40,7 @@ READS = {
     "stream_names": ("ACTOR",),
     "stream_tail": ("ACTOR", "s", 5),
     "same_shard": ("ACTOR", "ACTOR"),
+    "actor_id_for_key": ("order", ["k"]),
     "relay_pending": (10,),
 }
 WRITES = {

@@ -21,7 +21,7 @@ from ..run import streams
 from ..run.reentrancy import check_not_reentrant
 from .sending import MAX_SEND_POLL_SECONDS as MAX_SEND_POLL_SECONDS
 from .sending import SendResult as SendResult
-from .sending import WaitingSend, sent_with_step, waiting_send_slot
+from .sending import WaitingSend, created_with_step, remote_id, sent_with_step, waiting_send_slot
 
 if TYPE_CHECKING:
     from ..model.definitions import ActorDefinition
@@ -151,25 +151,28 @@ class ActorTypeClient:
     def get_or_create(self, key: Any, input: Any = None) -> ActorHandle:
         """The actor with ``key`` (str or list), creating it with ``input`` if needed.
 
-        From a step body to an actor on another shard it is a direct write there too, not one committed with
-        the step: idempotent by ``(type, key)``, a retried step finds what it created (DESIGN.md section 21).
+        From a step body (``step.client()``) to an actor on another shard under ``SHARDS`` it is committed
+        with the step and created by the relay (``sending.created_with_step``): the handle's id is computed
+        from the key and returned at once; sends through it follow the create (DESIGN.md section 21).
 
         Creation order (ENGINE-SEMANTICS.md section 10): state (``create_state``/``state``), ``on_create(c)``
         or ``on_create(c, input)`` (serialised like an action), then, for a workflow actor, it is due (created
         due in one store write, or made due by ``on_create``'s own write, so the hook always runs before the
         workflow) and handed to the dispatcher (vars and ``on_wake`` run in the executor). Raises
-        ``SerializationError``/``PayloadTooLargeError`` for an unserializable or oversized input/state.
-        """
-        handle, _ = self._get_or_create(normalize_key(key), input, lookup_first=True)
+        ``SerializationError``/``PayloadTooLargeError`` for an unserializable or oversized input/state."""
+        key = normalize_key(key)
+        if (relayed := created_with_step(self, key, input)) is not None:
+            return ActorHandle(self.runtime, self.definition, relayed, key, step=self.step)
+        handle, _ = self._get_or_create(key, input, lookup_first=True)
         return handle
 
     def create(self, key: Any, input: Any = None) -> ActorHandle:
-        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``.
+        """Create a new actor with ``key``; ``ActorAlreadyExistsError`` if one exists. See ``get_or_create``;
+        from a step body to another shard it is a direct write there (it must tell whether the key exists).
 
         The initial state is built before the insert (one store write creates the actor, already due for
         a workflow actor without ``on_create``), so ``create_state`` also runs when the key turns out to
-        exist; ``on_create`` runs only for the actor actually created.
-        """
+        exist; ``on_create`` runs only for the actor actually created."""
         handle, created = self._get_or_create(normalize_key(key), input, lookup_first=False)
         if not created:
             raise ActorAlreadyExistsError(
@@ -178,8 +181,12 @@ class ActorTypeClient:
         return handle
 
     def get(self, key: Any) -> ActorHandle:
-        """The existing actor with ``key``; ``ActorNotFoundError`` if there is none."""
+        """The existing actor with ``key``; ``ActorNotFoundError`` if there is none. From a step body to an
+        actor on another shard whose id its key gives, no lookup: a relayed send to a missing actor fails
+        at delivery (marked failed, logged; ``sending.remote_id``)."""
         key = normalize_key(key)
+        if (remote := remote_id(self, key)) is not None:
+            return ActorHandle(self.runtime, self.definition, remote, key, step=self.step)
         record = self.runtime.store.find_actor(self.name, key)
         if record is None:
             raise errors.ActorNotFoundError(
@@ -207,8 +214,7 @@ class ActorTypeClient:
         The start is the actor's deferred wake-up (``wake_at``; ``store.defer_start``): the sweep of any
         worker (or ``drain``) starts it when it comes, as it ends a sleep. ``on_create`` runs once, at the
         first call. Raises ``TypeError`` for a type without a workflow, ``ValueError`` for a negative
-        delay or one over ``MAX_DEBOUNCE_SECONDS`` (a year), and what ``get_or_create`` raises.
-        """
+        delay or one over ``MAX_DEBOUNCE_SECONDS`` (a year), and what ``get_or_create`` raises."""
         runtime, definition = self.runtime, self.definition
         if definition.run is None:
             raise TypeError(f"actor type {self.name!r} has no workflow (no run function) to debounce")
@@ -383,8 +389,7 @@ class ActorHandle:
         result go through the serializer (the caller gets a copy). Raises ``ActionNotFoundError``,
         ``ActorNotFoundError``, ``WorkflowInFlightError`` (a step held the lock past
         ``settings.action_timeout``), ``SerializationError``/``PayloadTooLargeError``, or what the action
-        raised (then no state change is saved).
-        """
+        raised (then no state change is saved)."""
         fn = self.definition.get_action(action)
         check_not_reentrant(self.actor_id, f"call action {action!r}")
         runtime = self.runtime
@@ -407,8 +412,7 @@ class ActorHandle:
         The query runs as ``fn(c, *args)`` on a read-only context (``engine.queries.QueryContext``);
         arguments and result go through the serializer. Raises ``QueryNotFoundError``,
         ``ActorNotFoundError``, ``StepOnlyError`` (the query tried to write), ``SerializationError``/
-        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor.
-        """
+        ``PayloadTooLargeError``, or what the query raised. Callable from a step body of the same actor."""
         fn = self.definition.get_query(name)
         runtime = self.runtime
         limit = runtime.settings.max_payload_bytes
@@ -452,8 +456,7 @@ class ActorHandle:
         section 20; docs/howto/flow-control.md). ``ValueError`` for an empty or too long id.
 
         From a step body to an actor on another shard, a send without ``wait`` and ``dedup_id`` is written
-        with the step's commit and relayed after it (``sending.sent_with_step``; DESIGN.md section 21).
-        """
+        with the step's commit and relayed after it (``sending.sent_with_step``; DESIGN.md section 21)."""
         if sent_with_step(self, queue, body, wait, dedup_id):
             return None
         if not wait:
@@ -506,8 +509,7 @@ class ActorHandle:
     def destroy(self) -> None:
         """Run ``on_destroy(c)`` (after any running step) and remove the actor, its history and messages.
 
-        A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone.
-        """
+        A running executor's next write is rejected and it stops. ``ActorNotFoundError`` if already gone."""
         check_not_reentrant(self.actor_id, "destroy the actor through the client (use step.destroy())")
         actions.destroy(self.runtime, self.definition, self.actor_id, self.key)
 
@@ -525,8 +527,7 @@ class ActorHandle:
         workflow output and error cleared, and the workflow runs again; returns the ``RepairResult``
         (``deleted``, ``reset``, ``workflow_state``). Raises, changing nothing, ``WorkflowInFlightError``
         while an executor holds the actor, ``EntryNotFoundError``, ``InvalidReplayTargetError``,
-        ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see ``repairs.replay``).
-        """
+        ``WorkflowRolledBackError``, ``HistoryDivergedError`` (see ``repairs.replay``)."""
         check_not_reentrant(self.actor_id, "replay the workflow from inside its own step")
         if dry_run:
             return repairs.replay_plan(self.runtime, self.actor_id, entry_id)
@@ -541,8 +542,7 @@ class ActorHandle:
         failed; raises ``WorkflowInFlightError`` when an executor holds the actor, and, changing nothing,
         ``HistoryDivergedError`` when the history with the failed steps reset does not replay on the current
         code and ``WorkflowRolledBackError`` when the run was rolled back (replay it instead); see
-        ``repairs.recover``.
-        """
+        ``repairs.recover``."""
         if self.runtime.store.get_actor(self.actor_id).workflow_state != ports.FAILED:
             return False
         try:

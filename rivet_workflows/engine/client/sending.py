@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..model import errors, ports
+from ..model import errors, ports, serde
 from ..model.settings import to_seconds
 from ..model.watches import SendWatch
 
@@ -242,3 +242,43 @@ def sent_with_step(handle: Any, queue: str, body: Any, wait: bool, dedup_id: str
         return False
     step.send_with_step(handle.definition, handle.actor_id, queue, body)
     return True
+
+
+def created_with_step(types: Any, key: list, input: Any) -> str | None:
+    """Write a ``get_or_create(key, input)`` of ``types`` (an ``ActorTypeClient``) with the step whose body
+    uses it, when the actor lives on another shard (DESIGN.md section 21); its id when it did (nothing is
+    stored now), else None (the caller creates it directly).
+
+    It does when the client came from ``step.client()`` (``types.step``), the store computes the actor's id
+    from its key (``Store.actor_id_for_key``: a sharded store) and that id's shard is not the step's actor's
+    (``Store.same_shard``). ``key`` (normalized) and ``input`` are checked here as a direct create checks
+    them (``SerializationError``/``PayloadTooLargeError``); the create itself (``create_state``, flow,
+    ``on_create``, the parent link, the due wake) runs when the relay delivers it, idempotently (an actor
+    that exists already is kept as it is)."""
+    step = types.step
+    if step is None:
+        return None
+    runtime = types.runtime
+    target = runtime.store.actor_id_for_key(types.name, key)
+    if target is None or runtime.store.same_shard(step.actor_id, target):
+        return None
+    settings = runtime.settings
+    serde.to_json(key, where="actor key (MAX_KEY_BYTES)", max_bytes=settings.max_key_bytes)
+    input = serde.roundtrip(input, where="actor input", max_bytes=settings.max_payload_bytes)
+    step.create_with_step(ports.RelayCreate(target, types.name, list(key), input, types.parent_id))
+    return target
+
+
+def remote_id(types: Any, key: list) -> str | None:
+    """The id of the actor ``key`` of ``types`` (an ``ActorTypeClient``) for ``get`` from a step body when
+    it lives on another shard and its id is computed from its key (``Store.actor_id_for_key``): the handle
+    is then made without reading that shard (a send through it is relayed; one to an actor that does not
+    exist fails at delivery, marked failed and logged). None: look the key up as usual."""
+    step = types.step
+    if step is None:
+        return None
+    store = types.runtime.store
+    target = store.actor_id_for_key(types.name, key)
+    if target is None or store.same_shard(step.actor_id, target):
+        return None
+    return target

@@ -166,3 +166,7 @@ class BaseStore(Store):
         """Whether the actors ``a_id`` and ``b_id`` live in the same database: always True for a store of one
         database (``storage.sharded.ShardedStore`` answers from its shard map; DESIGN.md section 21)."""
         return True
+
+    def actor_id_for_key(self, name: str, key: list) -> str | None:
+        """None: a store of one database gives its actors fresh uuid4 ids (``ports.Store.actor_id_for_key``)."""
+        return None

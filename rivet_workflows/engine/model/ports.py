@@ -40,6 +40,8 @@ from . import observe, watches
 from .records import CRON_EXPRESSION as CRON_EXPRESSION
 from .records import CRON_INTERVAL as CRON_INTERVAL
 from .records import CRON_ONCE as CRON_ONCE
+from .records import RELAY_CREATE as RELAY_CREATE
+from .records import RELAY_SEND as RELAY_SEND
 from .records import UNSET as UNSET
 from .records import ActorFilter as ActorFilter
 from .records import ActorRecord as ActorRecord
@@ -51,11 +53,13 @@ from .records import EntryRecord as EntryRecord
 from .records import Flow as Flow
 from .records import MessageRecord as MessageRecord
 from .records import OperatorActionRecord as OperatorActionRecord
+from .records import RelayCreate as RelayCreate
 from .records import RelayRecord as RelayRecord
 from .records import ScheduleFireRecord as ScheduleFireRecord
 from .records import ScheduleRecord as ScheduleRecord
 from .records import StreamItem as StreamItem
 from .records import StreamPage as StreamPage
+from .records import relay_row_values as relay_row_values
 
 # Workflow states (ENGINE-SEMANTICS.md section 1).
 PENDING = "pending"
@@ -438,6 +442,13 @@ class Store(Protocol):
         """True when the actors with ids ``a_id`` and ``b_id`` live on the same shard (one database): a step
         of ``a_id`` then sends to ``b_id`` as today; False makes it a relay row committed with the step.
         Reads no row. Default (``BaseStore``, a store that is one shard): True."""
+        ...
+
+    def actor_id_for_key(self, name: str, key: list) -> str | None:
+        """The id the actor ``(name, key)`` has (or will have when created), computed without reading a
+        row, when this store computes ids from keys (a sharded store: ``shards.actor_id_for_key``); None
+        when it cannot (one database: fresh uuid4 ids; a key that may be held by an actor made before
+        sharding or by a fork given no key). Default (``BaseStore``): None."""
         ...
 
     def relay_sources(self) -> dict[str, Store]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from .errors import InvalidFilterError
 
@@ -370,9 +370,10 @@ UNSET: Any = _Unset()
 class Commit:
     """One atomic, lease-fenced write of an executor. Fields left UNSET are not touched.
 
-    ``relay``: messages to actors on another shard, shaped like ``outbox`` entries; the store writes each
-    as a relay row (``RelayRecord``) in the commit's transaction, and the relay delivers it to the target's
-    shard later (``engine.runtime.relay``; DESIGN.md section 21)."""
+    ``relay``: messages to actors on another shard, shaped like ``outbox`` entries, and creates of actors
+    there (``RelayCreate``, also carried by ``outbox`` until a sharded store moves them); the store writes
+    each as a relay row (``RelayRecord``) in the commit's transaction, and the relay delivers it to the
+    target's shard later (``engine.runtime.relay``; DESIGN.md section 21)."""
 
     state: Any = UNSET
     workflow_state: Any = UNSET
@@ -388,7 +389,7 @@ class Commit:
     #: messages sent by step bodies, delivered in this same transaction (exactly once with the step):
     #: (target actor_id, queue name, body, completable). The store wakes each target like ``send``.
     outbox: list[tuple[str, str, Any, bool]] = field(default_factory=list)
-    relay: list[tuple[str, str, Any, bool]] = field(default_factory=list)
+    relay: list[Any] = field(default_factory=list)  # outbox entries and ``RelayCreate``s
     #: set the step lock until this instant (None clears it); UNSET leaves it
     step_lock_until: Any = UNSET
     #: give up the lease (end of a run); the store then re-checks pending messages vs waiting_for
@@ -446,6 +447,41 @@ class CommitResult:
     relayed: bool = False
 
 
+class RelayCreate(NamedTuple):
+    """A step body's ``get_or_create`` of an actor on another shard, committed with the step as a relay row
+    of kind ``"create"`` (DESIGN.md section 21): ``target_actor_id`` (the id computed from (type, key),
+    ``shards.actor_id_for_key``), ``name`` (the actor type), ``key`` (normalized), ``input`` (round-tripped)
+    and ``parent_id`` (the step's actor: recorded as the new actor's parent). The first item is the target
+    id, as in an outbox entry, so the order per target holds among sends and creates."""
+
+    target_actor_id: str
+    name: str
+    key: list
+    input: Any = None
+    parent_id: str | None = None
+
+
+#: the kinds of relay rows: a message to a queue, or a create of an actor (``RelayCreate``)
+RELAY_SEND = "send"
+RELAY_CREATE = "create"
+
+
+def relay_row_values(entry: Any) -> tuple[str, str, str, Any, bool]:
+    """``(kind, target id, name, body, completable)`` of a ``Commit.relay`` entry as a relay row stores it:
+    a send keeps its queue name and body; a ``RelayCreate`` stores the type name and ``{"key", "input"}``
+    as its body (the parent is the row's source actor)."""
+    if isinstance(entry, RelayCreate):
+        return (
+            RELAY_CREATE,
+            entry.target_actor_id,
+            entry.name,
+            {"key": entry.key, "input": entry.input},
+            False,
+        )
+    target, name, body, completable = entry
+    return RELAY_SEND, target, name, body, completable
+
+
 @dataclass
 class RelayRecord:
     """One row of a shard's relay outbox (DESIGN.md section 21): a message a step of ``source_actor_id``
@@ -454,7 +490,9 @@ class RelayRecord:
     ``id``: the row id, increasing in commit order on its shard (the relay delivers in id order and sends
     with ``dedup_id=f"relay:{source_alias}:{id}"``); ``name``: the target's queue; ``body``: the decoded
     value; ``completable``: as ``Store.send``; ``attempts``: failed delivery attempts so far;
-    ``last_error``: the last failure's text (None: none). Pending rows only are read by the relay."""
+    ``last_error``: the last failure's text (None: none). Pending rows only are read by the relay.
+    ``kind``: ``"send"``, or ``"create"`` (``RelayCreate``: ``name`` is the actor type, ``body``
+    ``{"key": [...], "input": ...}``, the parent the source actor)."""
 
     id: int
     source_actor_id: str
@@ -465,3 +503,4 @@ class RelayRecord:
     created_at: datetime | None = None
     attempts: int = 0
     last_error: str | None = None
+    kind: str = RELAY_SEND

@@ -2,9 +2,11 @@
 
 An actor's shard is fixed when it is created: a stable hash of its type name and its canonical key text picks
 one of ``buckets`` buckets (``bucket_for``), and the buckets map to the shards' database aliases in contiguous
-ranges (``ShardMap``). The new actor's id carries its bucket (``new_actor_id``: a UUIDv8 whose first 16 bits
-are the bucket), so a lookup by id needs no directory (``bucket_of_id``); an id without a bucket (a uuid4 of
-an actor created before sharding) lives on the first shard.
+ranges (``ShardMap``). The actor's id carries its bucket (a UUIDv8 whose first 16 bits are the bucket), so a
+lookup by id needs no directory (``bucket_of_id``); an id without a bucket (a uuid4 of an actor created
+before sharding) lives on the first shard. The id of an actor created by key is computed from (type, key)
+(``actor_id_for_key``): any process names it without a lookup, and a step body can address an actor on
+another shard before the relay has created it there (DESIGN.md section 21).
 
 Pure Python: the engine and the Django side both use it; nothing here touches a database.
 """
@@ -20,6 +22,7 @@ from typing import Any
 from . import serde
 from .errors import InvalidBucketError as InvalidBucketError
 from .errors import ShardConfigError as ShardConfigError
+from .records import RelayCreate
 
 #: the most buckets a shard map may have: the bucket is the id's first 4 hex digits (16 bits)
 MAX_BUCKETS = 65536
@@ -54,7 +57,26 @@ def new_actor_id(bucket: int) -> str:
     16, the other 106 bits random. ``InvalidBucketError`` for a bucket outside 0..65535."""
     if not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < MAX_BUCKETS:
         raise InvalidBucketError(f"a bucket is an int in 0..{MAX_BUCKETS - 1}, got {bucket!r}", bucket=bucket)
-    value = int.from_bytes(os.urandom(16), "big")
+    return _shaped(int.from_bytes(os.urandom(16), "big"), bucket)
+
+
+def actor_id_for_key(name: str, key: list, buckets: int) -> str:
+    """The id of the actor ``(name, key)`` under a map of ``buckets`` buckets: shaped as ``new_actor_id``
+    (UUIDv8, the bucket ``bucket_for(name, key, buckets)`` in the first 4 hex digits), the other 106 bits
+    from a BLAKE2b digest (16 bytes) of the type name and the canonical key text, so the same (type, key)
+    gets the same id in every process. A key destroyed and created again gets the same id again
+    (docs/howto/shards.md says what that means). ``InvalidBucketError`` for a bad ``buckets``,
+    ``SerializationError`` for a key the serializer refuses."""
+    bucket = bucket_for(name, key, buckets)
+    digest = hashlib.blake2b(digest_size=16, person=b"rivet-actor-id")
+    digest.update(name.encode("utf-8"))
+    digest.update(b"\x00")
+    digest.update(key_text(key).encode("utf-8"))
+    return _shaped(int.from_bytes(digest.digest(), "big"), bucket)
+
+
+def _shaped(value: int, bucket: int) -> str:
+    """``value`` (128 bits) with ``bucket`` in its top 16 bits, version 8 and the RFC 4122 variant: 32 hex."""
     value = (value & ~(0xFFFF << 112)) | (bucket << 112)  # the bucket: the top 16 bits
     value = (value & ~(0xF << 76)) | (0x8 << 76)  # version 8
     value = (value & ~(0x3 << 62)) | (0x2 << 62)  # variant 10xx, as ``uuid`` sets it
@@ -139,6 +161,10 @@ class ShardMap:
         """``bucket_for(name, key, self.buckets)``."""
         return bucket_for(name, key, self.buckets)
 
+    def actor_id_for_key(self, name: str, key: list) -> str:
+        """``actor_id_for_key(name, key, self.buckets)``: the id the actor ``(name, key)`` is created with."""
+        return actor_id_for_key(name, key, self.buckets)
+
     def alias_for_key(self, name: str, key: list) -> str:
         """The alias a new actor ``(name, key)`` is created on (and found on)."""
         return self.alias_for_bucket(self.bucket_for_key(name, key))
@@ -147,11 +173,12 @@ class ShardMap:
 def split_outbox(commit: Any, is_local: Callable[[str], bool]) -> None:
     """Move the entries of ``commit.outbox`` (``(target_id, queue, body, completable)``) whose target is not
     local (``is_local(target_id)`` False: it lives on another shard) into ``commit.relay``, keeping their
-    order; the local ones stay in the outbox. The store writes ``relay`` entries with the commit, and the
-    relay delivers them to their shard (DESIGN.md section 21)."""
+    order; the local ones stay in the outbox. A ``RelayCreate`` entry (a step body's create of an actor on
+    another shard) always moves. The store writes ``relay`` entries with the commit, and the relay delivers
+    them to their shard (DESIGN.md section 21)."""
     local, remote = [], []
     for entry in commit.outbox:
-        (local if is_local(entry[0]) else remote).append(entry)
+        (remote if isinstance(entry, RelayCreate) or not is_local(entry[0]) else local).append(entry)
     if remote:
         commit.outbox = local
         commit.relay.extend(remote)

@@ -303,6 +303,9 @@ class ReadOnlyStore(base_store.BaseStore):
     def same_shard(self, a_id: str, b_id: str) -> bool:
         return self._store.same_shard(a_id, b_id)
 
+    def actor_id_for_key(self, name: str, key: list) -> str | None:
+        return self._store.actor_id_for_key(name, key)
+
     def relay_pending(self, limit: int, *, after: int = 0) -> list[ports.RelayRecord]:
         return self._store.relay_pending(limit, after=after)
 

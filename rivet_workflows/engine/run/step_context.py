@@ -136,6 +136,16 @@ class StepContext(ActorIdentity):
             return
         session.writes.send(actor_id, name, body)
 
+    def create_with_step(self, entry: Any) -> None:
+        """Commit ``entry`` (a ``ports.RelayCreate``: a ``get_or_create`` of an actor on another shard from
+        this step's client, its key and input checked already) with this step, as ``send_with_step`` does a
+        send: the store writes it as a relay row of kind ``create`` on this actor's shard, ahead of the
+        sends recorded after it, and the relay creates the actor (DESIGN.md section 21)."""
+        if self.outbox is not None:  # an atomic step: with its own commit, or not at all
+            self.outbox.append(entry)
+            return
+        self._session.writes.create_on_other_shard(entry)
+
     def broadcast(self, event: str, *args: Any) -> None:
         """Broadcast ``event`` with ``args`` to the actor's subscribers (best effort; args as tagged JSON).
 

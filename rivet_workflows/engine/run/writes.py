@@ -47,6 +47,11 @@ class WriteBuffer:
         exactly once with it; the store wakes the target like ``Store.send``."""
         self._outbox.append((actor_id, name, body, completable))
 
+    def create_on_other_shard(self, entry: ports.RelayCreate) -> None:
+        """Commit ``entry`` (a step body's create of an actor on another shard) with the next commit, in the
+        outbox's order (a sharded store moves it to ``Commit.relay``; DESIGN.md section 21)."""
+        self._outbox.append(entry)  # type: ignore[arg-type]
+
     def set_attributes(self, attributes: dict[str, Any]) -> None:
         """Merge ``attributes`` (checked already) into the actor's search attributes with the next commit."""
         self._attributes.update(attributes)

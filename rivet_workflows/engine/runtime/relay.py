@@ -14,8 +14,16 @@ nothing) and then marks the rows delivered on the sender's shard. So:
   good (its workflow is completed or cancelled, the actor is gone): then it is marked ``failed`` with the
   error, logged at ERROR and kept for an operator to see.
 
+A row of kind ``create`` (a step body's ``get_or_create`` of an actor on another shard, ``RelayCreate``) is
+delivered through the runtime's client (``deliver_create``: the same ``create_state``, flow, ``on_create``,
+parent link and due wake as a direct ``get_or_create``), idempotently: an actor that exists is kept. It
+precedes the rows sent after it to the same target, so they find the actor. A create that fails for any
+reason but an unreachable database (an unknown type, ``on_create`` raising, a key held under another id)
+is failed for good and logged; the later sends to that target then fail at delivery too.
+
 Driven by the Celery task ``rivet_workflows.relay`` (queued after a commit that wrote relay rows:
-``Runtime.relay_soon``), by every sweep (leftovers after a crash) and by ``drain()``. Pure engine code.
+``Runtime.relay_soon``), by every sweep when sharded (leftovers after a crash) and by ``drain()``. Pure
+engine code.
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ def relay_once(
     limit: int = DEFAULT_LIMIT,
     *,
     wake: Callable[[str], None] | None = None,
+    create: Callable[[ports.RelayRecord], None] | None = None,
 ) -> RelayReport:
     """One relay pass over every shard's pending rows (see the module docstring).
 
@@ -80,7 +89,8 @@ def relay_once(
     target actor (a sharded store routes by itself: ``lambda _id: store``). ``limit``: rows read per page
     (>= 1); a shard's pages are read, each past the last, until one is short. ``wake(actor_id)``: called
     once per target the delivery made due (its ``wake_at`` has come and no live lease is held), e.g.
-    ``Runtime.wake``; None: nobody is told (the sweep finds them).
+    ``Runtime.wake``; None: nobody is told (the sweep finds them). ``create(row)``: creates the actor of a
+    row of kind ``create`` (``deliver_create`` bound to a runtime); None: such rows wait (deferred).
 
     Never raises for a delivery or a shard that cannot be reached: an unreachable source is reported in
     ``unreachable`` and logged, its rows wait. ``ValueError`` for ``limit`` < 1. Safe to run from several
@@ -91,7 +101,7 @@ def relay_once(
     report = RelayReport()
     for alias, source in source_stores.items():
         try:
-            _relay_source(alias, source, store_for_actor, limit, wake, report)
+            _relay_source(alias, source, store_for_actor, limit, wake, create, report)
         except Exception as exc:  # the source shard itself: its rows stay pending for the next pass
             logger.warning("relay: shard %r could not be read or marked (%s); its rows wait", alias, exc)
             report.unreachable.append(alias)
@@ -104,6 +114,7 @@ def _relay_source(
     store_for_actor: Callable[[str], ports.Store],
     limit: int,
     wake: Callable[[str], None] | None,
+    create: Callable[[ports.RelayRecord], None] | None,
     report: RelayReport,
 ) -> None:
     """Deliver the pending rows of one source shard, page by page, in id order (a page past the last one
@@ -118,18 +129,22 @@ def _relay_source(
             if row.target_actor_id in blocked:
                 deferred += 1
                 continue
-            outcome = _deliver(alias, row, store_for_actor)
+            creating = row.kind == ports.RELAY_CREATE
+            outcome = _create(row, create) if creating else _deliver(alias, row, store_for_actor)
             error = outcome.error
             if error is None:  # sent (or found sent): marked with the page
                 delivered.append(row.id)
-                _hand_over(row.target_actor_id, store_for_actor, wake, report, outcome.hint)
+                if not creating:  # a create hands a new workflow to the dispatcher itself
+                    _hand_over(row.target_actor_id, store_for_actor, wake, report, outcome.hint)
                 continue
             if outcome.permanent:
                 logger.error(
-                    "relay: message %s of actor %s to actor %s (queue %r) refused for good: %s",
+                    "relay: %s %s of actor %s to actor %s (%s %r) refused for good: %s",
+                    "create" if creating else "message",
                     row.id,
                     row.source_actor_id,
                     row.target_actor_id,
+                    "type" if creating else "queue",
                     row.name,
                     error,
                 )
@@ -182,6 +197,39 @@ def _deliver(alias: str, row: ports.RelayRecord, store_for_actor: Callable[[str]
     return _Outcome(hint=hint)
 
 
+def _create(row: ports.RelayRecord, create: Callable[[ports.RelayRecord], None] | None) -> _Outcome:
+    """Create the actor of the ``create`` row ``row`` with ``create``; failed for good unless the database
+    could not be reached (``StoreUnavailableError``, a driver's ``OperationalError``/``InterfaceError``)."""
+    if create is None:
+        return _Outcome(error="no runtime to create actors in this relay pass; a worker's relay will")
+    try:
+        create(row)
+    except Exception as exc:
+        unreachable = isinstance(exc, errors.StoreUnavailableError) or any(
+            cls.__name__ in ("OperationalError", "InterfaceError") for cls in type(exc).__mro__
+        )
+        return _Outcome(error=f"{type(exc).__name__}: {exc}", permanent=not unreachable)
+    return _Outcome()
+
+
+def deliver_create(runtime: RuntimeRole, row: ports.RelayRecord) -> None:
+    """Create the actor a relay row of kind ``create`` names through ``runtime``'s client, as the step
+    body's ``get_or_create(key, input)`` would have directly: ``row.name`` is the type, ``row.body``
+    ``{"key": [...], "input": ...}``, ``row.source_actor_id`` the parent. An actor that exists already is
+    kept (a row delivered twice creates once). ``ActorAlreadyExistsError`` when the key is held by an
+    actor of another id (made before sharding) than the one the step was given (``row.target_actor_id``);
+    what ``get_or_create`` raises (an unknown type, ``on_create``'s error, ``StoreUnavailableError``)."""
+    body = row.body if isinstance(row.body, dict) else {}
+    types = runtime.client(parent_id=row.source_actor_id)[row.name]
+    handle = types.get_or_create(body.get("key"), body.get("input"))
+    if handle.actor_id != row.target_actor_id:
+        raise errors.ActorAlreadyExistsError(
+            f"actor {row.name!r} with key {handle.key!r} is {handle.actor_id}, not {row.target_actor_id}",
+            name=row.name,
+            key=handle.key,
+        )
+
+
 def _hand_over(
     actor_id: str,
     store_for_actor: Callable[[str], ports.Store],
@@ -217,9 +265,16 @@ def _hand_over(
 def relay_runtime(runtime: RuntimeRole, limit: int = DEFAULT_LIMIT) -> RelayReport:
     """One ``relay_once`` pass for a runtime: the sources are ``runtime.store.relay_sources()`` (one entry
     per shard), each row is delivered through ``runtime.store`` (a sharded store routes the send by the
-    target's id) and targets made due are handed to ``runtime.wake``. Clears ``runtime.relay_wanted`` first
+    target's id), creates go through ``deliver_create`` and targets made due are handed to
+    ``runtime.wake``. Clears ``runtime.relay_wanted`` first
     (a commit relaying meanwhile sets it again). What the Celery task ``rivet_workflows.relay``, the sweep
     and ``drain`` run."""
     runtime.relay_wanted = False
     store = runtime.store
-    return relay_once(store.relay_sources(), lambda _actor_id: store, limit, wake=runtime.wake)
+    return relay_once(
+        store.relay_sources(),
+        lambda _actor_id: store,
+        limit,
+        wake=runtime.wake,
+        create=lambda row: deliver_create(runtime, row),
+    )

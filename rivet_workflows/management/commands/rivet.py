@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import tracing
 from ...engine.model import errors
-from .. import console, inspect_commands, ops_commands, schedule_commands
+from .. import console, inspect_commands, ops_commands, relay_commands, schedule_commands
 
 
 class _SubParser(argparse.ArgumentParser):
@@ -38,7 +38,7 @@ class _SubParser(argparse.ArgumentParser):
 class Command(BaseCommand):
     """Thin front end over the engine: parse, call, turn engine errors into CommandError."""
 
-    help = "rivet_workflows operations: list, show, start, send, fork, drain, check, gates, recover, pause, resume, cancel, retry, prune, schedule, export, demo."
+    help = "rivet_workflows operations: list, show, start, send, fork, drain, check, gates, recover, pause, resume, cancel, retry, prune, schedule, relay, export, demo."
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Subcommands: ``drain [--timeout S]``, ``demo [demo options...]`` (passed through to the demo) and
@@ -64,6 +64,7 @@ class Command(BaseCommand):
         ops_commands.add_parsers(subs)  # check, gates, recover, pause, resume, cancel, retry, prune
         inspect_commands.add_parsers(subs)  # list, show, start, send, fork
         schedule_commands.add_parsers(subs)  # schedule list|create|pause|resume|trigger|backfill|delete
+        relay_commands.add_parsers(subs)  # relay [--failed]: the outbox rows across shards
 
     def run_from_argv(self, argv: list[str]) -> None:
         """The command run as a process (``manage.py rivet ...``): at its end it waits at most
@@ -102,6 +103,8 @@ class Command(BaseCommand):
                 inspect_commands.handle(self, sub, options)
             elif sub in schedule_commands.HANDLED:
                 schedule_commands.handle(self, sub, options)
+            elif sub in relay_commands.HANDLED:
+                relay_commands.handle(self, sub, options)
         except errors.RivetWorkflowsError as exc:
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 SHARDS = ["default", "shard1"]
 BASE = {
     "REGISTRY": "tests.shards.registry.registry",
-    "DISPATCHER": "rivet_workflows.dispatch.LocalDispatcher",
+    "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
     "POLL_INTERVAL": 0.01,
     "LEASE_SECONDS": 5,
     "DEV_MODE": True,

@@ -89,7 +89,7 @@ def _family_links(store: Any, record: Any) -> tuple[dict | None, list[dict]]:
     if record.parent_id is not None:
         try:
             parent = link(store.get_actor(record.parent_id))
-        except errors.ActorNotFoundError:
+        except (errors.ActorNotFoundError, errors.StoreUnavailableError):  # gone, or its shard is down
             parent = None
     return parent, [link(child) for child in store.list_children(record.actor_id)]
 

@@ -96,6 +96,16 @@ def total(query: Callable[[str], Any], *, on_down: Callable[[str, BaseException]
     return sum(each(lambda alias: [query(alias)], on_down=on_down))
 
 
+def children(store: Any, actor_id: str) -> tuple[list[Any], list[str]]:
+    """The children of ``actor_id`` (``ports.ActorRecord``, oldest first) on the shards that can be reached
+    and the aliases of the shards that cannot (``ShardedStore.reachable_children``; ``[]`` unsharded): an
+    actor's page works while another shard is down and says which one it could not read."""
+    reachable = getattr(store, "reachable_children", None)
+    if reachable is None:
+        return store.list_children(actor_id), []
+    return reachable(actor_id)
+
+
 def note_down(request: Any) -> Callable[[str, BaseException], None]:
     """An ``on_down`` for a page: one admin warning message per down shard and request, saying what the
     page leaves out."""

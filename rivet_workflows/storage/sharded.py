@@ -431,9 +431,20 @@ class ShardedStore(base_store.BaseStore):
         return list(merged if limit is None else itertools.islice(merged, limit))
 
     def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
-        """The children of ``actor_id`` on every shard that can be reached: a down shard is skipped (noted in
-        ``skipped``), so the page of an actor works while another shard is down."""
-        return list(heapq.merge(*self._each("list_children", actor_id, skip_down=True), key=_order))
+        """The children of ``actor_id`` on every shard (a cascade must not miss one): ``StoreUnavailableError``
+        naming a shard that cannot be reached. ``reachable_children`` is the page's variant."""
+        return list(heapq.merge(*self._each("list_children", actor_id), key=_order))
+
+    def reachable_children(self, actor_id: str) -> tuple[list[ports.ActorRecord], list[str]]:
+        """The children of ``actor_id`` on the shards that can be reached, and the aliases of those that
+        cannot (skipped, warned about): what an actor's page shows while another shard is down."""
+        before = set(self.skipped)
+        self.skipped = {}
+        try:
+            children = list(heapq.merge(*self._each("list_children", actor_id, skip_down=True), key=_order))
+            return children, list(self.skipped)
+        finally:
+            self.skipped = {**dict.fromkeys(before, ""), **self.skipped}
 
     def find_actors(
         self,

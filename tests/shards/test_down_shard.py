@@ -103,6 +103,9 @@ def test_the_sweeps_other_readers_skip_the_down_shard(sharded, due):
         assert store.suspended_by_other_version("v2", 10) == []
         assert sum(store.actor_counts().by_state.values()) == 1
         assert store.wait_for_wakes(0.01) == []
+        with pytest.raises(errors.StoreUnavailableError, match="shard 'shard1'"):
+            store.list_children(due["default"].actor_id)  # a cascade (cancel children) must not miss one
+        assert store.reachable_children(due["default"].actor_id) == ([], ["shard1"])
 
 
 # --- 2. pages and commands ---------------------------------------------------------------------------
@@ -115,6 +118,7 @@ def test_an_actor_of_the_healthy_shard_is_served_by_the_api(sharded, due, client
         listing = client.get("/api/rivet/actors?name=job", **TOKEN)
     assert answer.status_code == 200, answer.content
     assert answer.json()["actor_id"] == due["default"].actor_id
+    assert answer.json()["unavailable_shards"] == ["shard1"]  # its children there could not be read
     assert listing.status_code == 503  # a merged list without shard1 would skip rows: refused, naming it
     body = listing.json()
     assert body["code"] == "store_unavailable" and body["metadata"]["shard"] == "shard1"
@@ -131,7 +135,7 @@ def test_the_admin_pages_of_the_healthy_shard_work_and_say_which_shard_is_down(s
     for response in (listed, plain, page, board):
         assert response.status_code == 200
     assert due["default"].actor_id in listed.content.decode()
-    for response in (listed, board):
+    for response in (listed, board, page):
         text = response.content.decode()
         assert "Shard &#x27;shard1&#x27; is unavailable" in text or "Shard 'shard1' is unavailable" in text
 

@@ -116,9 +116,10 @@ def shard_error(alias: str, exc: BaseException) -> BaseException | None:
     if isinstance(exc, errors.StoreUnavailableError) and getattr(exc, "shard", None):
         return None
     if unmigrated(exc):
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not the SQL the driver quotes
         return errors.StoreUnavailableError(
-            f"shard {alias!r} has no rivet_workflows tables ({str(exc).strip()}): run "
-            f"`manage.py migrate --database {alias}`",
+            f"shard {alias!r} has no rivet_workflows tables: run `manage.py migrate --database {alias}` "
+            f"({said})",
             shard=alias,
         )
     if isinstance(exc, errors.StoreUnavailableError):
@@ -438,13 +439,16 @@ class ShardedStore(base_store.BaseStore):
     def reachable_children(self, actor_id: str) -> tuple[list[ports.ActorRecord], list[str]]:
         """The children of ``actor_id`` on the shards that can be reached, and the aliases of those that
         cannot (skipped, warned about): what an actor's page shows while another shard is down."""
-        before = set(self.skipped)
-        self.skipped = {}
-        try:
-            children = list(heapq.merge(*self._each("list_children", actor_id, skip_down=True), key=_order))
-            return children, list(self.skipped)
-        finally:
-            self.skipped = {**dict.fromkeys(before, ""), **self.skipped}
+        pages: list[list[ports.ActorRecord]] = []
+        down: list[str] = []
+        for alias, store in self.stores.items():
+            try:
+                with on_shard(alias):
+                    pages.append(store.list_children(actor_id))
+            except errors.StoreUnavailableError as exc:
+                self._skip(alias, exc)
+                down.append(alias)
+        return list(heapq.merge(*pages, key=_order)), down
 
     def find_actors(
         self,

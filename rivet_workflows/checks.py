@@ -22,6 +22,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     W006: DEV_MODE on while DEBUG is off (the inspector, and with dev_mode_api_auth the actor API, open to
     anonymous callers in what looks like production).
     E004: SHARDS / SHARD_BUCKETS cannot work (``check_shards``).
+    (E005, a DISPATCHER that does not import, is ``check_dispatcher``; W008, a shard without this app's
+    tables, the database check ``check_shard_tables``.)
     """
     from django.utils.module_loading import import_string
 
@@ -109,14 +111,10 @@ def check_shards(aliases: Any, buckets: int) -> list[checks.CheckMessage]:
         problems.append(f"SHARDS names aliases missing from DATABASES: {missing}")
     if len(set(aliases)) != len(aliases):
         problems.append(f"SHARDS names an alias twice: {list(aliases)}")
-    if buckets < len(aliases):
-        problems.append(f"SHARD_BUCKETS ({buckets}) is below the number of shards ({len(aliases)})")
-    if buckets > MAX_BUCKETS:
-        problems.append(f"SHARD_BUCKETS ({buckets}) is above {MAX_BUCKETS} (an actor id carries 16 bits)")
     engines = {settings.DATABASES[a].get("ENGINE", "") for a in aliases if a in settings.DATABASES}
     if len(engines) > 1:
         problems.append(f"the shards use different database engines: {sorted(engines)}")
-    return [
+    found = [
         checks.Error(
             f"RIVET_WORKFLOWS['SHARDS'] is invalid: {problem}",
             hint="List DATABASES aliases of one vendor; see docs/reference/settings.md (SHARDS).",
@@ -124,6 +122,104 @@ def check_shards(aliases: Any, buckets: int) -> list[checks.CheckMessage]:
         )
         for problem in problems
     ]
+    wrong = None
+    if buckets < len(aliases):
+        wrong = f"{buckets} is below the number of shards ({len(aliases)}): each shard needs a bucket"
+    elif buckets > MAX_BUCKETS:
+        wrong = f"{buckets} is above {MAX_BUCKETS} (an actor id carries the bucket in 16 bits)"
+    if wrong:
+        found.append(
+            checks.Error(
+                f"RIVET_WORKFLOWS['SHARD_BUCKETS'] is invalid: {wrong}",
+                hint=f"SHARD_BUCKETS is the number of hash buckets the shards share: from the number of "
+                f"shards to {MAX_BUCKETS} (default 256), fixed for the life of the data; see "
+                "docs/reference/settings.md (SHARD_BUCKETS).",
+                id="rivet_workflows.E004",
+            )
+        )
+    return found
+
+
+@checks.register(checks.Tags.compatibility)
+def check_dispatcher(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E005 when ``RIVET_WORKFLOWS["DISPATCHER"]`` does not import to a class (every client call would fail
+    on it). An invalid RIVET_WORKFLOWS is E001's: nothing here then."""
+    from django.utils.module_loading import import_string
+
+    from .conf import RivetSettings
+
+    try:
+        conf = RivetSettings.load()
+    except (ValueError, TypeError):
+        return []
+    try:
+        found = import_string(conf.DISPATCHER)
+    except ImportError as exc:
+        problem = f"cannot be imported: {exc}"
+    else:
+        problem = None if isinstance(found, type) else f"is a {type(found).__name__}, not a class"
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f"RIVET_WORKFLOWS['DISPATCHER'] = {conf.DISPATCHER!r} {problem}",
+            hint="Give the full dotted path of the dispatcher class: "
+            "'rivet_workflows.driver.dispatch.CeleryDispatcher' (the default) or "
+            "'rivet_workflows.driver.dispatch.LocalDispatcher'.",
+            id="rivet_workflows.E005",
+        )
+    ]
+
+
+#: a table every migrated database of this app has (``models.Actor``)
+_ACTOR_TABLE = "rivet_workflows_actor"
+
+
+@checks.register(checks.Tags.database)
+def check_shard_tables(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W008 for a database holding actors (``SHARDS``, or ``default``) without this app's tables: its
+    queries would fail with ``relation "rivet_workflows_actor" does not exist`` (DESIGN.md section 21).
+    A database check: run for the aliases ``manage.py check --database <alias>`` (or ``--database
+    default --database shard1``) and ``migrate`` name, never without them. A warning, not an error: the
+    ``migrate`` that fixes it runs it first and must go on. A database that cannot be reached is reported
+    as such (W008 too)."""
+    from django.db import DatabaseError, connections
+
+    from . import sharding
+
+    if not databases:
+        return []
+    try:
+        holding = sharding.aliases()
+    except (ValueError, TypeError):
+        return []  # E001
+    found: list[checks.CheckMessage] = []
+    for alias in [a for a in holding if a in databases and a in settings.DATABASES]:
+        try:
+            with connections[alias].cursor() as cursor:
+                tables = connections[alias].introspection.table_names(cursor)
+        except DatabaseError as exc:
+            found.append(
+                checks.Warning(
+                    f"database {alias!r} (a shard of RIVET_WORKFLOWS['SHARDS']) cannot be reached: {exc}",
+                    hint=f"Check DATABASES[{alias!r}] and that its server is up; then run "
+                    f"`manage.py migrate --database {alias}`.",
+                    id="rivet_workflows.W008",
+                )
+            )
+            continue
+        if _ACTOR_TABLE not in tables:
+            found.append(
+                checks.Warning(
+                    f"database {alias!r} holds actors (RIVET_WORKFLOWS['SHARDS']) but has no rivet_workflows "
+                    f"tables (no {_ACTOR_TABLE!r})",
+                    hint=f"Run `manage.py migrate --database {alias}`.",
+                    id="rivet_workflows.W008",
+                )
+            )
+    return found
 
 
 def _check_auth(conf: Any) -> list[checks.CheckMessage]:
@@ -143,7 +239,7 @@ def _check_auth(conf: Any) -> list[checks.CheckMessage]:
             problem = None if callable(target) else f"is a {type(target).__name__}, not a callable"
         if problem:
             found.append(
-                checks.Error(
+                checks.Warning(
                     f"RIVET_WORKFLOWS[{key!r}] = {path!r} {problem}",
                     hint="Give the dotted path of a function (the manual, docs/howto/authorization.md).",
                     id="rivet_workflows.E003",

@@ -216,7 +216,7 @@ class RivetSettings:
         values["TRACING"] = bool(values["TRACING"])
         values["PREPARED_STATEMENTS"] = bool(values["PREPARED_STATEMENTS"])
         values["SHARDS"] = _shard_aliases(values["SHARDS"])
-        values["SHARD_BUCKETS"] = int(values["SHARD_BUCKETS"])
+        values["SHARD_BUCKETS"] = _shard_buckets(values["SHARD_BUCKETS"])
         loaded = cls(**{name: values[name] for name in types})
         loaded.failure_types()  # a path that does not import, or names no exception class, fails here
         return loaded
@@ -266,6 +266,18 @@ def _shard_aliases(value: Any) -> tuple[str, ...] | None:
     if not all(isinstance(v, str) and v for v in value):
         raise ValueError(f"RIVET_WORKFLOWS['SHARDS']: every alias is a non-empty str, got {value!r}")
     return tuple(value)
+
+
+def _shard_buckets(value: Any) -> int:
+    """``SHARD_BUCKETS`` as given: an int (not a bool: no float, str or None is coerced, a bucket count
+    read wrong would move every actor); ``ValueError`` naming the setting else. Its range is checked by
+    ``checks.check_shards`` (E004)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"RIVET_WORKFLOWS['SHARD_BUCKETS'] must be an int (the number of hash buckets, e.g. 256), "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    return value
 
 
 class _LazySettings:

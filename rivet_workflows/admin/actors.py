@@ -74,9 +74,10 @@ def _stored(value: Any) -> Any:
         return value
 
 
-def _family_links(store: Any, record: Any) -> tuple[dict | None, list[dict]]:
-    """The trace page's links to the actor's parent (None when it has none or it is gone) and children
-    (``{"url", "label", "state"}``; DESIGN.md section 20)."""
+def _family_links(store: Any, record: Any, request: Any = None) -> tuple[dict | None, list[dict]]:
+    """The trace page's links to the actor's parent (None when it has none, it is gone or its shard is
+    down) and children (``{"url", "label", "state"}``; DESIGN.md section 20); the children on a shard that
+    cannot be reached are left out, with an admin message naming it on ``request``."""
 
     def link(other: Any) -> dict:
         return {
@@ -89,9 +90,14 @@ def _family_links(store: Any, record: Any) -> tuple[dict | None, list[dict]]:
     if record.parent_id is not None:
         try:
             parent = link(store.get_actor(record.parent_id))
-        except errors.ActorNotFoundError:
+        except (errors.ActorNotFoundError, errors.StoreUnavailableError):  # gone, or its shard is down
             parent = None
-    return parent, [link(child) for child in store.list_children(record.actor_id)]
+    children, unavailable = sharding.children(store, record.actor_id)
+    if unavailable and request is not None:
+        note = sharding.note_down(request)
+        for alias in unavailable:
+            note(alias, errors.StoreUnavailableError(f"shard {alias!r} is unavailable", shard=alias))
+    return parent, [link(child) for child in children]
 
 
 #: how many of each stream's last items the trace page shows (DESIGN.md section 17)
@@ -374,7 +380,7 @@ class ActorAdmin(BulkActionsMixin, ForkViewMixin, admin.ModelAdmin):
             .prefetch_related("fires")
         )
         trace_id, trace_url = display.trace_link(record.trace_context, rivet_settings.TRACE_URL)
-        parent_link, child_links = _family_links(store, record)
+        parent_link, child_links = _family_links(store, record, request)
         return {
             "parent_link": parent_link,
             "child_links": child_links,

@@ -5,6 +5,7 @@ the steps failing most. Reads only; every number is one aggregate query on the a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +33,8 @@ MINUTES = 60
 TOP = 10
 
 _ITERATION = re.compile(r"/~\d+(?=/|$)")
+#: what the readers call for a shard that cannot be reached (``sharding.each``'s ``on_down``), or None
+OnDown = Callable[[str, BaseException], None] | None
 
 
 @dataclass
@@ -63,13 +66,17 @@ def _live(alias: str) -> Any:
     return models.Actor.objects.using(alias).filter(destroyed=False)
 
 
-def _counts(registry: Any) -> tuple[list[str], list[tuple[str, list[int], int]], list[int]]:
+def _counts(
+    registry: Any, on_down: OnDown = None
+) -> tuple[list[str], list[tuple[str, list[int], int]], list[int]]:
     """Actors per type and the state they show (``states.shown``: ``paused`` for paused unfinished actors,
     ``no_workflow`` for types without a run function), the states in ``states.SHOWN_STATES`` order."""
     grid: dict[str, dict[str, int]] = {}
     run_less = inspector.run_less_types(registry)
-    for alias in sharding.aliases():
-        for (name, state), n in shown_states.count(_live(alias), run_less).items():
+    for per_shard in sharding.each(
+        lambda alias: [shown_states.count(_live(alias), run_less)], on_down=on_down
+    ):
+        for (name, state), n in per_shard.items():
             grid.setdefault(name, {})[state] = grid.get(name, {}).get(state, 0) + n
     states = [s for s in shown_states.SHOWN_STATES if any(s in cells for cells in grid.values())]
     counts = [
@@ -79,7 +86,7 @@ def _counts(registry: Any) -> tuple[list[str], list[tuple[str, list[int], int]],
     return states, counts, totals
 
 
-def _minutes(now: datetime) -> list[Minute]:
+def _minutes(now: datetime, on_down: OnDown = None) -> list[Minute]:
     """Completions and failures per minute over the last hour: workflows now ``completed`` or ``failed``
     whose last change (``updated_at``, which moves on changes only) falls in the minute."""
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=MINUTES - 1)
@@ -92,7 +99,8 @@ def _minutes(now: datetime) -> list[Minute]:
             .values("minute", "workflow_state")
             .annotate(n=Count("pk"))
             .order_by()
-        )
+        ),
+        on_down=on_down,
     )
     for row in rows:
         index = int((row["minute"] - start).total_seconds() // 60)
@@ -114,7 +122,7 @@ _FAILED_ATTEMPTS = Case(
 )
 
 
-def _failing() -> list[dict]:
+def _failing(on_down: OnDown = None) -> list[dict]:
     """The steps failing most: the failed attempts of step entries by actor type and step (loop iterations
     merged), most first, and how the entries with a failed attempt ended: ``completed`` after failing (a
     flaky step: what an operator hunting a flaky dependency looks for), still ``retrying``, ``exhausted``."""
@@ -131,7 +139,8 @@ def _failing() -> list[dict]:
                 n=Count("pk"),
             )
             .order_by()
-        )
+        ),
+        on_down=on_down,
     )
     merged: dict[tuple[str, str], dict] = {}
     for row in rows:
@@ -155,34 +164,40 @@ def _failing() -> list[dict]:
     return sorted(failing, key=lambda i: (-i["failed"], -i["exhausted"], i["type"], i["step"]))[:TOP]
 
 
-def build() -> Dashboard:
-    """Read everything the dashboard shows, at the store's clock."""
+def build(on_down: OnDown = None) -> Dashboard:
+    """Read everything the dashboard shows, at the store's clock. ``on_down(alias, error)``: called for a
+    shard that cannot be reached, left out of the page (``sharding.each``); None: its error is raised."""
     runtime = _runtime()
     now = runtime.store.now()
-    states, counts, totals = _counts(runtime.registry)
+    states, counts, totals = _counts(runtime.registry, on_down)
     expired: list[models.Actor] = []
     expired_count, due = 0, []
-    for alias in sharding.aliases():
+
+    def leases(alias: str) -> list[tuple[list[models.Actor], int, list[models.Actor]]]:
         unfinished = _live(alias).exclude(workflow_state__in=list(ports.FINISHED_STATES))
         expired_here = unfinished.filter(lease_owner__isnull=False, lease_expires_at__lt=now)
-        expired += expired_here.order_by("lease_expires_at")[:TOP]
-        expired_count += expired_here.count()
         # a paused actor is never claimed: it is not waiting for a worker, so it is not "due"
-        due += (
+        due_here = (
             unfinished.filter(wake_at__lte=now, paused_at__isnull=True)
             .filter(Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now))
             .order_by("wake_at", "created_at")[:1]
         )
+        return [(list(expired_here.order_by("lease_expires_at")[:TOP]), expired_here.count(), list(due_here))]
+
+    for expired_here, count_here, due_here in sharding.each(leases, on_down=on_down):
+        expired += expired_here
+        expired_count += count_here
+        due += due_here
     return Dashboard(
         now=now,
         states=states,
         counts=counts,
         totals=totals,
-        minutes=_minutes(now),
+        minutes=_minutes(now, on_down),
         expired=sorted(expired, key=lambda a: a.lease_expires_at)[:TOP],
         expired_count=expired_count,
         oldest_due=min(due, key=lambda a: (a.wake_at, a.created_at), default=None),
-        failing=_failing(),
+        failing=_failing(on_down),
     )
 
 
@@ -291,7 +306,7 @@ class DashboardAdmin(admin.ModelAdmin):
         """The dashboard page."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        data = build()
+        data = build(on_down=sharding.note_down(request))
         actors = reverse("admin:rivet_workflows_actor_changelist")
         context = {
             **self.admin_site.each_context(request),

@@ -29,7 +29,8 @@ class WorkflowStateFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         counts = sharding.each(  # no_workflow: always listed
-            lambda alias: states.count(models.Actor.objects.using(alias).filter(destroyed=False), ())
+            lambda alias: states.count(models.Actor.objects.using(alias).filter(destroyed=False), ()),
+            on_down=sharding.note_down(request),
         )
         shown = sorted({state for _, state in counts})
         return [(s, s.replace("_", " ")) for s in shown] + [(inspector.NO_WORKFLOW, "no workflow")]
@@ -58,7 +59,8 @@ class AwaitingCodeVersionFilter(admin.SimpleListFilter):
                 .order_by()
                 .values_list("awaiting_code_version", flat=True)
                 .distinct()
-            )
+            ),
+            on_down=sharding.note_down(request),
         )
         return [("*", "any")] + [(v, v) for v in sorted(set(versions))]
 
@@ -97,7 +99,8 @@ class AttributeFilter(admin.SimpleListFilter):
                 .filter(destroyed=False)
                 .order_by("-created_at")
                 .values_list("attributes", flat=True)[: self.SAMPLE]
-            )
+            ),
+            on_down=sharding.note_down(request),
         )
         counts: Counter[str] = Counter()
         for attributes in recent:

@@ -282,12 +282,13 @@ def install(api: NinjaAPI) -> None:
             exc,
             exc_info=status == 500,
         )
-        body = error_body(
-            group,
-            code,
-            GENERIC_MESSAGES.get(code, GENERIC_MESSAGES["internal_error"]),
-            {"request_id": request_id},
-        )
+        message = GENERIC_MESSAGES.get(code, GENERIC_MESSAGES["internal_error"])
+        metadata: dict[str, Any] = {"request_id": request_id}
+        shard = getattr(exc, "shard", None) if isinstance(exc, errors.StoreUnavailableError) else None
+        if shard:  # which database is down is no secret, and tells the user it is not all of them
+            message = f"the database of shard {shard!r} is unavailable; try again shortly"
+            metadata["shard"] = shard
+        body = error_body(group, code, message, metadata)
         response = respond(api, request, status, body)
         response["X-Request-ID"] = request_id
         if isinstance(exc, errors.StoreUnavailableError):

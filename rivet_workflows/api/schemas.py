@@ -174,7 +174,9 @@ class ActorDetail(ActorSummary):
     such value to its type (``datetime``, ``decimal``, ``tuple``, ...; ``serde.PLAIN_FORMS`` says how each
     is shown). ``redacted`` names the fields withheld from a caller that may not inspect (``"input"``,
     ``"error.stack"``). ``parent_id``: the actor whose run created this one (null: created from outside a
-    run); ``children``: the ids of the live actors its runs created, oldest first (DESIGN.md section 20)."""
+    run); ``children``: the ids of the live actors its runs created, oldest first (DESIGN.md section 20);
+    ``unavailable_shards``: the database aliases whose children could not be read (the shard is down:
+    ``children`` misses theirs; empty when every shard answered, DESIGN.md section 21)."""
 
     state: Any = None
     input: Any = None
@@ -186,6 +188,7 @@ class ActorDetail(ActorSummary):
     lease_expires_at: datetime | None = None
     parent_id: str | None = None
     children: list[str] = []
+    unavailable_shards: list[str] = []
 
 
 class ActorPage(Schema):

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
-from .. import access, inputs, tracing
+from .. import access, inputs, sharding, tracing
 from ..conf import rivet_settings
 from ..engine.actor import audit, cancel
 from ..engine.actor.delivery import send_message
@@ -265,6 +265,7 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
     names them."""
     rt = runtime()
     record = _record(request, actor_id, access.READ)
+    children, unavailable = sharding.children(rt.store, record.actor_id)
     actor_input, error, redacted = record.input, record.error, []
     if not access.may_inspect(request, principal_of(request), record.name, actor_id):
         if actor_input is not None:
@@ -288,7 +289,8 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "in_flight": inspector.in_flight(record, rt.store.now()),
         "lease_expires_at": record.lease_expires_at,
         "parent_id": record.parent_id,
-        "children": [child.actor_id for child in rt.store.list_children(record.actor_id)],
+        "children": [child.actor_id for child in children],
+        "unavailable_shards": unavailable,
     }
 
 

@@ -407,7 +407,8 @@ def sweep() -> int:
     sweep claims at most SWEEP_BATCH minus the run messages already waiting in the broker
     (``queued_runs``) minus its takeovers. Returns the number of actors claimed (both kinds). Logs one
     INFO line when it took over or queued actors or fired schedules, and nothing above DEBUG otherwise
-    (``QuietSweepFilter``).
+    (``QuietSweepFilter``). Under ``SHARDS`` a shard that cannot be reached is skipped for the pass (one
+    WARNING naming it, ``ShardedStore.new_pass``); the other shards' part of the sweep goes on.
     """
     from ..conf import rivet_settings
     from ..django_runtime import get_runtime
@@ -415,6 +416,9 @@ def sweep() -> int:
     from ..engine.operate import retrying
 
     runtime = get_runtime()
+    new_pass = getattr(runtime.store, "new_pass", None)
+    if new_pass is not None:  # a ShardedStore: a shard still down is warned about once in this pass
+        new_pass()
     try:  # runs a code error suspended under another code version: retried once by this (newer) code
         retrying.retry_on_new_code(runtime, rivet_settings.SWEEP_BATCH)
     except Exception:

@@ -18,11 +18,13 @@ into ``Commit.relay``): the store writes them with the commit and the relay deli
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
+import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -85,25 +87,82 @@ FIRST_SHARD = (
 _FORK_PART = re.compile(r"fork-[0-9a-f]{12}")
 #: how long ``wait_for_wakes`` listens on one shard before it looks at the next (seconds)
 WAKE_SLICE = 0.05
+#: outside a sweep pass (``new_pass``), a down shard the readers skip is warned about at most this often (s)
+SKIP_WARN_SECONDS = 60.0
+#: what a database says of a table of this app it does not have (the shard was never migrated)
+_NO_TABLE = re.compile(r'(relation "rivet_workflows_\w+" does not exist|no such table: rivet_workflows_\w+)')
+
+logger = logging.getLogger("rivet_workflows")
+
+
+def unmigrated(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says a table of this app is missing: the database was not
+    migrated (PostgreSQL's ``relation "rivet_workflows_..." does not exist``, SQLite's ``no such table``)."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if _NO_TABLE.search(str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def shard_error(alias: str, exc: BaseException) -> BaseException | None:
+    """The error naming the shard ``alias`` to raise instead of ``exc`` (raised by that shard's store or a
+    query on it), or None to raise ``exc`` as it is: ``StoreUnavailableError`` with the detail ``shard``
+    (the HTTP body's ``metadata.shard``) for a database that cannot be reached or does not exist, and for
+    one without this app's tables (the message says ``manage.py migrate --database <alias>``); an error
+    naming a shard already (a nested call's) is kept (DESIGN.md section 21)."""
+    if isinstance(exc, errors.StoreUnavailableError) and getattr(exc, "shard", None):
+        return None
+    if unmigrated(exc):
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not the SQL the driver quotes
+        return errors.StoreUnavailableError(
+            f"shard {alias!r} has no rivet_workflows tables: run `manage.py migrate --database {alias}` "
+            f"({said})",
+            shard=alias,
+        )
+    if isinstance(exc, errors.StoreUnavailableError):
+        return errors.StoreUnavailableError(f"shard {alias!r}: {exc.message}", shard=alias)
+    return None
+
+
+@contextlib.contextmanager
+def on_shard(alias: str) -> Iterator[None]:
+    """Run the block as a call on the shard ``alias``: what ``shard_error`` names is raised instead (``from``
+    the original), anything else as it is."""
+    try:
+        yield
+    except Exception as exc:
+        named = shard_error(alias, exc)
+        if named is None:
+            raise
+        raise named from exc
 
 
 def _by_actor(member: str) -> Callable[..., Any]:
     def routed(self: ShardedStore, actor_id: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.store_of(actor_id), member)(actor_id, *args, **kwargs)
+        alias = self.shard_map.alias_for_actor(actor_id)
+        with on_shard(alias):
+            return getattr(self.stores[alias], member)(actor_id, *args, **kwargs)
 
     return _named(routed, member, "on the shard of the actor ``actor_id``")
 
 
 def _by_record(member: str) -> Callable[..., Any]:
     def routed(self: ShardedStore, record: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.store_of(record.actor_id), member)(record, *args, **kwargs)
+        alias = self.shard_map.alias_for_actor(record.actor_id)
+        with on_shard(alias):
+            return getattr(self.stores[alias], member)(record, *args, **kwargs)
 
     return _named(routed, member, "on the shard of the record's ``actor_id``")
 
 
 def _first_shard(member: str) -> Callable[..., Any]:
     def routed(self: ShardedStore, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.first, member)(*args, **kwargs)
+        with on_shard(self.shard_map.aliases[0]):
+            return getattr(self.first, member)(*args, **kwargs)
 
     return _named(routed, member, "on the first shard")
 
@@ -149,6 +208,10 @@ class ShardedStore(base_store.BaseStore):
         self.notifies_wakes = all(s.notifies_wakes for s in self.stores.values())
         self._turn = itertools.count()  # which shard claim_due asks first (each in turn)
         self._legacy: bool | None = None  # actors made before sharding on the first shard (``_has_legacy``)
+        self._warned: dict[str, float] = {}  # alias -> when a skipped down shard was last warned about
+        self._down_at: dict[str, float] = {}  # alias -> when a reader skipped it, in this sweep pass
+        #: alias -> the error of the shards the readers skipped since ``take_skipped`` (the callers' note)
+        self.skipped: dict[str, str] = {}
 
     @classmethod
     def build(cls, aliases: list[str] | tuple[str, ...], buckets: int = 256, **options: Any) -> ShardedStore:
@@ -188,8 +251,15 @@ class ShardedStore(base_store.BaseStore):
 
     def relay_sources(self) -> dict[str, ports.Store]:
         """Each shard's own store by alias: the relay reads and marks every shard's relay rows on its shard
-        (the relay branch's ``Store.relay_sources``; DESIGN.md section 21)."""
-        return dict(self.stores)
+        (the relay branch's ``Store.relay_sources``; DESIGN.md section 21). A shard a reader found down in
+        this sweep pass (``_skip``, less than ``SKIP_WARN_SECONDS`` ago) is left out: its rows wait for a
+        later pass, and the pass warns about it once."""
+        now = time.monotonic()
+        return {
+            alias: store
+            for alias, store in self.stores.items()
+            if now - self._down_at.get(alias, float("-inf")) >= SKIP_WARN_SECONDS
+        }
 
     def _placed(self, name: str, key: list) -> tuple[ports.Store, str]:
         """The store a new actor ``(name, key)`` goes to and its id (computed from them, carrying the bucket)."""
@@ -198,14 +268,62 @@ class ShardedStore(base_store.BaseStore):
 
     def _any(self, member: str, *args: Any) -> Any:
         """``member(*args)`` on each shard in turn until one does not raise ``LookupError`` (a message or a
-        cron entry by its own id); the last shard's ``LookupError`` when none has it."""
-        stores = list(self.stores.values())
-        for store in stores[:-1]:
+        cron entry by its own id); the last shard's ``LookupError`` when none has it. A shard that cannot be
+        reached is passed over: its ``StoreUnavailableError`` (naming it) is raised only when no other
+        shard has the id (it may be there)."""
+        down: BaseException | None = None
+        missing: BaseException | None = None
+        for alias, store in self.stores.items():
             try:
-                return getattr(store, member)(*args)
-            except LookupError:
-                continue
-        return getattr(stores[-1], member)(*args)
+                with on_shard(alias):
+                    return getattr(store, member)(*args)
+            except LookupError as exc:
+                missing = exc
+            except errors.StoreUnavailableError as exc:
+                down = down or exc
+        assert down is not None or missing is not None
+        raise down if down is not None else missing  # type: ignore[misc]
+
+    # ------------------------------------------------------------------ fan-out over the shards
+
+    def _each(self, member: str, *args: Any, skip_down: bool = False, **kwargs: Any) -> list[Any]:
+        """``member(*args, **kwargs)`` on every shard, the answers in shard order. A shard that cannot be
+        reached (``StoreUnavailableError``, named by ``on_shard``) raises, or with ``skip_down`` is left out
+        of this answer: noted in ``skipped`` and warned about once (``_skip``)."""
+        found = []
+        for alias, store in self.stores.items():
+            try:
+                with on_shard(alias):
+                    found.append(getattr(store, member)(*args, **kwargs))
+            except errors.StoreUnavailableError as exc:
+                if not skip_down:
+                    raise
+                self._skip(alias, exc)
+        return found
+
+    def _skip(self, alias: str, exc: BaseException) -> None:
+        """Note that a reader passed over the down shard ``alias``: in ``skipped``, and one WARNING naming it
+        per sweep pass (``new_pass``), at most every ``SKIP_WARN_SECONDS`` outside one."""
+        self.skipped[alias] = str(exc)
+        now = time.monotonic()
+        self._down_at[alias] = now
+        if now - self._warned.get(alias, float("-inf")) >= SKIP_WARN_SECONDS:
+            self._warned[alias] = now
+            logger.warning(
+                "shard %r is unavailable, skipped for now (the other shards go on): %s", alias, exc
+            )
+        else:
+            logger.debug("shard %r is unavailable, skipped: %s", alias, exc)
+
+    def new_pass(self) -> None:
+        """Start a sweep pass: a shard still down is warned about again once in it (``_skip``)."""
+        self._warned.clear()
+        self._down_at.clear()
+
+    def take_skipped(self) -> dict[str, str]:
+        """The shards the readers skipped (alias -> the error) since the last call, forgotten here."""
+        taken, self.skipped = self.skipped, {}
+        return taken
 
     # ------------------------------------------------------------------ actors by (name, key)
 
@@ -296,23 +414,52 @@ class ShardedStore(base_store.BaseStore):
         return self._any("complete_message", message_id, response)
 
     def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
-        return any(s.cron_advance(cron_id, expected, next_fire_at) for s in self.stores.values())
+        """True once the shard holding the entry advanced it; a down shard is passed over, its
+        ``StoreUnavailableError`` raised only when no other shard advanced it (it may hold the entry)."""
+        down: BaseException | None = None
+        for alias, store in self.stores.items():
+            try:
+                with on_shard(alias):
+                    if store.cron_advance(cron_id, expected, next_fire_at):
+                        return True
+            except errors.StoreUnavailableError as exc:
+                down = down or exc
+        if down is not None:
+            raise down
+        return False
 
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
-        for store in self.stores.values():  # a no-op where the entry is not
-            store.cron_record_fire(cron_id, fire, max_history)
+        # a no-op where the entry is not; the entry's own shard answered cron_due and cron_advance just now
+        self._each("cron_record_fire", cron_id, fire, max_history, skip_down=True)
 
     def cron_fires(self, cron_id: str) -> list[ports.CronFireRecord]:
-        return [fire for store in self.stores.values() for fire in store.cron_fires(cron_id)]
+        return [fire for fires in self._each("cron_fires", cron_id) for fire in fires]
 
     # ------------------------------------------------------------------ readers of many actors
 
     def list_actors(self, name: str | None = None, *, limit: int | None = None) -> list[ports.ActorRecord]:
-        merged = heapq.merge(*(s.list_actors(name, limit=limit) for s in self.stores.values()), key=_order)
+        """Every shard's actors merged (``StoreUnavailableError`` naming a shard that cannot be reached)."""
+        merged = heapq.merge(*self._each("list_actors", name, limit=limit), key=_order)
         return list(merged if limit is None else itertools.islice(merged, limit))
 
     def list_children(self, actor_id: str) -> list[ports.ActorRecord]:
-        return list(heapq.merge(*(s.list_children(actor_id) for s in self.stores.values()), key=_order))
+        """The children of ``actor_id`` on every shard (a cascade must not miss one): ``StoreUnavailableError``
+        naming a shard that cannot be reached. ``reachable_children`` is the page's variant."""
+        return list(heapq.merge(*self._each("list_children", actor_id), key=_order))
+
+    def reachable_children(self, actor_id: str) -> tuple[list[ports.ActorRecord], list[str]]:
+        """The children of ``actor_id`` on the shards that can be reached, and the aliases of those that
+        cannot (skipped, warned about): what an actor's page shows while another shard is down."""
+        pages: list[list[ports.ActorRecord]] = []
+        down: list[str] = []
+        for alias, store in self.stores.items():
+            try:
+                with on_shard(alias):
+                    pages.append(store.list_children(actor_id))
+            except errors.StoreUnavailableError as exc:
+                self._skip(alias, exc)
+                down.append(alias)
+        return list(heapq.merge(*pages, key=_order)), down
 
     def find_actors(
         self,
@@ -324,21 +471,20 @@ class ShardedStore(base_store.BaseStore):
         offset: int = 0,
     ) -> list[ports.ActorRecord]:
         """Each shard's page from the same keyset position, merged in ``(created_at, actor_id)`` order: the
-        next ``after`` is the last row's pair, so paging on skips and repeats nothing."""
-        pages = [
-            s.find_actors(query, limit=offset + limit, after=after, newest_first=newest_first)
-            for s in self.stores.values()
-        ]
+        next ``after`` is the last row's pair, so paging on skips and repeats nothing.
+        ``StoreUnavailableError`` naming a shard that cannot be reached (a page without it would skip rows)."""
+        pages = self._each("find_actors", query, limit=offset + limit, after=after, newest_first=newest_first)
         merged = heapq.merge(*pages, key=_order, reverse=newest_first)
         return list(itertools.islice(merged, offset, offset + limit))
 
     def count_actors(self, query: ports.ActorFilter) -> int:
-        return sum(s.count_actors(query) for s in self.stores.values())
+        """The sum over the shards (``StoreUnavailableError`` naming a shard that cannot be reached)."""
+        return sum(self._each("count_actors", query))
 
     def actor_counts(self) -> observe.ActorCounts:
+        """The counts summed over the shards that can be reached (a down one is skipped and noted)."""
         total = observe.ActorCounts()
-        for store in self.stores.values():
-            counts = store.actor_counts()
+        for counts in self._each("actor_counts", skip_down=True):
             for key, n in counts.by_state.items():
                 total.by_state[key] = total.by_state.get(key, 0) + n
             total.due += counts.due
@@ -346,41 +492,57 @@ class ShardedStore(base_store.BaseStore):
         return total
 
     def suspended_by_other_version(self, code_version: str, limit: int) -> list[str]:
+        """Up to ``limit`` ids over the shards that can be reached (a down one is skipped and noted)."""
         found: list[str] = []
-        for store in self.stores.values():
+        for alias, store in self.stores.items():
             if len(found) >= limit:
                 break
-            found += store.suspended_by_other_version(code_version, limit - len(found))
+            try:
+                with on_shard(alias):
+                    found += store.suspended_by_other_version(code_version, limit - len(found))
+            except errors.StoreUnavailableError as exc:
+                self._skip(alias, exc)
         return found
 
     def claim_due(
         self, owner: str, limit: int, lease_seconds: float, *, expired_only: bool = False
     ) -> list[tuple[str, int]]:
         """Up to ``limit`` due actors over the shards, each call starting at the next shard so none waits
-        behind a busy one."""
-        stores = list(self.stores.values())
-        start = next(self._turn) % len(stores)
+        behind a busy one. A shard that cannot be reached is skipped for this call (noted in ``skipped``,
+        warned about): what the others claimed is returned, never dropped."""
+        items = list(self.stores.items())
+        start = next(self._turn) % len(items)
         claimed: list[tuple[str, int]] = []
-        for store in stores[start:] + stores[:start]:
+        for alias, store in items[start:] + items[:start]:
             if len(claimed) >= limit:
                 break
-            claimed += store.claim_due(owner, limit - len(claimed), lease_seconds, expired_only=expired_only)
+            try:
+                with on_shard(alias):
+                    claimed += store.claim_due(
+                        owner, limit - len(claimed), lease_seconds, expired_only=expired_only
+                    )
+            except errors.StoreUnavailableError as exc:
+                self._skip(alias, exc)
         return claimed
 
     def next_deadline(self) -> datetime | None:
-        return _earliest(s.next_deadline() for s in self.stores.values())
+        """The earliest deadline over the shards that can be reached (a down one is skipped and noted)."""
+        return _earliest(self._each("next_deadline", skip_down=True))
 
     def cron_list(self, actor_id: str | None = None) -> list[ports.CronRecord]:
         if actor_id is not None:
-            return self.store_of(actor_id).cron_list(actor_id)
-        return [record for store in self.stores.values() for record in store.cron_list()]
+            with on_shard(self.alias_of(actor_id)):
+                return self.store_of(actor_id).cron_list(actor_id)
+        return [record for records in self._each("cron_list") for record in records]
 
     def cron_due(self, limit: int) -> list[ports.CronRecord]:
-        due = heapq.merge(*(s.cron_due(limit) for s in self.stores.values()), key=lambda r: r.next_fire_at)
+        """Up to ``limit`` due entries over the shards that can be reached (a down one is skipped, noted)."""
+        due = heapq.merge(*self._each("cron_due", limit, skip_down=True), key=lambda r: r.next_fire_at)
         return list(itertools.islice(due, limit))
 
     def cron_next_deadline(self) -> datetime | None:
-        return _earliest(s.cron_next_deadline() for s in self.stores.values())
+        """The earliest over the shards that can be reached (a down one is skipped and noted)."""
+        return _earliest(self._each("cron_next_deadline", skip_down=True))
 
     # ------------------------------------------------------------------ connections and wakes
 
@@ -392,12 +554,18 @@ class ShardedStore(base_store.BaseStore):
             return []
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
-            heard = [actor_id for s in self.stores.values() for actor_id in s.wait_for_wakes(0)]
+            heard = [actor_id for ids in self._each("wait_for_wakes", 0, skip_down=True) for actor_id in ids]
             remaining = deadline - time.monotonic()
             if heard or remaining <= 0:
                 return list(dict.fromkeys(heard))
-            for store in self.stores.values():
-                heard += store.wait_for_wakes(min(WAKE_SLICE, max(deadline - time.monotonic(), 0.0)))
+            for alias, store in self.stores.items():
+                wait = min(WAKE_SLICE, max(deadline - time.monotonic(), 0.0))
+                try:
+                    with on_shard(alias):
+                        heard += store.wait_for_wakes(wait)
+                except errors.StoreUnavailableError as exc:
+                    self._skip(alias, exc)
+                    time.sleep(wait)  # its slice passes as if it listened: no busy loop while it is down
             if heard:
                 return list(dict.fromkeys(heard))
 
@@ -417,3 +585,26 @@ for _member in BY_RECORD:
 for _member in FIRST_SHARD:
     setattr(ShardedStore, _member, _first_shard(_member))
 ShardedStore.__abstractmethods__ = frozenset()  # every abstract member is routed above
+
+
+def _on_shard_of(method: Callable[..., Any], alias_of: Callable[..., str]) -> Callable[..., Any]:
+    """``method`` of ``ShardedStore`` with its errors named by the shard ``alias_of(self, *args)`` names
+    (``on_shard``)."""
+
+    def call(self: ShardedStore, *args: Any, **kwargs: Any) -> Any:
+        with on_shard(alias_of(self, *args)):
+            return method(self, *args, **kwargs)
+
+    call.__name__, call.__qualname__, call.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return call
+
+
+# the members routed by hand above: their errors name the shard they ran on too
+for _member, _alias_of in (
+    ("find_actor", lambda self, name, key, *_: self.shard_map.alias_for_key(name, key)),
+    ("create_actor", lambda self, name, key, *_: self.shard_map.alias_for_key(name, key)),
+    ("fork_actor", lambda self, source_id, *_: self.shard_map.alias_for_actor(source_id)),
+    ("commit", lambda self, actor_id, *_: self.shard_map.alias_for_actor(actor_id)),
+    ("run_in_commit", lambda self, actor_id, *_: self.shard_map.alias_for_actor(actor_id)),
+):
+    setattr(ShardedStore, _member, _on_shard_of(getattr(ShardedStore, _member), _alias_of))

@@ -7,8 +7,9 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 
-from rivet_workflows.checks import check_channel_layer, check_settings
+from rivet_workflows.checks import check_channel_layer, check_dispatcher, check_settings
 
 REGISTRY = "tests.integration.workflows.registry"
 
@@ -68,3 +69,27 @@ def test_the_readmes_setup_prints_no_warning_on_commands_but_check_deploy_has_w0
     err = io.StringIO()
     call_command("check", deploy=True, stdout=io.StringIO(), stderr=err)
     assert "rivet_workflows.W004" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("dispatcher", "says"),
+    [
+        ("LocalDispatcher", "cannot be imported"),
+        ("rivet_workflows.driver.dispatch.Nope", "cannot be imported"),
+        ("rivet_workflows.driver.dispatch.HINT_PRIORITY", "not a class"),
+    ],
+)
+def test_a_dispatcher_that_does_not_import_is_error_e005(settings, dispatcher, says) -> None:
+    settings.RIVET_WORKFLOWS = {"REGISTRY": REGISTRY, "DISPATCHER": dispatcher}
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemCheckError) as caught:
+        call_command("check", stdout=out, stderr=err)
+    text = str(caught.value)
+    assert "rivet_workflows.E005" in text and repr(dispatcher) in text and says in text
+    assert "'rivet_workflows.driver.dispatch.LocalDispatcher'" in text
+    assert "'rivet_workflows.driver.dispatch.CeleryDispatcher'" in text
+    settings.RIVET_WORKFLOWS = {
+        "REGISTRY": REGISTRY,
+        "DISPATCHER": "rivet_workflows.driver.dispatch.LocalDispatcher",
+    }
+    assert "rivet_workflows.E005" not in ids(check_dispatcher())

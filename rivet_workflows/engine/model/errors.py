@@ -476,13 +476,16 @@ class StoreUnavailableError(RivetWorkflowsError, RuntimeError):
     for an error of user code: over HTTP a 503 ``{group: "server", code: "store_unavailable"}`` with
     ``Retry-After``. Inside a workflow run it becomes the ``StoreUnavailable`` signal, and
     ``executor.run_actor`` raises this error when its run stopped on it: the workflow is untouched, its
-    lease expires and the sweep resumes it. Also a ``RuntimeError``, as it was before it joined the root."""
+    lease expires and the sweep resumes it. Also a ``RuntimeError``, as it was before it joined the root.
+    Under ``SHARDS`` the detail ``shard`` names the database alias that failed (``metadata.shard``)."""
 
     code = "store_unavailable"
     group = "server"
     http_status = 503
     #: seconds an HTTP client is told to wait before retrying (the ``Retry-After`` header)
     retry_after = 5
+    #: the database alias of the shard that failed, when a sharded store names it (DESIGN.md section 21)
+    shard: str | None = None
 
 
 class TooManyWaitingSendsError(RivetWorkflowsError):

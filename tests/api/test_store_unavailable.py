@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 
 from rivet_workflows.engine.model import errors, ports
 from rivet_workflows.engine.runtime import executor
+from rivet_workflows.storage import prepared
 from rivet_workflows.storage.orm import DjangoStore
 from tests.api.support import api_user
 from tests.api.test_api import API, assert_error, post
@@ -99,6 +100,15 @@ def test_a_workflow_run_that_loses_the_database_stops_untouched(rivet, monkeypat
         return execute(self, *args, **kwargs)
 
     monkeypatch.setattr(CursorWrapper, "execute", failing)
+    # PostgresStore's own statements run on pooled psycopg cursors in a thin shell of its own
+    store_execute = prepared._StoreCursor.execute
+
+    def store_failing(self, *args, **kwargs):
+        if down["on"]:
+            raise OperationalError(DROPPED)
+        return store_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(prepared._StoreCursor, "execute", store_failing)
     down["on"] = True
     with pytest.raises(errors.StoreUnavailableError) as caught:
         executor.run_actor(rivet.runtime, handle.actor_id)

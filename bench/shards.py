@@ -19,42 +19,20 @@ them it reports ``{"status": "skipped", "detail": why}`` at once.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench import proc, stats
 
-#: modules P10 needs (issue 25)
-NEEDED = (
-    "rivet_workflows.engine.model.shards",
-    "rivet_workflows.routers",
-    "rivet_workflows.storage.sharded",
-    "rivet_workflows.engine.runtime.relay",
-)
 BUCKETS = 256
 
 
-def _exists(module: str) -> bool:
-    """True when the module ``rivet_workflows.a.b`` has its file (found without importing a package: the
-    storage package needs Django set up)."""
-    root = importlib.util.find_spec("rivet_workflows")
-    assert root is not None and root.submodule_search_locations
-    path = Path(list(root.submodule_search_locations)[0], *module.split(".")[1:])
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
-def missing(sharded: bool = True) -> str | None:
-    """Why P10 cannot run here (None: it can); ``sharded`` False: only the one-shard round (needs no
-    sharding module)."""
-    for module in NEEDED if sharded else ():
-        if not _exists(module):
-            return f"{module} is missing: sharding (issue 25) is not merged yet"
+def missing() -> str | None:
+    """Why P10 cannot run here (None: it can): PostgreSQL's server programs are needed for its clusters."""
     from tests.shards.clusters import Clusters
 
     if not Clusters.available():
@@ -227,9 +205,9 @@ def p10_shards(
     shard_counts: list[int] | None = None,
 ) -> dict[str, Any]:
     """P7's load on one shard, then on two (clusters of their own), then the send latencies on two.
-    ``shard_counts`` ``[1]`` runs the one-shard round only (today's store: no sharding module needed)."""
+    ``shard_counts`` ``[1]`` runs the one-shard round only."""
     counts = shard_counts or [1, 2]
-    why = missing(sharded=any(c > 1 for c in counts))
+    why = missing()
     if why:
         return {"status": "skipped", "detail": why}
     out: dict[str, Any] = {"workflows": workflows, "processes": processes, "concurrency": concurrency}

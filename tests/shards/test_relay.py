@@ -432,22 +432,6 @@ def _with_type(runtime: Any, name: str, run: Any) -> Any:
 # --- who drives it: the Celery task, the runtime's hook, the sweep ------------------------------------------
 
 
-@pytest.fixture
-def eager_runtime(settings):
-    """The Django runtime (Celery dispatcher) with tasks run eagerly, in this process."""
-    from project.celery import app
-    from rivet_workflows import django_runtime
-
-    settings.RIVET_WORKFLOWS = {"REGISTRY": "tests.integration.workflows.registry", "POLL_INTERVAL": 0.01}
-    django_runtime.reset_runtime()
-    app.conf.task_always_eager = True
-    try:
-        yield django_runtime.get_runtime()
-    finally:
-        app.conf.task_always_eager = False
-        django_runtime.reset_runtime()
-
-
 def _relay_row(store: Any, body: Any) -> str:
     """A relay row from a fresh sender to a fresh target (an actor type no worker runs); the target's id."""
     sender, _ = store.create_actor("order", [f"s{body}"], None, {})
@@ -459,17 +443,17 @@ def _relay_row(store: Any, body: Any) -> str:
 
 
 @_DB
-def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(eager_runtime):
+def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(celery_runtime):
     from rivet_workflows.driver import tasks
 
-    store = eager_runtime.store
+    store = celery_runtime.store
     assert store.relay_sources() == {"default": store}
     first = _relay_row(store, 1)
     assert tasks.relay() == 1 and tasks.relay() == 0
     assert [m.body for m in store.pending_messages(first, None, 10)] == [1]
 
     second = _relay_row(store, 2)
-    eager_runtime.relay_soon()  # what a run's commit that wrote relay rows calls: queues the task
+    celery_runtime.relay_soon()  # what a run's commit that wrote relay rows calls: queues the task
     assert [m.body for m in store.pending_messages(second, None, 10)] == [2]
 
     # a lost task: a sharded sweep relays what is left; one database's sweep reads no relay row (its
@@ -488,10 +472,10 @@ def test_the_relay_task_the_runtime_hook_and_the_sweep_deliver_pending_rows(eage
 
 
 @_DB
-def test_a_sharded_sweep_relays_what_a_lost_task_left(eager_runtime, monkeypatch):
+def test_a_sharded_sweep_relays_what_a_lost_task_left(celery_runtime, monkeypatch):
     from rivet_workflows.driver import tasks
 
-    store = eager_runtime.store
+    store = celery_runtime.store
     monkeypatch.setattr(store, "relay_sources", lambda: {"default": store, "other": store}, raising=False)
     target = _relay_row(store, 4)
     tasks.sweep()

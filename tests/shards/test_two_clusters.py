@@ -18,7 +18,6 @@ relay exist (``rivet_workflows.storage.sharded``, ``rivet_workflows.engine.runti
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -39,30 +38,8 @@ from tests.shards.workflows import parse_body
 from tests.system.conftest import Cluster, Proc
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-NEEDED = (
-    "rivet_workflows.engine.model.shards",
-    "rivet_workflows.routers",
-    "rivet_workflows.storage.sharded",
-    "rivet_workflows.engine.runtime.relay",
-)
 FINISHED = ("completed", "failed", "cancelled")
 BUCKETS = 256
-
-
-def _exists(module: str) -> bool:
-    """True when the module ``rivet_workflows.a.b`` has its file (found without importing a package: the
-    storage package needs Django set up)."""
-    root = importlib.util.find_spec("rivet_workflows")
-    assert root is not None and root.submodule_search_locations
-    path = Path(list(root.submodule_search_locations)[0], *module.split(".")[1:])
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
-def _missing() -> str | None:
-    for module in NEEDED:
-        if not _exists(module):
-            return f"{module} is not there yet (issue 25: the shards and relay branches)"
-    return None
 
 
 # the fixtures of the clusters (not a conftest.py: tests/shards/conftest.py is the one-server tests')
@@ -72,7 +49,6 @@ clusters = cluster_fixtures.clusters
 pytestmark = [
     pytest.mark.system,
     pytest.mark.postgres,
-    pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
 ]
 
 

@@ -56,12 +56,6 @@ def due(sharded):
     return made
 
 
-@pytest.fixture
-def root(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
-    return client
-
-
 # --- 1. the sweep ------------------------------------------------------------------------------------
 
 
@@ -126,12 +120,12 @@ def test_an_actor_of_the_healthy_shard_is_served_by_the_api(sharded, due, client
 
 
 @both_databases
-def test_the_admin_pages_of_the_healthy_shard_work_and_say_which_shard_is_down(sharded, due, root):
+def test_the_admin_pages_of_the_healthy_shard_work_and_say_which_shard_is_down(sharded, due, admin_client):
     with down("shard1"):
-        listed = root.get(f"{LIST}?shard=default")
-        plain = root.get(LIST)
-        page = root.get(f"{LIST}{due['default'].actor_id}/change/")
-        board = root.get("/admin/rivet_workflows/dashboard/")
+        listed = admin_client.get(f"{LIST}?shard=default")
+        plain = admin_client.get(LIST)
+        page = admin_client.get(f"{LIST}{due['default'].actor_id}/change/")
+        board = admin_client.get("/admin/rivet_workflows/dashboard/")
     for response in (listed, plain, page, board):
         assert response.status_code == 200
     assert due["default"].actor_id in listed.content.decode()

@@ -32,12 +32,6 @@ def jobs(sharded):
     return made
 
 
-@pytest.fixture
-def root(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
-    return client
-
-
 @both_databases
 def test_the_sweep_claims_due_actors_on_every_shard(sharded):
     client = sharded.registry.client()
@@ -72,7 +66,7 @@ def test_rivet_list_command_prints_actors_of_both_shards(sharded, jobs, capsys):
 
 
 @both_databases
-def test_the_dashboard_counts_and_lists_both_shards(sharded, jobs, root):
+def test_the_dashboard_counts_and_lists_both_shards(sharded, jobs, admin_client):
     [stuck] = jobs["shard1"][:1]
     now = sharded.store.now()
     models.Actor.objects.using("shard1").filter(pk=stuck.actor_id).update(
@@ -81,29 +75,29 @@ def test_the_dashboard_counts_and_lists_both_shards(sharded, jobs, root):
     board = dashboard.build()
     assert sum(board.totals) == 4 and board.expired_count == 1
     assert board.oldest_due is not None and board.oldest_due.actor_id == stuck.actor_id
-    assert root.get("/admin/rivet_workflows/dashboard/").status_code == 200
+    assert admin_client.get("/admin/rivet_workflows/dashboard/").status_code == 200
     counts = sharded.store.actor_counts()
     assert sum(counts.by_state.values()) == 4 and counts.leases_expired == 1
 
 
 @both_databases
-def test_the_admin_lists_one_shard_at_a_time_and_opens_any_actor(sharded, jobs, root):
-    first = root.get(LIST).content.decode()
+def test_the_admin_lists_one_shard_at_a_time_and_opens_any_actor(sharded, jobs, admin_client):
+    first = admin_client.get(LIST).content.decode()
     assert all(h.actor_id in first for h in jobs["default"])
     assert not any(h.actor_id in first for h in jobs["shard1"])
     assert "?shard=shard1" in first  # the filter offers the other shard
-    second = root.get(f"{LIST}?shard=shard1").content.decode()
+    second = admin_client.get(f"{LIST}?shard=shard1").content.decode()
     assert all(h.actor_id in second for h in jobs["shard1"])
     assert not any(h.actor_id in second for h in jobs["default"])
     job = jobs["shard1"][0]
     job.send("go", {"from": "admin-test"})
-    page = root.get(f"{LIST}{job.actor_id}/change/")
+    page = admin_client.get(f"{LIST}{job.actor_id}/change/")
     assert page.status_code == 200 and "admin-test" in page.content.decode()  # its queue, read on shard1
 
 
 @pytest.mark.django_db
-def test_the_admin_has_no_shard_filter_unsharded(unsharded, root):
-    assert "?shard=" not in root.get(LIST).content.decode()
+def test_the_admin_has_no_shard_filter_unsharded(unsharded, admin_client):
+    assert "?shard=" not in admin_client.get(LIST).content.decode()
 
 
 def test_the_router_migrates_the_app_on_every_shard_only():

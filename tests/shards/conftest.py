@@ -51,3 +51,15 @@ def unsharded() -> Any:
 
     with override_settings(RIVET_WORKFLOWS=BASE):
         yield get_runtime()
+
+
+@pytest.fixture
+def empty_broker(monkeypatch) -> list[str]:
+    """The sweep sees an empty broker (no backlog left by earlier tests in a shared Redis database holds its
+    claims back) and its run messages are recorded here (actor ids) instead of queued for later tests."""
+    from rivet_workflows.driver import tasks
+
+    queued: list[str] = []
+    monkeypatch.setattr(tasks, "queued_runs", lambda: 0)
+    monkeypatch.setattr(tasks, "_queue_run", lambda runtime, actor_id, token: queued.append(actor_id))
+    return queued

@@ -60,7 +60,9 @@ def due(sharded):
 
 
 @both_databases
-def test_the_sweep_claims_the_healthy_shard_and_warns_once_about_the_down_one(sharded, due, caplog):
+def test_the_sweep_claims_the_healthy_shard_and_warns_once_about_the_down_one(
+    sharded, due, caplog, empty_broker
+):
     with down("shard1"), caplog.at_level(logging.WARNING, logger="rivet_workflows"):
         assert tasks.sweep() == 1
     row = models.Actor.objects.using("default").get(pk=due["default"].actor_id)

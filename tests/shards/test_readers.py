@@ -33,7 +33,7 @@ def jobs(sharded):
 
 
 @both_databases
-def test_the_sweep_claims_due_actors_on_every_shard(sharded):
+def test_the_sweep_claims_due_actors_on_every_shard(sharded, empty_broker):
     client = sharded.registry.client()
     made = [client.job.get_or_create(k) for alias in SHARDS for k in keys_on(alias, "job", 1, "sweep")]
     assert {sharded.store.alias_of(h.actor_id) for h in made} == set(SHARDS)

@@ -408,9 +408,12 @@ class ShardedStore(base_store.BaseStore):
     # ------------------------------------------------------------------ by a message's or cron entry's id
 
     def get_message(self, message_id: str) -> ports.MessageRecord:
+        """``Store.get_message``: a message id names no shard, so each shard is asked until one has it
+        (``MessageNotFoundError`` when none does; a down shard is passed over unless no other has it)."""
         return self._any("get_message", message_id)
 
     def complete_message(self, message_id: str, response: Any) -> None:
+        """``Store.complete_message`` on the shard holding ``message_id`` (found as ``get_message``)."""
         return self._any("complete_message", message_id, response)
 
     def cron_advance(self, cron_id: str, expected: datetime, next_fire_at: datetime | None) -> bool:
@@ -429,10 +432,12 @@ class ShardedStore(base_store.BaseStore):
         return False
 
     def cron_record_fire(self, cron_id: str, fire: ports.CronFireRecord, max_history: int) -> None:
+        """``Store.cron_record_fire`` on every reachable shard (a no-op where the entry is not)."""
         # a no-op where the entry is not; the entry's own shard answered cron_due and cron_advance just now
         self._each("cron_record_fire", cron_id, fire, max_history, skip_down=True)
 
     def cron_fires(self, cron_id: str) -> list[ports.CronFireRecord]:
+        """``Store.cron_fires``: the fire log of ``cron_id`` from every shard (only its own has rows)."""
         return [fire for fires in self._each("cron_fires", cron_id) for fire in fires]
 
     # ------------------------------------------------------------------ readers of many actors
@@ -530,6 +535,7 @@ class ShardedStore(base_store.BaseStore):
         return _earliest(self._each("next_deadline", skip_down=True))
 
     def cron_list(self, actor_id: str | None = None) -> list[ports.CronRecord]:
+        """``Store.cron_list``: the actor's shard for ``actor_id``, else every shard's entries."""
         if actor_id is not None:
             with on_shard(self.alias_of(actor_id)):
                 return self.store_of(actor_id).cron_list(actor_id)
@@ -570,10 +576,12 @@ class ShardedStore(base_store.BaseStore):
                 return list(dict.fromkeys(heard))
 
     def release_connection(self) -> None:
+        """``Store.release_connection`` on every shard's store."""
         for store in self.stores.values():
             store.release_connection()
 
     def close_thread_connection(self) -> None:
+        """``Store.close_thread_connection`` on every shard's store."""
         for store in self.stores.values():
             store.close_thread_connection()
 

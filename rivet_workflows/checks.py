@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -171,6 +172,21 @@ def check_dispatcher(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
     ]
 
 
+def _in_migrate() -> bool:
+    """True when the checks run inside ``manage.py migrate`` (Django's command, or a project's subclass of
+    it): the migrate that creates the tables runs the database checks first, and W008 would tell a new
+    project's first ``migrate`` to run itself."""
+    from django.core.management.commands.migrate import Command as Migrate
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        # Django runs a command's checks from BaseCommand.execute (5.2.x and later) or migrate's handle
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back
+    return False
+
+
 #: a table every migrated database of this app has (``models.Actor``)
 _ACTOR_TABLE = "rivet_workflows_actor"
 
@@ -182,19 +198,20 @@ def check_shard_tables(
     """W008 for a database holding actors (``SHARDS``, or ``default``) without this app's tables: its
     queries would fail with ``relation "rivet_workflows_actor" does not exist`` (DESIGN.md section 21).
     A database check: run for the aliases ``manage.py check --database <alias>`` (or ``--database
-    default --database shard1``) and ``migrate`` name, never without them. A warning, not an error: the
-    ``migrate`` that fixes it runs it first and must go on. A database that cannot be reached is reported
+    default --database shard1``) names, never without them, and silent inside ``migrate`` (which runs the
+    database checks before it creates the tables this one looks for). A database that cannot be reached is reported
     as such (W008 too)."""
     from django.db import DatabaseError, connections
 
     from . import sharding
 
-    if not databases:
+    if not databases or _in_migrate():
         return []
     try:
         holding = sharding.aliases()
     except (ValueError, TypeError):
         return []  # E001
+    sharded = " (RIVET_WORKFLOWS['SHARDS'])" if len(holding) > 1 else ""
     found: list[checks.CheckMessage] = []
     for alias in [a for a in holding if a in databases and a in settings.DATABASES]:
         try:
@@ -213,8 +230,8 @@ def check_shard_tables(
         if _ACTOR_TABLE not in tables:
             found.append(
                 checks.Warning(
-                    f"database {alias!r} holds actors (RIVET_WORKFLOWS['SHARDS']) but has no rivet_workflows "
-                    f"tables (no {_ACTOR_TABLE!r})",
+                    f"database {alias!r} holds actors{sharded} but has no rivet_workflows tables (no "
+                    f"{_ACTOR_TABLE!r})",
                     hint=f"Run `manage.py migrate --database {alias}`.",
                     id="rivet_workflows.W008",
                 )

@@ -73,6 +73,27 @@ def test_the_readmes_setup_prints_no_warning_on_commands_but_check_deploy_has_w0
     assert "rivet_workflows.W004" in err.getvalue()
 
 
+@pytest.mark.django_db
+def test_a_new_projects_first_migrate_is_not_told_to_migrate(monkeypatch) -> None:
+    """A database without the app's tables gets W008 from ``check --database`` (naming no SHARDS when the
+    project has none), but not from the ``migrate`` that creates them (a trial finding: every new project's
+    first ``migrate`` printed it)."""
+    from django.db import connection
+
+    from rivet_workflows.checks import check_shard_tables
+
+    monkeypatch.setattr(connection.introspection, "table_names", lambda *a, **k: ["django_migrations"])
+    found = check_shard_tables(databases=["default"])
+    assert [m.id for m in found] == ["rivet_workflows.W008"]
+    assert "SHARDS" not in found[0].msg and "migrate --database default" in found[0].hint
+    err = io.StringIO()
+    call_command("check", databases=["default"], stdout=io.StringIO(), stderr=err)
+    assert "rivet_workflows.W008" in err.getvalue()
+    err = io.StringIO()
+    call_command("migrate", verbosity=0, skip_checks=False, stdout=io.StringIO(), stderr=err)  # as manage.py
+    assert "W008" not in err.getvalue()
+
+
 @pytest.mark.parametrize(
     ("dispatcher", "says"),
     [

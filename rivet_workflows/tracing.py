@@ -42,6 +42,9 @@ TRACE_HEADERS = ("traceparent", "tracestate", "baggage")
 COMMAND_FLUSH_SECONDS = 0.5
 
 _tracer = trace.get_tracer(TRACER_NAME)  # a proxy: it follows the SDK the project sets up later
+#: the API's providers that make no spans: without an SDK, a span started under an invalid parent is the
+#: invalid span itself, which carries nothing
+_NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 class SpanObservation(observe.Observation):
@@ -95,8 +98,23 @@ class TracingObserver(observe.Observer):
 
     def __init__(self, tracer: Any = None) -> None:
         self.tracer = tracer if tracer is not None else _tracer
+        self._proxy = isinstance(self.tracer, trace.ProxyTracer)
+
+    def _inert(self) -> bool:
+        """True when a span started now would be the invalid span and change nothing: the API's proxy
+        tracer (``trace.get_tracer``), no SDK configured (yet), and no valid span current (a remote parent extracted from a
+        request's ``traceparent`` is one: without an SDK its context still passes on to stored actors and
+        messages). Then ``observe.NOTHING`` stands in for the span: no context attached and detached per
+        step (issue 19: CPU per step)."""
+        return (
+            self._proxy
+            and isinstance(trace.get_tracer_provider(), _NO_SDK)
+            and not trace.get_current_span().get_span_context().is_valid
+        )
 
     def run(self, actor: Any, now: Any) -> observe.Observation:
+        if actor.trace_context is None and self._inert():
+            return observe.NOTHING
         span = self.tracer.start_span(
             "rivet.run",
             context=_parent(actor.trace_context),
@@ -106,6 +124,8 @@ class TracingObserver(observe.Observer):
         return SpanObservation(span, "rivet.workflow.state")
 
     def step(self, actor: Any, step: str, attempt: int) -> observe.Observation:
+        if self._inert():
+            return observe.NOTHING
         span = self.tracer.start_span(
             "rivet.step",
             attributes={
@@ -118,6 +138,8 @@ class TracingObserver(observe.Observer):
         return SpanObservation(span, "rivet.step.status")
 
     def send(self, name: str, actor_id: str, queue: str) -> observe.Observation:
+        if self._inert():
+            return observe.NOTHING
         span = self.tracer.start_span(
             "rivet.send",
             kind=SpanKind.PRODUCER,
@@ -126,6 +148,8 @@ class TracingObserver(observe.Observer):
         return SpanObservation(span, None)
 
     def create(self, name: str, key: list) -> observe.Observation:
+        if self._inert():
+            return observe.NOTHING
         span = self.tracer.start_span(
             "rivet.create", kind=SpanKind.PRODUCER, attributes={"rivet.actor.name": name}
         )

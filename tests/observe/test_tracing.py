@@ -102,3 +102,30 @@ def test_trace_link_fills_the_template_with_the_trace_id():
     )
     assert display.trace_link(None, "http://x/{trace_id}") == (None, None)
     assert display.trace_link({"traceparent": "garbage"}, None) == (None, None)
+
+
+def test_without_an_sdk_the_default_observer_attaches_no_span_yet_passes_a_remote_parent_on():
+    """With the API alone (no SDK configured in this process) the default observer starts nothing under an
+    invalid parent (no context attached per step), but a remote parent (an HTTP request's ``traceparent``)
+    still reaches the actor's stored trace context, as the no-op tracer passes it on."""
+    from opentelemetry import trace
+
+    from rivet_workflows.engine.model import observe
+    from tests.ops import inspect_registry
+
+    if not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        pytest.skip("an SDK tracer provider was set globally in this process")
+    observer = tracing.TracingObserver()
+    assert observer.step(object(), "charge", 1) is observe.NOTHING
+    assert observer.create("order", ["t-3"]) is observe.NOTHING
+    runtime = Runtime(MemoryStore(), InlineDispatcher(), inspect_registry.registry, observer=observer)
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with tracing.request_context({"traceparent": parent}):
+        assert observer.create("order", ["t-4"]) is not observe.NOTHING
+        handle = runtime.client().order.create("t-4")
+    stored = runtime.store.get_actor(handle.actor_id).trace_context
+    assert stored is not None and stored["traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    quiet = runtime.client().order.create("t-5")
+    assert runtime.store.get_actor(quiet.actor_id).trace_context is None
+    drain(runtime)
+    assert handle.workflow_state() == quiet.workflow_state() == ports.SLEEPING

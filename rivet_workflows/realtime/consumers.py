@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from ..engine.model import errors, serde
 from ..engine.operate import inspector
-from . import broadcaster
+from . import broadcaster, watchers
 
 #: close codes: no or a wrong credential; a caller that may not read this actor; an unknown actor
 CLOSE_UNAUTHORIZED = 4401
@@ -155,11 +155,41 @@ class ActorEventsConsumer(AsyncJsonWebsocketConsumer):
         broadcaster.remember_consumer_loop(asyncio.get_running_loop())
         self.group = broadcaster.group_name(self.actor_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._watch()
         await self.accept()
+
+    async def _watch(self) -> None:
+        """Register this page as watching the actor, so workers push its history changes (``watchers``);
+        on a layer whose workers may not have seen the registration yet, send one push of our own once
+        they have."""
+        layer = self.channel_layer
+        self._tasks: list[asyncio.Task] = []
+        if watchers.mode(layer) == "local":
+            watchers.local_watch(self.actor_id, 1)
+            self._watching_locally = True
+            return
+        await watchers.register(layer, self.actor_id, self.channel_name)
+        delay = watchers.catch_up_delay(layer)
+        if delay is not None:
+            self._tasks.append(
+                asyncio.ensure_future(watchers.renew_forever(layer, self.actor_id, self.channel_name))
+            )
+            self._tasks.append(asyncio.ensure_future(self._catch_up(delay)))
+
+    async def _catch_up(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.rivet_history({"actor_id": self.actor_id})
 
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            for task in getattr(self, "_tasks", ()):
+                task.cancel()
+            if getattr(self, "_watching_locally", False):
+                self._watching_locally = False
+                watchers.local_watch(self.actor_id, -1)
+            else:
+                await watchers.unregister(self.channel_layer, self.actor_id, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Clients only listen; a ``{"type": "ping"}`` gets ``{"type": "pong"}``."""

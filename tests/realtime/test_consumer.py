@@ -232,3 +232,21 @@ async def test_the_authorize_hook_decides_subscriptions(rivet):
         ("order", "read", order.actor_id, "api-token", "WEBSOCKET"),
         ("counter", "read", counter.actor_id, "api-token", "WEBSOCKET"),
     ]
+
+
+async def test_a_new_page_gets_a_push_once_every_worker_can_see_it(rivet, monkeypatch):
+    """On Redis a worker may skip pushes for up to WATCH_REFRESH seconds after a page opened (its reading
+    of the watched actors predates the page), so the page gets one push of its own after that."""
+    from channels.layers import get_channel_layer
+
+    from rivet_workflows.realtime import watchers
+
+    if watchers.mode(get_channel_layer()) != "redis":
+        pytest.skip("the in-memory layer's check is exact: no catch-up push")
+    monkeypatch.setattr(watchers, "WATCH_REFRESH", 0.2)
+    monkeypatch.setattr(watchers, "WATCH_MARGIN", 0.1)
+    handle = await database_sync_to_async(rivet.client.order.get_or_create)("catch-up")
+    communicator = WebsocketCommunicator(app, f"/ws/rivet/actors/{handle.actor_id}/")
+    assert (await communicator.connect())[0]
+    assert await communicator.receive_json_from(timeout=5) == {"type": "history", "actor_id": handle.actor_id}
+    await communicator.disconnect()

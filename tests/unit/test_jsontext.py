@@ -116,6 +116,17 @@ def test_a_float_is_spelt_as_repr_spells_it_or_the_size_goes_to_the_stdlib(value
         assert not jsontext._floats_spelt_alike(orjson_text)
 
 
+@CASES
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,25})?", fullmatch=True))
+@example("123456789012345678901234567890")
+@example("0.000000000000000000000000001")
+@example("-0")
+def test_numbers_as_postgres_prints_them_are_read_as_the_stdlib_reads_them(number):
+    """jsonb prints numbers as plain decimals (no exponent; ``1e300`` is 301 digits): ``jsontext.loads``
+    reads each as ``json.loads`` does (an int stays an int however long, floats rounded alike)."""
+    assert _same(jsontext.loads(f"[{number}]"), json.loads(f"[{number}]"))
+
+
 @pytest.mark.parametrize("value", [2**70, -(2**70), [2**64], {"n": 10**30}])
 def test_ints_beyond_64_bits_are_encoded_and_read_by_the_stdlib(value):
     """orjson refuses ints beyond 64 bits (and reads them as floats): the stdlib writes and reads them."""

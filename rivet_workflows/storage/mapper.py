@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import models
-from ..engine.model import errors, ports, serde, shards
+from ..engine.model import errors, jsontext, ports, serde, shards
 
 #: actor columns in the order ``actor_record`` reads them (and raw SQL selects them)
 ACTOR_COLUMNS: tuple[str, ...] = (
@@ -102,8 +102,9 @@ _ENTRY_JSON, _ENTRY_TIMES = _kinds(models.HistoryEntry)
 
 
 def load_json(value: Any) -> Any:
-    """A JSON column read by raw SQL (Django registers a text loader for jsonb): the decoded JSON value."""
-    return json.loads(value) if isinstance(value, str) else value
+    """A JSON column read by raw SQL (Django registers a text loader for jsonb): the decoded JSON value
+    (``json.loads``'s values, read by orjson: ``engine.model.jsontext.loads``)."""
+    return jsontext.loads(value) if isinstance(value, str) else value
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -111,12 +112,14 @@ def utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-#: ``json.dumps(value, separators=(",", ":"))`` without building an encoder per call
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+#: compact JSON text of a JSON value for a jsonb parameter: the value ``json.dumps`` gives, by orjson
+_compact_json = jsontext.dumps
 
 
 def jsonb(value: Any) -> str | None:
-    """A JSON value as the text of a jsonb parameter (None -> SQL NULL, as the ORM writes it)."""
+    """A JSON value as the text of a jsonb parameter (None -> SQL NULL, as the ORM writes it); the text
+    may differ from ``json.dumps``'s (raw non-ASCII, float spelling), the value jsonb stores does not
+    (``engine.model.jsontext.dumps``)."""
     return None if value is None else _compact_json(value)
 
 

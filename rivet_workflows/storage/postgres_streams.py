@@ -8,13 +8,12 @@ never polls.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import IntegrityError, connections
 
 from .. import models
-from ..engine.model import errors, ports, serde, watches
+from ..engine.model import errors, jsontext, ports, serde, watches
 from . import mapper
 from .postgres_listener import listener_for
 from .streams import stream_channel
@@ -79,7 +78,7 @@ class PostgresStreams:
             return super().stream_write(  # type: ignore[misc]
                 actor_id, name, value, attempt=attempt, step_key=step_key, write_key=write_key
             )
-        encoded = json.dumps(serde.to_json(value, where=f"stream {name!r} item"), separators=(",", ":"))
+        encoded = jsontext.dumps(serde.to_json(value, where=f"stream {name!r} item"))  # null for None
         params = [actor_id, actor_id, name, name, encoded, attempt, step_key, stream_channel(actor_id)]
         try:
             with self._cursor() as cursor:
@@ -112,7 +111,7 @@ class PostgresStreams:
         items = [
             ports.StreamItem(
                 int(r[1]),
-                serde.from_json(json.loads(r[2]) if isinstance(r[2], str) else r[2]),
+                serde.from_json(mapper.load_json(r[2])),
                 r[3],
                 bool(r[4]),
                 mapper.utc(r[6]),

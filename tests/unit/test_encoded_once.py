@@ -91,8 +91,31 @@ def test_a_step_commit_encodes_its_output_and_the_state_it_leaves(calls):
 
 
 #: serializer calls per step commit: the output once (its round trip; the history entry reuses it) and the
-#: state once for its size check and once more where the commit writes it (the run's end)
-COUNTS = {"output": 1, "state": 2}
+#: state once for its size check and once more where the commit writes it (the run's end); the step's
+#: history entry data once per write of the entry: the attempt recorded as running (the commit that takes
+#: the step lock, before the body runs: a lost worker's attempt is counted from it) and its completion,
+#: two different documents, the second holding the output's encoding (``reused``) as it is
+COUNTS = {"output": 1, "state": 2, "entry data": 2}
+
+
+def test_a_step_encodes_its_history_entry_data_once_per_write(monkeypatch):
+    """The step's entry is written twice (running, then completed) and its ``data`` encoded once for each
+    write; no write encodes it twice (the PostgreSQL store's ``mapper.entry_params`` and the in-memory
+    store's ``encode_entry`` share the call)."""
+    encode, writes = serde._encode_value, Counter()
+
+    def counting_encode(value, where):
+        if where.startswith("history entry 'only'") and type(value) is dict and "attempt_log" in value:
+            writes[value["attempt_log"][-1]["outcome"]] += 1
+        return encode(value, where)
+
+    monkeypatch.setattr(serde, "_encode_value", counting_encode)
+    one = actor(state={"mark": ""}, run=workflow(_one_step))
+    runtime = make_runtime(setup(use={"one": one}))
+    runtime.client().one.get_or_create("k")
+    drain(runtime)
+    assert sum(writes.values()) == COUNTS["entry data"]
+    assert writes == {"running": 1, "completed": 1}
 
 
 def test_an_http_send_decodes_its_body_once_and_encodes_it_once(calls, api, rivet):  # noqa: F811

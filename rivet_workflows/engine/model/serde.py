@@ -44,7 +44,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from . import errors, failures
+from . import errors, failures, jsontext
 
 #: key marking a tagged value
 TAG = "__rw__"
@@ -323,12 +323,9 @@ def _encode_value(value: Any, where: str) -> Any:
         ) from None
 
 
-#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder per call
-_compact_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _check_size(encoded: Any, where: str, max_bytes: int) -> None:
-    size = len(_compact_text(encoded).encode("utf-8"))
+    # the UTF-8 length of json.dumps(encoded, separators=(",", ":"), ensure_ascii=False), exactly
+    size = jsontext.size(encoded)
     if size > max_bytes:
         raise errors.PayloadTooLargeError(
             f"{where}: serialized size {size} bytes is over the limit of {max_bytes} bytes",

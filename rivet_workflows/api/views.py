@@ -302,7 +302,7 @@ def get_actor(request: HttpRequest, actor_id: ActorId) -> Any:
         "x-rivet-operation": access.READ,
         # without ``Accept: application/json`` the answer is the event stream
         "responses": {
-            "200": {
+            200: {  # an int, as ninja keys the route's own: "200" would make a second key
                 "description": "OK",
                 "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/StreamPageOut"}},

@@ -33,6 +33,28 @@ def test_docs_page_uses_only_local_static_files(client, rivet):
     assert schema.status_code == 200 and schema.json()["paths"]
 
 
+
+def test_the_schema_has_no_repeated_key(client, rivet):
+    """Swagger UI refuses a schema with a key twice in one object ("duplicated mapping key": the docs page
+    rendered nothing, a trial finding: the stream route's 200 was listed twice); ``json.loads`` would keep
+    the last one silently, so the schema is read keeping every pair."""
+    import json
+
+    repeated: list[list[str]] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in items]
+        if len(set(keys)) != len(keys):
+            repeated.append(keys)
+        return dict(items)
+
+    json.loads(client.get("/api/rivet/openapi.json").content, object_pairs_hook=pairs)
+    assert repeated == []
+    stream = json.loads(client.get("/api/rivet/openapi.json").content)["paths"][
+        "/api/rivet/actors/{actor_id}/streams/{name}"
+    ]["get"]["responses"]["200"]["content"]
+    assert set(stream) == {"application/json", "text/event-stream"}
+
 ASGI_STATIC = """
 import asyncio
 from asgiref.testing import ApplicationCommunicator

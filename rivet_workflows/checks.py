@@ -345,6 +345,48 @@ def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     ]
 
 
+@checks.register(checks.Tags.compatibility)
+def check_redis_layer_timeout(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W009 when the default channel layer is channels-redis's ``RedisChannelLayer`` and a host of it would
+    use redis-py's default socket timeout (5 s since redis-py 8) while the layer waits up to
+    ``brpop_timeout`` (5 s) for a message: every WebSocket idle that long ends with ``Timeout reading from
+    ...`` and the admin trace falls back to polling (a trial finding). A host given as a dict with
+    ``socket_timeout`` (or a URL with ``?socket_timeout=``) above ``brpop_timeout`` passes."""
+    from urllib.parse import parse_qs, urlsplit
+
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get("default") or {}
+    if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
+        return []
+    try:
+        from channels_redis.core import RedisChannelLayer
+        from redis import _defaults
+    except ImportError:  # redis-py before 8 has no default socket timeout
+        return []
+    wait = float(RedisChannelLayer.brpop_timeout)
+    default = getattr(_defaults, "DEFAULT_SOCKET_TIMEOUT", None)
+    found: list[checks.CheckMessage] = []
+    for host in (layer.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]:
+        if isinstance(host, dict):
+            timeout = host.get("socket_timeout", default)
+        elif isinstance(host, str):
+            given = parse_qs(urlsplit(host).query).get("socket_timeout")
+            timeout = float(given[0]) if given else default
+        else:
+            continue
+        if timeout is not None and float(timeout) <= wait:
+            found.append(
+                checks.Warning(
+                    f"CHANNEL_LAYERS['default'] host {host!r} has a socket timeout of {timeout} s, not more "
+                    f"than the {wait:g} s channels-redis waits for a message: every WebSocket idle that "
+                    'long is closed ("Timeout reading from ...") and the admin trace falls back to polling.',
+                    hint='Give the host as a dict: {"address": REDIS_URL, "socket_timeout": 10} '
+                    "(docs/reference/live-events.md).",
+                    id="rivet_workflows.W009",
+                )
+            )
+    return found
+
+
 @checks.register(checks.Tags.compatibility, deploy=True)
 def check_code_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``manage.py check --deploy``: W007 when workers would run without ``CODE_VERSION`` (Celery

@@ -191,7 +191,8 @@ class Demo:
         _say(f"  database: {_database_label()}   broker: {_broker_label()}")
         _say(f"  fake HTTP service: {url}   actor keys end with -{self.suffix}")
         _say(f"  scenarios: {', '.join(s.name for s in self.chosen)}")
-        _say(f"  not run yet (need a later engine issue): {', '.join(scenarios.LATER_SCENARIOS) or '-'}")
+        if scenarios.LATER_SCENARIOS:
+            _say(f"  not run yet (need a later engine issue): {', '.join(scenarios.LATER_SCENARIOS)}")
         _say()
         try:
             return self._run()

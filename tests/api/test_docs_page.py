@@ -33,7 +33,6 @@ def test_docs_page_uses_only_local_static_files(client, rivet):
     assert schema.status_code == 200 and schema.json()["paths"]
 
 
-
 def test_the_schema_has_no_repeated_key(client, rivet):
     """Swagger UI refuses a schema with a key twice in one object ("duplicated mapping key": the docs page
     rendered nothing, a trial finding: the stream route's 200 was listed twice); ``json.loads`` would keep
@@ -54,6 +53,7 @@ def test_the_schema_has_no_repeated_key(client, rivet):
         "/api/rivet/actors/{actor_id}/streams/{name}"
     ]["get"]["responses"]["200"]["content"]
     assert set(stream) == {"application/json", "text/event-stream"}
+
 
 ASGI_STATIC = """
 import asyncio

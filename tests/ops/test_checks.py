@@ -95,6 +95,36 @@ def test_a_new_projects_first_migrate_is_not_told_to_migrate(monkeypatch) -> Non
 
 
 @pytest.mark.parametrize(
+    ("hosts", "warned"),
+    [
+        (["redis://127.0.0.1:6379/0"], True),  # redis-py 8's default: 5 s
+        ([{"address": "redis://127.0.0.1:6379/0"}], True),
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}], True),
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 10}], False),
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": None}], False),
+        (["redis://127.0.0.1:6379/0?socket_timeout=10"], False),
+    ],
+)
+def test_a_redis_layer_that_would_time_out_idle_websockets_is_w009(settings, hosts, warned) -> None:
+    """A trial finding: with redis-py 8 (default socket timeout 5 s) channels-redis's 5 s wait for a message
+    timed every idle WebSocket out, and the admin trace fell back to polling."""
+    from rivet_workflows.checks import check_redis_layer_timeout
+
+    defaults = pytest.importorskip("redis._defaults", reason="redis-py before 8 sets no socket timeout")
+    if getattr(defaults, "DEFAULT_SOCKET_TIMEOUT", None) is None:
+        pytest.skip("this redis-py sets no default socket timeout")
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": hosts}}
+    }
+    found = check_redis_layer_timeout()
+    assert [m.id for m in found] == (["rivet_workflows.W009"] if warned else [])
+    if warned:
+        assert "socket_timeout" in found[0].hint
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    assert check_redis_layer_timeout() == []
+
+
+@pytest.mark.parametrize(
     ("dispatcher", "says"),
     [
         ("LocalDispatcher", "cannot be imported"),

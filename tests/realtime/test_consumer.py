@@ -250,3 +250,23 @@ async def test_a_new_page_gets_a_push_once_every_worker_can_see_it(rivet, monkey
     assert (await communicator.connect())[0]
     assert await communicator.receive_json_from(timeout=5) == {"type": "history", "actor_id": handle.actor_id}
     await communicator.disconnect()
+
+
+async def test_an_idle_websocket_on_redis_still_gets_events(rivet):
+    """A subscription idle for longer than channels-redis's 5 s wait for a message stays open and gets
+    the next event (a trial finding: redis-py 8's 5 s socket timeout closed it; the example project's
+    layer sets a longer one, check W009)."""
+    from channels.layers import get_channel_layer
+
+    from rivet_workflows.realtime import broadcaster, watchers
+
+    if watchers.mode(get_channel_layer()) != "redis":
+        pytest.skip("needs the Redis channel layer (REDIS_URL)")
+    handle = await database_sync_to_async(rivet.client.order.get_or_create)("idle-page")
+    communicator = WebsocketCommunicator(app, f"/ws/rivet/actors/{handle.actor_id}/")
+    assert (await communicator.connect())[0]
+    await communicator.receive_json_from(timeout=5)  # the catch-up push of a new page
+    await asyncio.sleep(6.5)
+    broadcaster.broadcast(handle.actor_id, "late", [1])
+    assert await communicator.receive_json_from(timeout=5) == {"type": "event", "name": "late", "args": [1]}
+    await communicator.disconnect()

@@ -108,3 +108,58 @@ def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_m
         server.terminate()
         server.join(timeout=10)
     assert handle.workflow_state() == "completed"
+
+
+def test_the_trace_page_reconnects_after_losing_its_websocket(rivet, transactional_db, django_user_model):
+    """A trial finding: after the ASGI server restarted, the trace page polled for the rest of its life. The
+    browser's socket is routed through Playwright, which closes the first connection as a server going
+    away would (1012, service restart): the page polls, then connects again and is live."""
+    import re
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from daphne.testing import DaphneProcess
+
+    django_user_model.objects.create_superuser("admin", password="admin-pw")
+    handle = rivet.client.order.get_or_create("checkout-2003")
+    server = DaphneProcess("localhost", server_application)
+    server.start()
+    try:
+        assert server.ready.wait(timeout=30), "daphne did not start"
+        base = f"http://localhost:{server.port.value}"
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(20_000)
+                sockets = []
+
+                def through(route):
+                    route.connect_to_server()
+                    sockets.append(route)
+
+                page.route_web_socket(re.compile(r".*/ws/rivet/actors/.*"), through)
+                page.goto(f"{base}/admin/login/?next=/admin/rivet_workflows/actor/{handle.actor_id}/change/")
+                page.fill("#id_username", "admin")
+                page.fill("#id_password", "admin-pw")
+                page.click("input[type=submit]")
+                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+                assert len(sockets) == 1
+                sockets[0].close(code=1012, reason="service restart")
+                page.wait_for_selector('#rivet-live-mode:text-is("polling every 2 s")')
+                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')  # within about a second
+                assert len(sockets) == 2
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        server.join(timeout=10)

@@ -676,7 +676,7 @@ class Store(Protocol):
     # --- connections -------------------------------------------------------------------------------
     def close_thread_connection(self) -> None:
         """Close what the calling thread holds open (a database connection); called by threads the engine
-        starts (the lease heartbeat) when they end. Default: nothing to close."""
+        starts when they are done with the store for a while (the lease keeper, idle). Default: nothing to close."""
 
 
 class Dispatcher(Protocol):

@@ -2,7 +2,8 @@
 
 ``execute`` is the one entry point: it takes the claimed actor in and hands back a ``RunReport`` whose
 ``outcome`` (a ``RunOutcome``) is what the final commit recorded. The run's parts (write buffer, step lock,
-waits) live on its ``RunSession``; the lease is kept by a ``Heartbeat`` thread while the workflow runs.
+waits) live on its ``RunSession``; the lease is kept by the process's lease-keeper thread (``Heartbeat``)
+while the workflow runs.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class _Run:
             self.runtime.vars.pop(self.actor.actor_id, None)
             return self._report(report, session)
         finally:
-            beat.stop()  # joins: no renew may land after the release below
+            beat.stop()  # waits for a renew in flight: none may land after the release below
         if session.evicted:
             return self._report(report, session)
         fields = outcome.commit_fields()

@@ -146,7 +146,7 @@ class BodyCounter:
 
     def cancel_all(self) -> None:
         """Set ``cancelled`` on every attempt in flight and on every later one (the run lost its lease).
-        Thread-safe: called from the heartbeat thread."""
+        Thread-safe: called from the lease-keeper thread."""
         with self._guard_lock:
             self._cancelled = True
             steps = list(self._guarded)

@@ -34,7 +34,7 @@ import pytest
 
 from tests.shards import cluster_fixtures
 from tests.shards.clusters import Clusters
-from tests.shards.workflows import parse_body
+from tests.shards.workflows import body_text, parse_body
 from tests.system.conftest import Cluster, Proc
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -271,6 +271,32 @@ def wait_done(shards: Shards, plan: Plan, timeout: float, during: Any = None) ->
         time.sleep(0.2)
 
 
+def _diagnosis(shards: Shards, alias: str, sink_id: str, sink: str, messages: list[tuple[str, int]]) -> str:
+    """What the stores and the senders' journal say of ``messages`` (sender key, i) sent to ``sink``: the
+    journal's lines (one per step attempt that sent), shard A's relay rows and the sink's queue messages."""
+    bodies = [body_text(sender, i) for sender, i in messages]
+    journal = shards.workers.fault_dir / "sent.log"
+    lines = journal.read_text().splitlines() if journal.exists() else []
+    wanted = {f"{sender} {i} {sink}" for sender, i in messages}
+    attempts = [line for line in lines if line.rsplit(" ", 1)[0] in wanted]
+    relay = shards.query(
+        "default",
+        "SELECT id, kind, body::text, delivered_at IS NOT NULL, failed, last_error FROM rivet_workflows_relaymessage "
+        "WHERE target_actor_id = %s ORDER BY id",
+        [sink_id],
+    )
+    relay = [row for row in relay if any(body in (row[2] or "") for body in bodies)]
+    stored = shards.query(
+        alias,
+        "SELECT id, body::text, dedup_id, status FROM rivet_workflows_queuemessage WHERE actor_id = %s ORDER BY id",
+        [sink_id],
+    )
+    stored = [row for row in stored if any(body in (row[1] or "") for body in bodies)]
+    return (
+        f"journal (step attempts): {attempts}\nrelay rows on A: {relay}\nqueue messages of the sink: {stored}"
+    )
+
+
 def check_exactly_once(shards: Shards, plan: Plan) -> None:
     """Every sink completed with each ``sender|i`` once, each sender's in increasing ``i``; each sink is on
     the shard its key says; shard A's relay rows are all delivered (none failed), one per crossing message;
@@ -286,10 +312,13 @@ def check_exactly_once(shards: Shards, plan: Plan) -> None:
             assert shard_map().alias_for_actor(actor_id) == alias
             received = [parse_body(body) for body in output]
             counts = Counter(received)
-            assert set(counts) == everything, f"sink {key} missed {sorted(everything - set(counts))[:5]}"
-            assert max(counts.values()) == 1, (
-                f"sink {key} got twice: {[m for m, n in counts.items() if n > 1][:5]}"
-            )
+            missed = sorted(everything - set(counts))
+            twice = [m for m, n in counts.items() if n > 1]
+            if missed or twice:
+                pytest.fail(
+                    f"sink {key} missed {missed[:5]}, got twice {twice[:5]}\n"
+                    + _diagnosis(shards, alias, actor_id, key[0], missed[:3] + twice[:3])
+                )
             for sender, _ in everything:
                 order = [i for s, i in received if s == sender]
                 assert order == sorted(order), f"sink {key} got {sender}'s messages out of order: {order}"

@@ -9,9 +9,13 @@ while its live mode says "websocket" (no polling). Skipped when chromium or Play
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -50,10 +54,50 @@ def server_application():
     return ASGIStaticFilesHandler(get_default_application())
 
 
-def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_model, tmp_path, monkeypatch):
+@contextlib.contextmanager
+def trace_page(actor_id: str, route_sockets: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """A daphne server (``server_application``) and a Chromium page logged in as ``admin`` on the trace page
+    of ``actor_id``; ``route_sockets`` (Playwright's ``page.route_web_socket`` handler) sees the page's
+    WebSockets when given. Yields the page."""
     sync_api = pytest.importorskip("playwright.sync_api")
     from daphne.testing import DaphneProcess
 
+    server = DaphneProcess("localhost", server_application)
+    server.start()
+    try:
+        assert server.ready.wait(timeout=30), "daphne did not start"
+        base = f"http://localhost:{server.port.value}"
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(20_000)
+                if route_sockets is not None:
+                    page.route_web_socket(re.compile(r".*/ws/rivet/actors/.*"), route_sockets)
+                page.goto(f"{base}/admin/login/?next=/admin/rivet_workflows/actor/{actor_id}/change/")
+                page.fill("#id_username", "admin")
+                page.fill("#id_password", "admin-pw")
+                page.click("input[type=submit]")
+                yield page
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+
+
+def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_model, tmp_path, monkeypatch):
+    pytest.importorskip("playwright.sync_api")
     marker = tmp_path / "payment-service-broken"
     marker.write_text("misconfigured")
     monkeypatch.setenv(test_registry.BROKEN_FILE_ENV, str(marker))
@@ -64,49 +108,21 @@ def test_trace_updates_over_the_websocket(rivet, transactional_db, django_user_m
     rivet.drain()
     assert handle.workflow_state() == "failed"
 
-    server = DaphneProcess("localhost", server_application)
-    server.start()
-    try:
-        assert server.ready.wait(timeout=30), "daphne did not start"
-        base = f"http://localhost:{server.port.value}"
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(20_000)
-                page.goto(f"{base}/admin/login/?next=/admin/rivet_workflows/actor/{handle.actor_id}/change/")
-                page.fill("#id_username", "admin")
-                page.fill("#id_password", "admin-pw")
-                page.click("input[type=submit]")
-                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
-                assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "failed"
+    with trace_page(handle.actor_id) as page:
+        page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+        assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "failed"
 
-                marker.unlink()  # fix the cause
-                page.locator('li[data-key="charge"] button.rivet-replay-step').click()
-                page.click("#rivet-replay-confirm")  # the plan page: confirm it
-                page.wait_for_selector(".messagelist .success")
-                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
-                assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "sleeping"
-                gate.write_text("go")  # the reloaded page listens again: let the worker run the workflow
-                page.wait_for_selector('#rivet-workflow-state[data-state="completed"]')
-                page.wait_for_selector('#rivet-events li:has-text("charged")')
-                assert "[1]" in page.locator("#rivet-events li").first.inner_text()
-                assert page.locator("#rivet-live-mode").inner_text() == "websocket"
-            finally:
-                browser.close()
-    finally:
-        server.terminate()
-        server.join(timeout=10)
+        marker.unlink()  # fix the cause
+        page.locator('li[data-key="charge"] button.rivet-replay-step').click()
+        page.click("#rivet-replay-confirm")  # the plan page: confirm it
+        page.wait_for_selector(".messagelist .success")
+        page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+        assert page.locator("#rivet-workflow-state").get_attribute("data-state") == "sleeping"
+        gate.write_text("go")  # the reloaded page listens again: let the worker run the workflow
+        page.wait_for_selector('#rivet-workflow-state[data-state="completed"]')
+        page.wait_for_selector('#rivet-events li:has-text("charged")')
+        assert "[1]" in page.locator("#rivet-events li").first.inner_text()
+        assert page.locator("#rivet-live-mode").inner_text() == "websocket"
     assert handle.workflow_state() == "completed"
 
 
@@ -114,52 +130,19 @@ def test_the_trace_page_reconnects_after_losing_its_websocket(rivet, transaction
     """A trial finding: after the ASGI server restarted, the trace page polled for the rest of its life. The
     browser's socket is routed through Playwright, which closes the first connection as a server going
     away would (1012, service restart): the page polls, then connects again and is live."""
-    import re
-
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from daphne.testing import DaphneProcess
-
+    pytest.importorskip("playwright.sync_api")
     django_user_model.objects.create_superuser("admin", password="admin-pw")
     handle = rivet.client.order.get_or_create("checkout-2003")
-    server = DaphneProcess("localhost", server_application)
-    server.start()
-    try:
-        assert server.ready.wait(timeout=30), "daphne did not start"
-        base = f"http://localhost:{server.port.value}"
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(20_000)
-                sockets = []
+    sockets = []
 
-                def through(route):
-                    route.connect_to_server()
-                    sockets.append(route)
+    def through(route):
+        route.connect_to_server()
+        sockets.append(route)
 
-                page.route_web_socket(re.compile(r".*/ws/rivet/actors/.*"), through)
-                page.goto(f"{base}/admin/login/?next=/admin/rivet_workflows/actor/{handle.actor_id}/change/")
-                page.fill("#id_username", "admin")
-                page.fill("#id_password", "admin-pw")
-                page.click("input[type=submit]")
-                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
-                assert len(sockets) == 1
-                sockets[0].close(code=1012, reason="service restart")
-                page.wait_for_selector('#rivet-live-mode:text-is("polling every 2 s")')
-                page.wait_for_selector('#rivet-live-mode:text-is("websocket")')  # within about a second
-                assert len(sockets) == 2
-            finally:
-                browser.close()
-    finally:
-        server.terminate()
-        server.join(timeout=10)
+    with trace_page(handle.actor_id, through) as page:
+        page.wait_for_selector('#rivet-live-mode:text-is("websocket")')
+        assert len(sockets) == 1
+        sockets[0].close(code=1012, reason="service restart")
+        page.wait_for_selector('#rivet-live-mode:text-is("polling every 2 s")')
+        page.wait_for_selector('#rivet-live-mode:text-is("websocket")')  # within about a second
+        assert len(sockets) == 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 import uuid
 
@@ -99,8 +98,13 @@ def redis_layer():
         conn = layer.connection(layer.consistent_hash(watchers.watched_key(layer)))
         await conn.delete(watchers.watched_key(layer))
 
-    # on the loop its connections were made on (the broadcaster's sender loop)
-    asyncio.run_coroutine_threadsafe(clean(), broadcaster._background_loop()).result(5)
+    on_sender_loop(clean())
+
+
+def on_sender_loop(coroutine) -> None:
+    """Run ``coroutine`` on the broadcaster's sender loop (where the layer's connections of the pushes are
+    made) and wait for it."""
+    asyncio.run_coroutine_threadsafe(coroutine, broadcaster._background_loop()).result(5)
 
 
 @redis_only
@@ -109,14 +113,7 @@ def test_redis_layer_pushes_while_its_reading_is_stale_then_only_to_registered_p
 ):
     monkeypatch.setattr(watchers, "WATCH_REFRESH", 0.5)
     sent = _recording(redis_layer, monkeypatch)
-    registered = threading.Event()
-
-    async def register():
-        await watchers.register(redis_layer, "watched", "page-1")
-        registered.set()
-
-    broadcaster._on_sender_loop(register())
-    assert registered.wait(5)
+    on_sender_loop(watchers.register(redis_layer, "watched", "page-1"))
     # no reading yet: pushed (and a reading is started)
     broadcaster.history_changed("nobody-looks")
     _settle(0.3)
@@ -126,14 +123,7 @@ def test_redis_layer_pushes_while_its_reading_is_stale_then_only_to_registered_p
     _settle(0.2)
     assert sent[1:] == [broadcaster.group_name("watched")]
     # the page closes: once the reading is older than WATCH_REFRESH, a new one no longer lists it
-    done = threading.Event()
-
-    async def unregister():
-        await watchers.unregister(redis_layer, "watched", "page-1")
-        done.set()
-
-    broadcaster._on_sender_loop(unregister())
-    assert done.wait(5)
+    on_sender_loop(watchers.unregister(redis_layer, "watched", "page-1"))
     _settle(0.6)
     broadcaster.history_changed("watched")  # stale reading: pushed, and a new reading starts
     _settle(0.3)
@@ -145,21 +135,7 @@ def test_redis_layer_pushes_while_its_reading_is_stale_then_only_to_registered_p
 @redis_only
 def test_an_expired_registration_is_not_a_watcher(fresh, monkeypatch, redis_layer):
     monkeypatch.setattr(watchers, "WATCH_TTL", 0.2)
-    done = threading.Event()
-
-    async def register():
-        await watchers.register(redis_layer, "left-open", "page-9")
-        done.set()
-
-    broadcaster._on_sender_loop(register())
-    assert done.wait(5)
+    on_sender_loop(watchers.register(redis_layer, "left-open", "page-9"))
     _settle(0.4)  # its consumer process died: nobody renews it
-    read = threading.Event()
-
-    async def refresh():
-        await watchers._refresh(redis_layer, time.monotonic())
-        read.set()
-
-    broadcaster._on_sender_loop(refresh())
-    assert read.wait(5)
+    on_sender_loop(watchers._refresh(redis_layer, time.monotonic()))
     assert not watchers.may_be_watched(redis_layer, "left-open", broadcaster._on_sender_loop)

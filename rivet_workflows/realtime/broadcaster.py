@@ -89,12 +89,7 @@ def send_to_group(actor_id: str, message: dict) -> None:
         layer = _layer()
         if layer is None:
             return
-        target = _consumer_loop
-        if target is None or target.is_closed() or not target.is_running():
-            target = _background_loop()
-        future = asyncio.run_coroutine_threadsafe(layer.group_send(group_name(actor_id), message), target)
-        _pending.add(future)
-        future.add_done_callback(_log_failure)
+        _schedule(layer.group_send(group_name(actor_id), message))
     except Exception:  # realtime is best effort: never fail a step or an action
         logger.exception("realtime send to actor %s failed", actor_id)
 
@@ -141,7 +136,7 @@ def history_changed(actor_id: str) -> None:
     """
     try:
         layer = _layer()
-        if layer is None or not watchers.may_be_watched(layer, actor_id, _on_sender_loop):
+        if layer is None or not watchers.may_be_watched(layer, actor_id, _schedule):
             return  # nobody has this actor's trace page open (watchers module)
     except Exception:  # realtime is best effort: never fail a step or an action
         logger.exception("realtime history push for actor %s failed", actor_id)
@@ -152,20 +147,19 @@ def history_changed(actor_id: str) -> None:
         return
     _history_due[actor_id] = now
     try:
-        target = _consumer_loop
-        if target is None or target.is_closed() or not target.is_running():
-            target = _background_loop()
-        future = asyncio.run_coroutine_threadsafe(_push_history(actor_id), target)
-        _pending.add(future)
-        future.add_done_callback(_log_failure)
+        _schedule(_push_history(actor_id))
     except Exception:  # realtime is best effort: never fail a step or an action
         _history_due.pop(actor_id, None)
         logger.exception("realtime history push for actor %s failed", actor_id)
 
 
-def _on_sender_loop(coroutine: Any) -> None:
-    """Run ``coroutine`` on the background sender loop (fire and forget, failures logged)."""
-    future = asyncio.run_coroutine_threadsafe(coroutine, _background_loop())
+def _schedule(coroutine: Any) -> None:
+    """Run ``coroutine`` on the loop of this process's consumers when one is listening (the in-memory layer
+    is bound to it), else on the background sender loop; fire and forget, failures logged."""
+    target = _consumer_loop
+    if target is None or target.is_closed() or not target.is_running():
+        target = _background_loop()
+    future = asyncio.run_coroutine_threadsafe(coroutine, target)
     _pending.add(future)
     future.add_done_callback(_log_failure)
 

@@ -339,6 +339,6 @@ class Connections:
             connection.close()
 
     def close_thread_connection(self) -> None:
-        """Close this thread's database connections (called by the lease-keeper thread when idle)."""
+        """Close this thread's database connections (called by the lease-keeper thread when the last run it renewed for stops)."""
         for conn in connections.all(initialized_only=True):
             conn.close()

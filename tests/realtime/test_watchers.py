@@ -138,4 +138,4 @@ def test_an_expired_registration_is_not_a_watcher(fresh, monkeypatch, redis_laye
     on_sender_loop(watchers.register(redis_layer, "left-open", "page-9"))
     _settle(0.4)  # its consumer process died: nobody renews it
     on_sender_loop(watchers._refresh(redis_layer, time.monotonic()))
-    assert not watchers.may_be_watched(redis_layer, "left-open", broadcaster._on_sender_loop)
+    assert not watchers.may_be_watched(redis_layer, "left-open", broadcaster._schedule)
